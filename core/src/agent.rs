@@ -1,0 +1,507 @@
+//! The bounded agent loop: model call, tool calls, seal, repeated until the run ends.
+//!
+//! A response's tool calls are judged together: calls the core settles itself (through
+//! [`Hooks`], e.g. `submit`) are settled at once, unknown tools and invalid arguments get
+//! error results, and the remaining calls go to the host as one [`ToolBatch`]. The seal records
+//! every result in the order the model asked, then the run ends when every result of the batch
+//! terminates, when the turn bound is reached, or goes on.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::machine::{CallId, Input, Misuse, MisuseKind, ModelCall, Output, Settled, ToolBatch};
+use crate::message::{
+    AssistantMessage, Message, ModelRequest, StopReason, ToolCall, ToolOutput, ToolResult,
+    ToolSpec, Usage,
+};
+use crate::schema::{Schema, SchemaError};
+
+/// Result text for a call refused because the response hit the output-token limit.
+pub const REFUSED_LENGTH: &str =
+    "not run: the response was cut off at the output-token limit, so this call may be incomplete";
+/// Result text for a call not run because the run is ending (POLICY.md D2).
+pub const NOT_RUN_ENDING: &str = "not run: the step is ending";
+/// Result text for a call settled by a cancel (POLICY.md D6).
+pub const ABORTED: &str = "aborted: the run was cancelled before this call finished";
+
+/// A tool the host runs: what the model sees, the compiled schema its arguments must satisfy,
+/// and how it may be scheduled. It serializes as its spec; deserializing compiles the schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "ToolRepr", into = "ToolRepr")]
+pub struct Tool {
+    spec: ToolSpec,
+    schema: Schema,
+    sequential: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolRepr {
+    #[serde(flatten)]
+    spec: ToolSpec,
+    #[serde(default)]
+    sequential: bool,
+}
+
+impl TryFrom<ToolRepr> for Tool {
+    type Error = SchemaError;
+    fn try_from(repr: ToolRepr) -> Result<Self, SchemaError> {
+        let tool = Tool::new(repr.spec.name, repr.spec.description, repr.spec.parameters)?;
+        Ok(Self { sequential: repr.sequential, ..tool })
+    }
+}
+
+impl From<Tool> for ToolRepr {
+    fn from(tool: Tool) -> Self {
+        Self { spec: tool.spec, sequential: tool.sequential }
+    }
+}
+
+impl Tool {
+    /// A tool whose arguments must satisfy `parameters`.
+    ///
+    /// # Errors
+    /// When `parameters` is not a valid JSON Schema.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+    ) -> Result<Self, SchemaError> {
+        let schema = Schema::compile(parameters.clone())?;
+        Ok(Self {
+            spec: ToolSpec { name: name.into(), description: description.into(), parameters },
+            schema,
+            sequential: false,
+        })
+    }
+
+    /// Declares that calls of this tool must run one at a time, in order, with the rest of
+    /// their batch.
+    #[must_use]
+    pub fn sequential(mut self) -> Self {
+        self.sequential = true;
+        self
+    }
+
+    /// Whether calls of this tool must run sequentially.
+    #[must_use]
+    pub fn is_sequential(&self) -> bool {
+        self.sequential
+    }
+
+    /// The tool's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// What the model sees.
+    #[must_use]
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+}
+
+/// The core-side policy of a loop: which calls the core settles itself and when a response
+/// ends the run before its host calls run. `()` settles nothing.
+pub trait Hooks {
+    /// Settles `call` inside the core, or returns `None` to let the loop route it to the host.
+    /// Called for every call of a response, in the model's order, before any host call runs.
+    fn settle(&mut self, call: &ToolCall) -> Option<ToolOutput>;
+
+    /// `call` was refused because the response was cut off (stop reason `length`).
+    fn refused(&mut self, call: &ToolCall) {
+        let _ = call;
+    }
+
+    /// Asked once every call of a response is judged: whether the run ends with this
+    /// response, and whether its host calls still run.
+    fn halt(&self) -> Halt {
+        Halt::No
+    }
+}
+
+/// Whether a response ends the run, asked of [`Hooks::halt`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Halt {
+    /// The run goes on by the usual rules.
+    No,
+    /// The host calls run; the run ends when they are sealed.
+    AfterTools,
+    /// The run ends now; the host calls are recorded as not run.
+    BeforeTools,
+}
+
+impl Hooks for () {
+    fn settle(&mut self, _call: &ToolCall) -> Option<ToolOutput> {
+        None
+    }
+}
+
+/// Why a loop ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "end", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum End {
+    /// The model answered without tool calls.
+    Stopped,
+    /// Every result of the last batch asked the run to end.
+    Terminated,
+    /// The turn bound cut off a run that would have gone on.
+    TurnLimit,
+    /// The last request failed.
+    ProviderFailed {
+        /// The failure as the transport reported it.
+        message: String,
+    },
+    /// The hooks ended the run (e.g. the attempt budget is spent).
+    Halted,
+    /// The host cancelled the run.
+    Cancelled {
+        /// The host's reason.
+        reason: String,
+    },
+}
+
+/// What a loop has spent so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spent {
+    /// Completed turns (a failed request or a prose reply completes a turn too).
+    pub turns: u32,
+    /// Requests that reached the provider.
+    pub requests: u32,
+    /// Failed attempts (failed `submit` calls; 0 for loops without one).
+    pub failed_attempts: u32,
+    /// Tokens and cost, summed over requests.
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "camelCase")]
+enum Phase {
+    AwaitModel {
+        call: CallId,
+    },
+    AwaitTools {
+        batch: CallId,
+        /// One slot per call of the response, in the model's order; `None` until settled.
+        slots: Vec<Option<ToolResult>>,
+        /// The calls the host runs.
+        host_calls: Vec<ToolCall>,
+        /// For each host call, its slot.
+        host_slots: Vec<usize>,
+        sequential: bool,
+        /// The run ends when this batch is sealed.
+        halted: bool,
+    },
+    Ended(End),
+}
+
+/// The bounded agent loop, generic over its core-side policy.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Agent<H> {
+    system: String,
+    messages: Vec<Message>,
+    /// Advertised to the model: the hooks' tools, then the host tools.
+    specs: Vec<ToolSpec>,
+    tools: Vec<Tool>,
+    max_turns: u32,
+    spent: Spent,
+    next_id: u64,
+    phase: Phase,
+    hooks: H,
+}
+
+impl<H: Hooks> Agent<H> {
+    /// A loop with `system`, a first user message `task`, `core_tools` settled by `hooks`,
+    /// host `tools` and a turn bound (at least 1).
+    #[must_use]
+    pub fn new(
+        system: impl Into<String>,
+        task: impl Into<String>,
+        core_tools: Vec<ToolSpec>,
+        tools: Vec<Tool>,
+        max_turns: u32,
+        hooks: H,
+    ) -> Self {
+        let mut specs = core_tools;
+        specs.extend(tools.iter().map(|tool| tool.spec.clone()));
+        Self {
+            system: system.into(),
+            messages: vec![Message::User { text: task.into() }],
+            specs,
+            tools,
+            max_turns: max_turns.max(1),
+            spent: Spent::default(),
+            next_id: 1,
+            phase: Phase::AwaitModel { call: CallId(0) },
+            hooks,
+        }
+    }
+
+    /// The transcript so far.
+    #[must_use]
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The core-side policy.
+    #[must_use]
+    pub fn hooks(&self) -> &H {
+        &self.hooks
+    }
+
+    /// What the loop has spent.
+    #[must_use]
+    pub fn spent(&self) -> Spent {
+        self.spent
+    }
+
+    /// Why the loop ended, once it has.
+    #[must_use]
+    pub fn end(&self) -> Option<&End> {
+        match &self.phase {
+            Phase::Ended(end) => Some(end),
+            _ => None,
+        }
+    }
+
+    /// Consumes the loop into its hooks, transcript and end.
+    #[must_use]
+    pub fn into_parts(self) -> (H, Vec<Message>, Option<End>, Spent) {
+        let end = match self.phase {
+            Phase::Ended(end) => Some(end),
+            _ => None,
+        };
+        (self.hooks, self.messages, end, self.spent)
+    }
+
+    /// What the host must do next.
+    pub fn poll_output(&mut self) -> Output<'_> {
+        match &self.phase {
+            Phase::AwaitModel { call } => Output::CallModel(ModelCall {
+                id: *call,
+                request: ModelRequest {
+                    system: &self.system,
+                    messages: &self.messages,
+                    tools: &self.specs,
+                },
+            }),
+            Phase::AwaitTools { batch, host_calls, sequential, .. } => {
+                Output::RunTools(ToolBatch {
+                    id: *batch,
+                    calls: host_calls,
+                    sequential: *sequential,
+                })
+            }
+            Phase::Ended(_) => Output::Done,
+        }
+    }
+
+    /// An answer to the current output.
+    ///
+    /// # Errors
+    /// [`Misuse`] when the input does not answer the current output; nothing changes then.
+    pub fn handle_input(&mut self, input: Input) -> Result<(), Misuse> {
+        match input {
+            Input::ModelResponse { call, response } => match &self.phase {
+                Phase::AwaitModel { call: expected } if *expected == call => {
+                    self.on_response(response);
+                    Ok(())
+                }
+                phase => Err(unexpected(phase, &format!("a model response for {call}"))),
+            },
+            Input::Seal { batch, results } => self.on_seal(batch, results),
+            Input::Cancel { reason } => self.cancel(reason),
+        }
+    }
+
+    fn fresh_id(&mut self) -> CallId {
+        let id = CallId(self.next_id);
+        self.next_id += 1;
+        id
+    }
+
+    fn on_response(&mut self, response: AssistantMessage) {
+        self.spent.requests += 1;
+        self.spent.turns += 1;
+        self.spent.usage.add(&response.usage);
+        let stop = response.stop_reason();
+        let failure = stop.is_failure().then(|| response.failure_message());
+        let calls: Vec<ToolCall> =
+            if failure.is_some() { Vec::new() } else { response.tool_calls().cloned().collect() };
+        self.messages.push(Message::Assistant(response));
+        if let Some(message) = failure {
+            self.phase = Phase::Ended(End::ProviderFailed { message });
+            return;
+        }
+        if calls.is_empty() {
+            self.phase = Phase::Ended(End::Stopped);
+            return;
+        }
+
+        let mut slots = Vec::with_capacity(calls.len());
+        let mut host_calls = Vec::new();
+        let mut host_slots = Vec::new();
+        let mut sequential = false;
+        for call in calls {
+            let settled = if stop == StopReason::Length {
+                self.hooks.refused(&call);
+                Some(ToolOutput::error(REFUSED_LENGTH))
+            } else if let Some(output) = self.hooks.settle(&call) {
+                Some(output)
+            } else if let Some(tool) = self.tools.iter().find(|tool| tool.spec.name == call.name) {
+                match tool.schema.check_arguments(&call.name, &call.arguments) {
+                    Ok(()) => {
+                        sequential |= tool.sequential;
+                        None
+                    }
+                    Err(text) => Some(ToolOutput::error(text)),
+                }
+            } else {
+                Some(ToolOutput::error(format!(
+                    "unknown tool \"{}\": the available tools are {}",
+                    call.name,
+                    self.specs
+                        .iter()
+                        .map(|s| format!("\"{}\"", s.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            };
+            match settled {
+                Some(output) => slots.push(Some(result_for(&call, output))),
+                None => {
+                    host_slots.push(slots.len());
+                    slots.push(None);
+                    host_calls.push(call);
+                }
+            }
+        }
+
+        let halt = self.hooks.halt();
+        if halt == Halt::BeforeTools {
+            for (call, slot) in host_calls.iter().zip(&host_slots) {
+                slots[*slot] = Some(result_for(call, ToolOutput::error(NOT_RUN_ENDING)));
+            }
+            host_calls.clear();
+        }
+        let halted = halt != Halt::No;
+        if host_calls.is_empty() {
+            self.seal(slots.into_iter().flatten().collect(), halted);
+        } else {
+            let batch = self.fresh_id();
+            self.phase =
+                Phase::AwaitTools { batch, slots, host_calls, host_slots, sequential, halted };
+        }
+    }
+
+    fn on_seal(&mut self, batch: CallId, results: Vec<Settled>) -> Result<(), Misuse> {
+        let Phase::AwaitTools { batch: expected, slots, host_calls, host_slots, halted, .. } =
+            &self.phase
+        else {
+            return Err(unexpected(&self.phase, &format!("a seal for {batch}")));
+        };
+        if *expected != batch {
+            return Err(unexpected(&self.phase, &format!("a seal for {batch}")));
+        }
+        // Match results to calls by id (a multiset: a model may repeat an id).
+        let mut filled: Vec<Option<ToolResult>> = vec![None; host_calls.len()];
+        for settled in &results {
+            let position = host_calls
+                .iter()
+                .enumerate()
+                .position(|(i, call)| call.id == settled.call_id && filled[i].is_none());
+            match position {
+                Some(i) => filled[i] = Some(result_for(&host_calls[i], settled.output.clone())),
+                None => {
+                    return Err(Misuse::new(
+                        MisuseKind::WrongCalls,
+                        format!(
+                            "the seal of {batch} has a result for call \"{}\", which is not an open call of that batch",
+                            settled.call_id
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(missing) = filled.iter().position(Option::is_none) {
+            return Err(Misuse::new(
+                MisuseKind::WrongCalls,
+                format!(
+                    "the seal of {batch} has no result for call \"{}\"",
+                    host_calls[missing].id
+                ),
+            ));
+        }
+        let halted = *halted;
+        let mut slots = slots.clone();
+        for (result, slot) in filled.into_iter().zip(host_slots) {
+            slots[*slot] = result;
+        }
+        self.seal(slots.into_iter().flatten().collect(), halted);
+        Ok(())
+    }
+
+    fn seal(&mut self, results: Vec<ToolResult>, halted: bool) {
+        let all_terminate = results.iter().all(|result| result.terminate);
+        self.messages.extend(results.into_iter().map(Message::ToolResult));
+        self.phase = if halted {
+            Phase::Ended(End::Halted)
+        } else if all_terminate {
+            Phase::Ended(End::Terminated)
+        } else if self.spent.turns >= self.max_turns {
+            Phase::Ended(End::TurnLimit)
+        } else {
+            Phase::AwaitModel { call: self.fresh_id() }
+        };
+    }
+
+    fn cancel(&mut self, reason: String) -> Result<(), Misuse> {
+        match std::mem::replace(&mut self.phase, Phase::Ended(End::Stopped)) {
+            Phase::Ended(end) => {
+                self.phase = Phase::Ended(end);
+                Err(Misuse::new(MisuseKind::Finished, "cancel after the run ended"))
+            }
+            Phase::AwaitModel { .. } => {
+                self.phase = Phase::Ended(End::Cancelled { reason });
+                Ok(())
+            }
+            Phase::AwaitTools { slots, host_calls, host_slots, .. } => {
+                let mut slots = slots;
+                for (call, slot) in host_calls.iter().zip(host_slots) {
+                    slots[slot] = Some(result_for(call, ToolOutput::error(ABORTED)));
+                }
+                self.messages.extend(slots.into_iter().flatten().map(Message::ToolResult));
+                self.phase = Phase::Ended(End::Cancelled { reason });
+                Ok(())
+            }
+        }
+    }
+}
+
+fn result_for(call: &ToolCall, output: ToolOutput) -> ToolResult {
+    ToolResult {
+        call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        content: output.content,
+        details: output.details,
+        is_error: output.is_error,
+        terminate: output.terminate,
+    }
+}
+
+fn unexpected(phase: &Phase, got: &str) -> Misuse {
+    let (kind, expected) = match phase {
+        Phase::AwaitModel { call } => {
+            (MisuseKind::UnexpectedInput, format!("a model response for {call}"))
+        }
+        Phase::AwaitTools { batch, .. } => {
+            (MisuseKind::UnexpectedInput, format!("a seal for {batch}"))
+        }
+        Phase::Ended(_) => (MisuseKind::Finished, "nothing: the run has ended".to_owned()),
+    };
+    Misuse::new(kind, format!("expected {expected}, got {got}"))
+}

@@ -1,0 +1,158 @@
+//! The sans-IO protocol every engine speaks: the host polls for what to do, does it, and
+//! answers with an input.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{AssistantMessage, ModelRequest, ToolCall, ToolOutput};
+
+/// Identifies one output (a model call or a tool batch) so the answer can be matched to it.
+/// Ids increase within a machine and are never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CallId(pub u64);
+
+impl fmt::Display for CallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// A model call the host must make.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[must_use]
+pub struct ModelCall<'a> {
+    /// Answer with [`Input::ModelResponse`] carrying this id.
+    pub id: CallId,
+    /// What to send to the model.
+    pub request: ModelRequest<'a>,
+}
+
+/// Tool calls the host must settle, then answer all at once with [`Input::Seal`].
+#[derive(Debug, Clone, Copy, Serialize)]
+#[must_use]
+pub struct ToolBatch<'a> {
+    /// Answer with [`Input::Seal`] carrying this id.
+    pub id: CallId,
+    /// The calls to run, in the order the model made them. Their arguments are already
+    /// validated against the tool's schema.
+    pub calls: &'a [ToolCall],
+    /// A tool in the batch declared sequential execution: run the calls one at a time, in
+    /// order. Otherwise they may run concurrently.
+    pub sequential: bool,
+}
+
+/// What the host must do next. Level-triggered: until it is answered, polling again returns
+/// the same output with the same id, so a host that lost track (or resumed) can replay it.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[must_use]
+#[non_exhaustive]
+pub enum Output<'a> {
+    /// Make this model call.
+    CallModel(ModelCall<'a>),
+    /// Run these tool calls.
+    RunTools(ToolBatch<'a>),
+    /// The machine has finished: call [`Machine::finish`].
+    Done,
+}
+
+/// One settled tool call of a seal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settled {
+    /// The id of the call (as the model gave it).
+    pub call_id: String,
+    /// Its result.
+    #[serde(flatten)]
+    pub output: ToolOutput,
+}
+
+/// An answer from the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Input {
+    /// The response to a [`ModelCall`]; a failed request is a response whose stop reason is
+    /// `error` or `aborted`.
+    ModelResponse {
+        /// The id of the model call this answers.
+        call: CallId,
+        /// The model's response.
+        response: AssistantMessage,
+    },
+    /// The results of every call of a [`ToolBatch`], in any order.
+    Seal {
+        /// The id of the batch this closes.
+        batch: CallId,
+        /// One result per call of the batch.
+        results: Vec<Settled>,
+    },
+    /// Stop: no further model call is made; every open tool call is recorded as aborted.
+    Cancel {
+        /// Why, for the record.
+        reason: String,
+    },
+}
+
+/// What kind of misuse a [`Misuse`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum MisuseKind {
+    /// The input answers an output that is not the current one (wrong id or wrong kind).
+    UnexpectedInput,
+    /// A seal whose call ids are not exactly the batch's.
+    WrongCalls,
+    /// The machine has already finished.
+    Finished,
+}
+
+/// An input the machine refused: a bug in the host, reported as a value. The machine's state
+/// is unchanged by a refused input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Misuse {
+    /// What kind of mistake.
+    pub kind: MisuseKind,
+    /// What was expected and what arrived.
+    pub message: String,
+}
+
+impl Misuse {
+    pub(crate) fn new(kind: MisuseKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+}
+
+impl fmt::Display for Misuse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "machine misuse: {}", self.message)
+    }
+}
+
+impl std::error::Error for Misuse {}
+
+/// A sans-IO engine: a typed step, an agent loop, a claim check.
+pub trait Machine {
+    /// What a successful run returns.
+    type Value;
+    /// What a failed run returns.
+    type Error: std::error::Error;
+
+    /// What the host must do next (level-triggered, see [`Output`]).
+    fn poll_output(&mut self) -> Output<'_>;
+
+    /// An answer to the current output.
+    ///
+    /// # Errors
+    /// [`Misuse`] for an input that does not answer the current output; the state is unchanged.
+    fn handle_input(&mut self, input: Input) -> Result<(), Misuse>;
+
+    /// The value or the typed failure. Meaningful once `poll_output` returned
+    /// [`Output::Done`]; before that, the run is treated as cancelled.
+    ///
+    /// # Errors
+    /// The machine's typed failure.
+    fn finish(self) -> Result<Self::Value, Self::Error>;
+}

@@ -1,0 +1,322 @@
+//! Provider-neutral messages: what a model said, what tools answered, what a request carries.
+//!
+//! The wire names follow the design's TypeScript packages (`toolCall`, `stopReason`,
+//! `toolUse`), so scripted models and stored transcripts read the same in every host.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Why a model response ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model finished its turn.
+    Stop,
+    /// The model asked for tool calls.
+    ToolUse,
+    /// The output-token limit cut the response off: its tool calls are refused.
+    Length,
+    /// The request failed (network, provider error, ...).
+    Error,
+    /// The request was aborted before the response completed.
+    Aborted,
+}
+
+impl StopReason {
+    /// The wire name (`"stop"`, `"toolUse"`, ...).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Stop => "stop",
+            StopReason::ToolUse => "toolUse",
+            StopReason::Length => "length",
+            StopReason::Error => "error",
+            StopReason::Aborted => "aborted",
+        }
+    }
+
+    /// A failed request: its content is not a usable answer and its tool calls never run.
+    #[must_use]
+    pub fn is_failure(self) -> bool {
+        matches!(self, StopReason::Error | StopReason::Aborted)
+    }
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call; results refer to it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments exactly as the model produced them (not coerced, possibly invalid).
+    pub arguments: Value,
+}
+
+/// One block of an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ContentBlock {
+    /// Visible text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Reasoning the provider exposed.
+    Thinking {
+        /// The reasoning text.
+        thinking: String,
+    },
+    /// A tool call.
+    ToolCall(ToolCall),
+}
+
+/// Tokens and money spent; adds up across requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Usage {
+    /// Input (prompt) tokens not served from a cache.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Input tokens read from the provider's prompt cache.
+    pub cache_read: u64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_write: u64,
+    /// Cost in US dollars, as priced by the host's price table.
+    pub cost: f64,
+}
+
+impl Usage {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &Usage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+        self.cost += other.cost;
+    }
+}
+
+/// A model's response: the answer to one model call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantMessage {
+    /// Text, thinking and tool calls in the order the model produced them.
+    #[serde(default)]
+    pub content: Vec<ContentBlock>,
+    /// Why the response ended. When absent on the wire: `toolUse` if a tool call exists, else
+    /// `stop`.
+    #[serde(default)]
+    pub stop_reason: Option<StopReason>,
+    /// What went wrong, for `error` and `aborted` responses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// What the request cost.
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+impl AssistantMessage {
+    /// A response holding only text.
+    #[must_use]
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::from_content(vec![ContentBlock::Text { text: text.into() }])
+    }
+
+    /// A response holding the given blocks, with the default stop reason.
+    #[must_use]
+    pub fn from_content(content: Vec<ContentBlock>) -> Self {
+        Self { content, stop_reason: None, error_message: None, usage: Usage::default() }
+    }
+
+    /// A response holding one tool call.
+    #[must_use]
+    pub fn tool_call(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
+        Self::from_content(vec![ContentBlock::ToolCall(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        })])
+    }
+
+    /// A failed request (`stopReason: "error"`) with its message.
+    #[must_use]
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self {
+            content: Vec::new(),
+            stop_reason: Some(StopReason::Error),
+            error_message: Some(message.into()),
+            usage: Usage::default(),
+        }
+    }
+
+    /// The stop reason, defaulted as the wire format says.
+    #[must_use]
+    pub fn stop_reason(&self) -> StopReason {
+        self.stop_reason.unwrap_or_else(|| {
+            if self.tool_calls().next().is_some() { StopReason::ToolUse } else { StopReason::Stop }
+        })
+    }
+
+    /// The tool calls, in the order the model made them.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(|block| match block {
+            ContentBlock::ToolCall(call) => Some(call),
+            _ => None,
+        })
+    }
+
+    /// The visible text, blocks joined.
+    #[must_use]
+    pub fn text_content(&self) -> String {
+        let mut out = String::new();
+        for block in &self.content {
+            if let ContentBlock::Text { text } = block {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    /// Why a failed request failed: its error message, else its stop reason.
+    #[must_use]
+    pub fn failure_message(&self) -> String {
+        self.error_message.clone().unwrap_or_else(|| self.stop_reason().as_str().to_owned())
+    }
+}
+
+/// The answer to one tool call, recorded in the transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    /// The id of the call this answers.
+    pub call_id: String,
+    /// The name of the tool that was called.
+    pub tool_name: String,
+    /// The text the model reads.
+    pub content: String,
+    /// Structured data for the host (never shown to the model).
+    #[serde(default)]
+    pub details: Value,
+    /// The call failed; the content says why.
+    #[serde(default)]
+    pub is_error: bool,
+    /// This result asks the run to end (it ends when every result of the batch asks so).
+    #[serde(default)]
+    pub terminate: bool,
+}
+
+/// What a tool call produced, as the host (or the core) reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOutput {
+    /// The text the model reads.
+    pub content: String,
+    /// Structured data for the host (never shown to the model).
+    #[serde(default)]
+    pub details: Value,
+    /// The tool failed; `content` says why.
+    #[serde(default)]
+    pub is_error: bool,
+    /// The tool asks the run to end.
+    #[serde(default)]
+    pub terminate: bool,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    #[must_use]
+    pub fn ok(content: impl Into<String>, details: Value) -> Self {
+        Self { content: content.into(), details, is_error: false, terminate: false }
+    }
+
+    /// A failed result.
+    #[must_use]
+    pub fn error(content: impl Into<String>) -> Self {
+        Self { content: content.into(), details: Value::Null, is_error: true, terminate: false }
+    }
+
+    /// The same result, asking the run to end.
+    #[must_use]
+    pub fn terminating(mut self) -> Self {
+        self.terminate = true;
+        self
+    }
+}
+
+/// One entry of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Message {
+    /// The user's (or the task's) text.
+    User {
+        /// The text.
+        text: String,
+    },
+    /// A model response.
+    Assistant(AssistantMessage),
+    /// A tool's answer.
+    ToolResult(ToolResult),
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub parameters: Value,
+}
+
+/// Everything a provider needs for one model call. Borrowed from the machine: a host that
+/// needs to keep it serializes it or clones it with [`ModelRequest::to_owned_request`].
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRequest<'a> {
+    /// The system prompt.
+    pub system: &'a str,
+    /// The conversation so far.
+    pub messages: &'a [Message],
+    /// The tools the model may call.
+    pub tools: &'a [ToolSpec],
+}
+
+/// An owned copy of a [`ModelRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnedModelRequest {
+    /// The system prompt.
+    pub system: String,
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// The tools the model may call.
+    pub tools: Vec<ToolSpec>,
+}
+
+impl ModelRequest<'_> {
+    /// Copies the request out of the machine.
+    #[must_use]
+    pub fn to_owned_request(&self) -> OwnedModelRequest {
+        OwnedModelRequest {
+            system: self.system.to_owned(),
+            messages: self.messages.to_vec(),
+            tools: self.tools.to_vec(),
+        }
+    }
+
+    /// The text of the first user message (the task), if any.
+    #[must_use]
+    pub fn task(&self) -> Option<&str> {
+        self.messages.iter().find_map(|message| match message {
+            Message::User { text } => Some(text.as_str()),
+            _ => None,
+        })
+    }
+}

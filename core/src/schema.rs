@@ -1,0 +1,239 @@
+//! JSON Schema validation, strict: the arguments are validated exactly as the model produced
+//! them, never coerced (POLICY.md D1), with error text written for the model.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// At most this many violations are listed in one error text; the rest are counted.
+const MAX_LISTED_VIOLATIONS: usize = 20;
+
+/// A compiled JSON Schema. Compiling is the expensive part, so a `Schema` is compiled once and
+/// shared: cloning it is a reference-count increment.
+///
+/// It serializes as the schema document and deserializing compiles it again, so machine state
+/// that holds a schema stays plain data.
+#[derive(Clone)]
+pub struct Schema(Arc<Compiled>);
+
+struct Compiled {
+    document: Value,
+    validator: jsonschema::Validator,
+}
+
+/// A schema that could not be compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaError(String);
+
+impl fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid JSON Schema: {}", self.0)
+    }
+}
+
+impl std::error::Error for SchemaError {}
+
+/// One way an instance breaks a schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// Where in the instance, as a JSON pointer without the leading `/` (`""` is the root).
+    pub path: String,
+    /// What is wrong, as the validator words it.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = if self.path.is_empty() { "(root)" } else { &self.path };
+        write!(f, "{path}: {}", self.message)
+    }
+}
+
+impl Schema {
+    /// Compiles a schema document. Draft 2020-12 unless the document's `$schema` names another.
+    /// Remote references are never fetched (the crate is built without its resolvers).
+    ///
+    /// # Errors
+    /// When the document is not a valid schema or refers to something that cannot be resolved.
+    pub fn compile(document: Value) -> Result<Self, SchemaError> {
+        let validator = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .build(&document)
+            .map_err(|error| SchemaError(error.to_string()))?;
+        Ok(Self(Arc::new(Compiled { document, validator })))
+    }
+
+    /// The schema for `T`, as schemars derives it.
+    ///
+    /// # Errors
+    /// Only if schemars produced a document the validator rejects.
+    pub fn of<T: schemars::JsonSchema>() -> Result<Self, SchemaError> {
+        Self::compile(schemars::schema_for!(T).to_value())
+    }
+
+    /// The schema document.
+    #[must_use]
+    pub fn document(&self) -> &Value {
+        &self.0.document
+    }
+
+    /// Whether `instance` is valid.
+    #[must_use]
+    pub fn is_valid(&self, instance: &Value) -> bool {
+        self.0.validator.is_valid(instance)
+    }
+
+    /// Every violation of `instance`, in the validator's order.
+    #[must_use]
+    pub fn violations(&self, instance: &Value) -> Vec<Violation> {
+        self.0
+            .validator
+            .iter_errors(instance)
+            .map(|error| Violation {
+                path: error.instance_path().as_str().trim_start_matches('/').to_owned(),
+                message: error.to_string(),
+            })
+            .collect()
+    }
+
+    /// Validates the arguments of a call to `tool`: `Ok` when valid, else the error text the
+    /// model receives, one line per violation with its path.
+    ///
+    /// # Errors
+    /// The error text, when `arguments` is invalid.
+    pub fn check_arguments(&self, tool: &str, arguments: &Value) -> Result<(), String> {
+        if self.is_valid(arguments) {
+            return Ok(());
+        }
+        Err(format_violations(tool, &self.violations(arguments)))
+    }
+}
+
+/// The text a model receives for invalid arguments.
+#[must_use]
+pub fn format_violations(tool: &str, violations: &[Violation]) -> String {
+    let mut text = format!("Validation failed for tool \"{tool}\":");
+    for violation in violations.iter().take(MAX_LISTED_VIOLATIONS) {
+        text.push_str("\n  - ");
+        text.push_str(&violation.to_string());
+    }
+    if violations.len() > MAX_LISTED_VIOLATIONS {
+        let more = violations.len() - MAX_LISTED_VIOLATIONS;
+        text.push_str(&format!("\n  ... and {more} more"));
+    }
+    text
+}
+
+impl fmt::Debug for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Schema").field(&self.0.document).finish()
+    }
+}
+
+impl PartialEq for Schema {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.document == other.0.document
+    }
+}
+
+impl Serialize for Schema {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.document.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Schema {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let document = Value::deserialize(deserializer)?;
+        Schema::compile(document).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn triage() -> Schema {
+        Schema::compile(json!({
+            "type": "object",
+            "required": ["severity", "score", "owner", "tags"],
+            "properties": {
+                "severity": {"anyOf": [{"const": "low"}, {"const": "medium"}, {"const": "high"}]},
+                "score": {"type": "integer", "minimum": 1, "maximum": 5},
+                "owner": {"type": "object", "required": ["team"],
+                          "properties": {"team": {"type": "string", "minLength": 1}}},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3}
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn lists_every_violation_with_its_path() {
+        let text = triage()
+            .check_arguments(
+                "submit",
+                &json!({"severity": "urgent", "score": 6, "owner": {"team": ""}, "tags": ["a","b","c","d"]}),
+            )
+            .unwrap_err();
+        assert!(text.starts_with("Validation failed for tool \"submit\":"), "{text}");
+        for path in ["severity:", "score:", "owner/team:", "tags:"] {
+            assert!(text.contains(&format!("\n  - {path}")), "missing {path} in {text}");
+        }
+    }
+
+    #[test]
+    fn never_coerces() {
+        let schema = triage();
+        let base = json!({"severity": "low", "score": 2, "owner": {"team": "db"}, "tags": []});
+        assert!(schema.is_valid(&base));
+        for (field, bad) in [
+            ("score", json!("2")),
+            ("score", json!(5.9)),
+            ("tags", json!("solo")),
+            ("score", json!(null)),
+        ] {
+            let mut instance = base.clone();
+            instance[field] = bad.clone();
+            assert!(!schema.is_valid(&instance), "{field} = {bad} must be invalid");
+        }
+        // 5.0 is an integer in JSON Schema's sense.
+        let mut instance = base;
+        instance["score"] = json!(5.0);
+        assert!(schema.is_valid(&instance));
+    }
+
+    #[test]
+    fn root_violation_is_named_root() {
+        let schema = Schema::compile(json!({"type": "object"})).unwrap();
+        let text = schema.check_arguments("submit", &json!(null)).unwrap_err();
+        assert!(text.contains("  - (root): "), "{text}");
+    }
+
+    #[test]
+    fn remote_refs_are_not_fetched() {
+        let result = Schema::compile(json!({"$ref": "https://example.com/schema.json"}));
+        assert!(result.is_err(), "a remote $ref must fail to compile, not be fetched");
+    }
+
+    #[test]
+    fn long_violation_lists_are_capped() {
+        let schema =
+            Schema::compile(json!({"type": "array", "items": {"type": "string"}})).unwrap();
+        let instance = Value::Array((0..50).map(|n| json!(n)).collect());
+        let text = schema.check_arguments("submit", &instance).unwrap_err();
+        assert!(text.ends_with("... and 30 more"), "{text}");
+    }
+
+    #[test]
+    fn serializes_as_its_document_and_recompiles() {
+        let schema = triage();
+        let text = serde_json::to_string(&schema).unwrap();
+        let back: Schema = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.document(), schema.document());
+        assert!(!back.is_valid(&json!({})));
+    }
+}

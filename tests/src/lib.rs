@@ -1,0 +1,351 @@
+//! The conformance runner: replays scenario files (format `conformance scenarios v1`, see
+//! `shared/conformance/`) through the real machines and compares the normative fields.
+//!
+//! A scenario's scripted model answers every request; the host tools of the suite (`lookup`,
+//! `lookup_seq`, `finish`, `explode`, `lookup_evidence`) are implemented here as a host would
+//! implement them, and everything else (the loop, validation, budgets, endings) is the core's.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fmt;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use verity_core::{
+    AssistantMessage, ScriptedModel, StepFailed, StepOptions, Tool, ToolCall, ToolOutput, Tools,
+    drive, value_step,
+};
+
+/// A scenario file.
+#[derive(Debug, Deserialize)]
+pub struct Suite {
+    /// Named schemas for `config.schema`.
+    #[serde(default)]
+    pub schemas: Map<String, Value>,
+    /// Named extra tools for `config.extraTools`.
+    #[serde(default)]
+    pub tools: Map<String, Value>,
+    /// The claim pipeline's prompts and schemas.
+    #[serde(default, rename = "claimPipeline")]
+    pub claim_pipeline: Value,
+    /// The scenarios.
+    pub scenarios: Vec<Scenario>,
+}
+
+/// One scenario.
+#[derive(Debug, Deserialize)]
+pub struct Scenario {
+    /// Its unique name.
+    pub name: String,
+    /// `step` or `claim`.
+    pub kind: String,
+    /// The configuration of the machine under test.
+    #[serde(default)]
+    pub config: Map<String, Value>,
+    /// The scripted model's responses.
+    #[serde(default)]
+    pub script: Vec<Value>,
+    /// The outcome this project must produce.
+    pub expected: Expected,
+}
+
+/// The normative part of an expected outcome.
+#[derive(Debug, Deserialize)]
+pub struct Expected {
+    /// `return` or `throw`.
+    pub outcome: String,
+    /// The returned value, for `return`.
+    #[serde(default)]
+    pub value: Option<Value>,
+    /// The error, for `throw`.
+    #[serde(default)]
+    pub error: Option<ExpectedError>,
+    /// Requests that reached the model.
+    pub requests: u32,
+}
+
+/// The normative part of an expected error.
+#[derive(Debug, Deserialize)]
+pub struct ExpectedError {
+    /// The failure kind.
+    pub kind: String,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observed {
+    /// A value.
+    Return {
+        /// The value, as JSON.
+        value: Value,
+        /// Requests that reached the model.
+        requests: u32,
+    },
+    /// A typed failure.
+    Throw {
+        /// The failure kind.
+        kind: String,
+        /// The message (informative).
+        message: String,
+        /// Requests that reached the model.
+        requests: u32,
+    },
+}
+
+impl fmt::Display for Observed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Observed::Return { value, requests } => {
+                write!(f, "return {value} after {requests} request(s)")
+            }
+            Observed::Throw { kind, message, requests } => {
+                write!(f, "throw {kind} ({message:?}) after {requests} request(s)")
+            }
+        }
+    }
+}
+
+impl Suite {
+    /// Parses a scenario file.
+    ///
+    /// # Errors
+    /// When the text is not a scenario file.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        serde_json::from_str(text).map_err(|error| format!("not a scenario file: {error}"))
+    }
+
+    /// Runs one scenario through the real machines.
+    ///
+    /// # Errors
+    /// When the scenario cannot be run (unknown kind, schema or tool; malformed script).
+    pub fn run(&self, scenario: &Scenario) -> Result<Observed, String> {
+        let script = scenario
+            .script
+            .iter()
+            .enumerate()
+            .map(|(i, response)| {
+                AssistantMessage::deserialize(response)
+                    .map_err(|error| format!("script[{i}] is not a response: {error}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let model = ScriptedModel::new(script);
+        let tools = SuiteTools::from_config(&scenario.config)?;
+        match scenario.kind.as_str() {
+            "step" => self.run_step(&scenario.config, &model, &tools),
+            "claim" => Err("the claim checker is not implemented yet".to_owned()),
+            other => Err(format!("unknown scenario kind {other:?}")),
+        }
+    }
+
+    fn run_step(
+        &self,
+        config: &Map<String, Value>,
+        model: &ScriptedModel,
+        tools: &SuiteTools,
+    ) -> Result<Observed, String> {
+        let schema_name =
+            config.get("schema").and_then(Value::as_str).ok_or("config.schema is missing")?;
+        let document =
+            self.schemas.get(schema_name).ok_or(format!("unknown schema {schema_name:?}"))?;
+        let schema = verity_core::Schema::compile(document.clone()).map_err(|e| e.to_string())?;
+        let system =
+            config.get("system").and_then(Value::as_str).unwrap_or("You answer by calling submit.");
+        let input = config.get("input").and_then(Value::as_str).unwrap_or("What is the answer?");
+        let options =
+            match StepOptions::from_json(config.get("maxAttempts"), config.get("maxTurns")) {
+                Ok(options) => options,
+                Err(failed) => return Ok(thrown(&failed, model.requests())),
+            };
+        let mut extra = Vec::new();
+        for name in config.get("extraTools").and_then(Value::as_array).into_iter().flatten() {
+            let name = name.as_str().ok_or("extraTools holds a non-string")?;
+            extra.push(self.tool(name)?);
+        }
+        let machine = match value_step(schema, system, input).options(options).tools(extra).build()
+        {
+            Ok(machine) => machine,
+            Err(failed) => return Ok(thrown(&failed, model.requests())),
+        };
+        Ok(match pollster::block_on(drive(machine, model, tools)) {
+            Ok(value) => Observed::Return { value, requests: model.requests() },
+            Err(failed) => thrown(&failed, model.requests()),
+        })
+    }
+
+    fn tool(&self, name: &str) -> Result<Tool, String> {
+        let definition = self.tools.get(name).ok_or(format!("unknown extra tool {name:?}"))?;
+        let parameters = definition.get("parameters").cloned().unwrap_or(json!({"type": "object"}));
+        let description = definition.get("behaviour").and_then(Value::as_str).unwrap_or_default();
+        let tool = Tool::new(name, description, parameters).map_err(|e| e.to_string())?;
+        Ok(if name == "lookup_seq" { tool.sequential() } else { tool })
+    }
+}
+
+fn thrown(failed: &StepFailed, requests: u32) -> Observed {
+    Observed::Throw {
+        kind: failed.kind().as_str().to_owned(),
+        message: failed.message().to_owned(),
+        requests,
+    }
+}
+
+/// Compares an observed outcome with the normative fields of the expected one.
+///
+/// # Errors
+/// A description of the first difference.
+pub fn compare(expected: &Expected, observed: &Observed) -> Result<(), String> {
+    let matches = match (expected.outcome.as_str(), observed) {
+        ("return", Observed::Return { value, requests }) => {
+            expected.value.as_ref().is_none_or(|want| json_eq(want, value))
+                && *requests == expected.requests
+        }
+        ("throw", Observed::Throw { kind, requests, .. }) => {
+            expected.error.as_ref().is_none_or(|want| want.kind == *kind)
+                && *requests == expected.requests
+        }
+        _ => false,
+    };
+    if matches {
+        return Ok(());
+    }
+    let want = match expected.outcome.as_str() {
+        "return" => format!(
+            "return {} after {} request(s)",
+            expected.value.as_ref().map_or("(any value)".to_owned(), Value::to_string),
+            expected.requests
+        ),
+        other => format!(
+            "{other} {} after {} request(s)",
+            expected.error.as_ref().map_or("(any kind)", |e| e.kind.as_str()),
+            expected.requests
+        ),
+    };
+    Err(format!("expected {want}, got {observed}"))
+}
+
+/// Deep JSON equality where key order is irrelevant and numbers compare by value (`1 == 1.0`).
+#[must_use]
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_eq(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// The suite's host tools.
+struct SuiteTools {
+    /// `config.corpus` in key order.
+    corpus: Vec<(String, String)>,
+    /// `config.lookupScript`, consumed in call order.
+    lookup_script: Option<RefCell<VecDeque<Value>>>,
+}
+
+impl SuiteTools {
+    fn from_config(config: &Map<String, Value>) -> Result<Self, String> {
+        let mut corpus = Vec::new();
+        if let Some(items) = config.get("corpus") {
+            let items = items.as_object().ok_or("config.corpus is not an object")?;
+            for (id, text) in items {
+                let text = text.as_str().ok_or(format!("corpus item {id:?} is not a string"))?;
+                corpus.push((id.clone(), text.to_owned()));
+            }
+        }
+        let lookup_script = match config.get("lookupScript") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(entries)) => Some(RefCell::new(entries.iter().cloned().collect())),
+            Some(_) => return Err("config.lookupScript is not an array".to_owned()),
+        };
+        Ok(Self { corpus, lookup_script })
+    }
+
+    fn lookup_evidence(&self, query: &str) -> ToolOutput {
+        if let Some(script) = &self.lookup_script {
+            let Some(entry) = script.borrow_mut().pop_front() else {
+                return ToolOutput::error("lookup script exhausted");
+            };
+            return ToolOutput {
+                content: entry.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                details: entry.get("details").cloned().unwrap_or(Value::Null),
+                is_error: entry.get("isError").and_then(Value::as_bool).unwrap_or(false),
+                terminate: false,
+            };
+        }
+        let words = keyword_words(query);
+        let hits: Vec<&(String, String)> = self
+            .corpus
+            .iter()
+            .filter(|(_, text)| {
+                let text = text.to_lowercase();
+                words.iter().any(|word| text.contains(word.as_str()))
+            })
+            .collect();
+        let content = if hits.is_empty() {
+            "No matching evidence.".to_owned()
+        } else {
+            hits.iter().map(|(id, text)| format!("[{id}] {text}")).collect::<Vec<_>>().join("\n")
+        };
+        let ids: Vec<&str> = hits.iter().map(|(id, _)| id.as_str()).collect();
+        ToolOutput::ok(content, json!({ "hits": ids }))
+    }
+}
+
+/// The design's keyword split: lower-cased, split on ASCII non-word characters, words longer
+/// than 3 characters.
+fn keyword_words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.chars().count() > 3)
+        .map(str::to_owned)
+        .collect()
+}
+
+impl Tools for SuiteTools {
+    async fn run(&self, call: &ToolCall) -> ToolOutput {
+        let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
+        match call.name.as_str() {
+            "lookup" | "lookup_seq" => {
+                ToolOutput::ok(format!("results for \"{query}\": none"), json!({ "query": query }))
+            }
+            "finish" => ToolOutput::ok("finished", json!({})).terminating(),
+            "explode" => ToolOutput::error("explode failed"),
+            "lookup_evidence" => self.lookup_evidence(query),
+            other => ToolOutput::error(format!("the suite has no tool {other:?}")),
+        }
+    }
+}
+
+/// The result of one scenario, as the runner prints it.
+#[derive(Debug)]
+pub struct Verdict {
+    /// The scenario's name.
+    pub name: String,
+    /// `Ok` for a pass, else why it failed (or could not run).
+    pub result: Result<(), String>,
+}
+
+impl Suite {
+    /// Runs every scenario (of `kind`, if given) and compares each with its expectation.
+    #[must_use]
+    pub fn verdicts(&self, kind: Option<&str>) -> Vec<Verdict> {
+        self.scenarios
+            .iter()
+            .filter(|scenario| kind.is_none_or(|kind| scenario.kind == kind))
+            .map(|scenario| Verdict {
+                name: scenario.name.clone(),
+                result: self
+                    .run(scenario)
+                    .map_err(|why| format!("cannot run: {why}"))
+                    .and_then(|observed| compare(&scenario.expected, &observed)),
+            })
+            .collect()
+    }
+}
