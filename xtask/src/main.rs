@@ -1,1 +1,213 @@
-fn main() {}
+//! Project automation. `cargo xtask <command>`:
+//!
+//! - `test`: every check CI runs (installs what it needs when missing).
+//! - `conformance FILE...`: replays scenario files through the real machines.
+//! - `bench step`: the step benchmark, natively and in wasm under Node.
+//! - `serve`: serves the app on <http://127.0.0.1:8080>.
+//!
+//! Only the standard library is used here, so `cargo xtask` compiles in seconds.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+mod bench;
+mod serve;
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+const USAGE: &str =
+    "usage: cargo xtask <test | conformance FILE... | bench step | serve [--port N]>";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(),
+        Some("conformance") => conformance(&args[1..]),
+        Some("bench") => bench::bench(&args[1..]),
+        Some("serve") => serve::serve(&args[1..]),
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => Err(USAGE.to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (the xtask crate's parent).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_owned()
+}
+
+fn cargo() -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
+    command.current_dir(root());
+    command
+}
+
+/// Runs `command`, echoing it, and fails when it fails.
+fn run(command: &mut Command) -> Result {
+    eprintln!("xtask: $ {}", describe(command));
+    let status =
+        command.status().map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+    if status.success() { Ok(()) } else { Err(format!("failed ({status}): {}", describe(command))) }
+}
+
+/// Runs `command` and returns its standard output.
+fn output(command: &mut Command) -> Result<String> {
+    let out = command.output().map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+    if !out.status.success() {
+        return Err(format!(
+            "failed ({}): {}\n{}",
+            out.status,
+            describe(command),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn describe(command: &Command) -> String {
+    let mut text = command.get_program().to_string_lossy().into_owned();
+    for arg in command.get_args() {
+        text.push(' ');
+        text.push_str(&arg.to_string_lossy());
+    }
+    text
+}
+
+fn section(title: &str) {
+    eprintln!("\nxtask: ==== {title} ====");
+}
+
+/// Every check, in the order that fails fastest.
+fn test() -> Result {
+    setup::rust_targets()?;
+    section("format");
+    run(cargo().args(["fmt", "--all", "--check"]))?;
+    section("clippy");
+    run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    section("native tests");
+    run(cargo().args(["test", "--workspace"]))?;
+    section("conformance");
+    let suite = root().join("tests/conformance/scenarios.json");
+    conformance_with(&["--kind".to_owned(), "step".to_owned(), suite.display().to_string()])?;
+    section("no tokio in the core's wasm dependency tree");
+    no_tokio()?;
+    section("core tests in wasm (Node)");
+    setup::wasm_bindgen_cli()?;
+    run(cargo().args(["test", "-p", "verity-core", "--target", "wasm32-unknown-unknown"]))?;
+    eprintln!("\nxtask: all checks passed");
+    Ok(())
+}
+
+fn conformance(args: &[String]) -> Result {
+    if args.iter().all(|arg| arg.starts_with('-')) {
+        return Err("usage: cargo xtask conformance [--kind step|claim] FILE...".to_owned());
+    }
+    conformance_with(args)
+}
+
+fn conformance_with(args: &[String]) -> Result {
+    // Paths are taken relative to where the user stands, not the workspace root.
+    let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
+    let args: Vec<String> = args
+        .iter()
+        .map(|arg| {
+            if arg.starts_with('-') || Path::new(arg).is_absolute() {
+                arg.clone()
+            } else {
+                let path = cwd.join(arg);
+                if path.exists() { path.display().to_string() } else { arg.clone() }
+            }
+        })
+        .collect();
+    run(cargo()
+        .args(["run", "--quiet", "-p", "verity-tests", "--bin", "conformance", "--"])
+        .args(&args))
+}
+
+fn no_tokio() -> Result {
+    let tree = output(cargo().args([
+        "tree",
+        "-p",
+        "verity-core",
+        "--target",
+        "wasm32-unknown-unknown",
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+    ]))?;
+    let crates = tree.lines().count();
+    if let Some(line) = tree.lines().find(|line| line.starts_with("tokio")) {
+        return Err(format!("verity-core depends on {line} for wasm32-unknown-unknown"));
+    }
+    eprintln!("xtask: {crates} crates in verity-core's normal wasm tree, no tokio");
+    Ok(())
+}
+
+mod setup {
+    //! Installs what the checks need when it is missing.
+
+    use super::{Result, cargo, output, root, run};
+    use std::process::Command;
+
+    pub fn rust_targets() -> Result {
+        let installed = output(Command::new("rustup").args(["target", "list", "--installed"]))?;
+        let missing: Vec<&str> = ["wasm32-unknown-unknown", "wasm32-wasip2"]
+            .into_iter()
+            .filter(|target| !installed.lines().any(|line| line.trim() == *target))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        run(Command::new("rustup").args(["target", "add"]).args(&missing))
+    }
+
+    /// The wasm-bindgen version in Cargo.lock; the CLI must match it exactly.
+    pub fn wasm_bindgen_version() -> Result<String> {
+        let lock = std::fs::read_to_string(root().join("Cargo.lock")).map_err(|e| e.to_string())?;
+        let mut lines = lock.lines();
+        while let Some(line) = lines.next() {
+            if line == "name = \"wasm-bindgen\""
+                && let Some(version) = lines.next().and_then(|l| l.strip_prefix("version = \""))
+            {
+                return Ok(version.trim_end_matches('"').to_owned());
+            }
+        }
+        Err("wasm-bindgen is not in Cargo.lock".to_owned())
+    }
+
+    /// wasm-bindgen and wasm-bindgen-test-runner at the locked version, installed with cargo
+    /// (without `--locked`: the CLI's own lockfile pins a crate the registry lacks).
+    pub fn wasm_bindgen_cli() -> Result {
+        let version = wasm_bindgen_version()?;
+        let installed = Command::new("wasm-bindgen-test-runner")
+            .arg("--version")
+            .output()
+            .ok()
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+            .unwrap_or_default();
+        if installed.split_whitespace().any(|word| word == version) {
+            return Ok(());
+        }
+        eprintln!("xtask: installing wasm-bindgen-cli {version} (several minutes, once)");
+        run(cargo()
+            .env("CARGO_PROFILE_RELEASE_LTO", "false")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+            .args(["install", "wasm-bindgen-cli", "--version", &version]))
+    }
+
+    pub fn node() -> Result {
+        output(Command::new("node").arg("--version"))
+            .map(drop)
+            .map_err(|_| "Node.js is needed for the wasm checks; install nodejs".to_owned())
+    }
+}
