@@ -73,6 +73,7 @@ pub mod agent;
 pub mod drive;
 pub mod machine;
 pub mod message;
+pub mod retrieve;
 pub mod schema;
 pub mod scripted;
 pub mod step;
