@@ -318,6 +318,19 @@ impl<H: Hooks> Agent<H> {
         }
     }
 
+    /// Numbers this loop's outputs from `first` on, so a machine composed of several loops
+    /// never reuses an id. Only meaningful before the first input.
+    pub(crate) fn starting_at(mut self, first: u64) -> Self {
+        self.phase = Phase::AwaitModel { call: CallId(first) };
+        self.next_id = first + 1;
+        self
+    }
+
+    /// The first id this loop has not used.
+    pub(crate) fn next_free_id(&self) -> u64 {
+        self.next_id
+    }
+
     fn fresh_id(&mut self) -> CallId {
         let id = CallId(self.next_id);
         self.next_id += 1;

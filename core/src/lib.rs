@@ -70,6 +70,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod claim;
 pub mod drive;
 pub mod machine;
 pub mod message;
@@ -79,6 +80,7 @@ pub mod scripted;
 pub mod step;
 
 pub use agent::{Agent, End, Halt, Hooks, Spent, Tool};
+pub use claim::{Assessment, ClaimCheck, ClaimFailed, ClaimFailureKind, Report, Route, Verdict};
 pub use drive::{NoTools, Tools, Transport, drive};
 pub use machine::{
     CallId, Input, Machine, Misuse, MisuseKind, ModelCall, Output, Settled, ToolBatch,

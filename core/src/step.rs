@@ -400,6 +400,20 @@ impl<T: DeserializeOwned> Step<T> {
         spent
     }
 
+    pub(crate) fn starting_at(self, first: u64) -> Self {
+        Self { agent: self.agent.starting_at(first) }
+    }
+
+    pub(crate) fn next_free_id(&self) -> u64 {
+        self.agent.next_free_id()
+    }
+
+    /// Whether the step has ended (its next output is `Done`).
+    #[must_use]
+    pub fn is_done(&self) -> bool {
+        self.agent.end().is_some()
+    }
+
     /// The submission stored so far, if any.
     #[must_use]
     pub fn submission(&self) -> Option<&Value> {

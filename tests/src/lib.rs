@@ -11,6 +11,9 @@ use std::fmt;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use verity_core::claim::{self, ClaimCheck};
+use verity_core::retrieve::{Corpus, keyword_search};
 use verity_core::{
     AssistantMessage, ScriptedModel, StepFailed, StepOptions, Tool, ToolCall, ToolOutput, Tools,
     drive, value_step,
@@ -132,7 +135,7 @@ impl Suite {
         let tools = SuiteTools::from_config(&scenario.config)?;
         match scenario.kind.as_str() {
             "step" => self.run_step(&scenario.config, &model, &tools),
-            "claim" => Err("the claim checker is not implemented yet".to_owned()),
+            "claim" => Ok(run_claim(&scenario.config, &model, &tools)?),
             other => Err(format!("unknown scenario kind {other:?}")),
         }
     }
@@ -179,6 +182,31 @@ impl Suite {
         let tool = Tool::new(name, description, parameters).map_err(|e| e.to_string())?;
         Ok(if name == "lookup_seq" { tool.sequential() } else { tool })
     }
+}
+
+fn run_claim(
+    config: &Map<String, Value>,
+    model: &ScriptedModel,
+    tools: &SuiteTools,
+) -> Result<Observed, String> {
+    let claim = config.get("claim").and_then(Value::as_str).ok_or("config.claim is missing")?;
+    let machine = ClaimCheck::with_keyword_retrieval(claim, Arc::clone(&tools.corpus));
+    Ok(match pollster::block_on(drive(machine, model, tools)) {
+        Ok(report) => Observed::Return {
+            value: json!({
+                "claim": report.claim,
+                "assessment": report.assessment,
+                "route": report.route,
+                "summary": report.summary,
+            }),
+            requests: model.requests(),
+        },
+        Err(failed) => Observed::Throw {
+            kind: failed.kind().as_str().to_owned(),
+            message: failed.message().to_owned(),
+            requests: model.requests(),
+        },
+    })
 }
 
 fn thrown(failed: &StepFailed, requests: u32) -> Observed {
@@ -244,21 +272,22 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
 /// The suite's host tools.
 struct SuiteTools {
     /// `config.corpus` in key order.
-    corpus: Vec<(String, String)>,
+    corpus: Arc<Corpus>,
     /// `config.lookupScript`, consumed in call order.
     lookup_script: Option<RefCell<VecDeque<Value>>>,
 }
 
 impl SuiteTools {
     fn from_config(config: &Map<String, Value>) -> Result<Self, String> {
-        let mut corpus = Vec::new();
+        let mut pairs = Vec::new();
         if let Some(items) = config.get("corpus") {
             let items = items.as_object().ok_or("config.corpus is not an object")?;
             for (id, text) in items {
                 let text = text.as_str().ok_or(format!("corpus item {id:?} is not a string"))?;
-                corpus.push((id.clone(), text.to_owned()));
+                pairs.push((id.clone(), text.to_owned()));
             }
         }
+        let corpus = Arc::new(Corpus::from_pairs(pairs).map_err(|e| e.to_string())?);
         let lookup_script = match config.get("lookupScript") {
             None | Some(Value::Null) => None,
             Some(Value::Array(entries)) => Some(RefCell::new(entries.iter().cloned().collect())),
@@ -279,33 +308,8 @@ impl SuiteTools {
                 terminate: false,
             };
         }
-        let words = keyword_words(query);
-        let hits: Vec<&(String, String)> = self
-            .corpus
-            .iter()
-            .filter(|(_, text)| {
-                let text = text.to_lowercase();
-                words.iter().any(|word| text.contains(word.as_str()))
-            })
-            .collect();
-        let content = if hits.is_empty() {
-            "No matching evidence.".to_owned()
-        } else {
-            hits.iter().map(|(id, text)| format!("[{id}] {text}")).collect::<Vec<_>>().join("\n")
-        };
-        let ids: Vec<&str> = hits.iter().map(|(id, _)| id.as_str()).collect();
-        ToolOutput::ok(content, json!({ "hits": ids }))
+        claim::lookup_evidence(&self.corpus, &keyword_search(&self.corpus, query))
     }
-}
-
-/// The design's keyword split: lower-cased, split on ASCII non-word characters, words longer
-/// than 3 characters.
-fn keyword_words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|word| word.chars().count() > 3)
-        .map(str::to_owned)
-        .collect()
 }
 
 impl Tools for SuiteTools {

@@ -97,7 +97,7 @@ fn test() -> Result {
     run(cargo().args(["test", "--workspace"]))?;
     section("conformance");
     let suite = root().join("tests/conformance/scenarios.json");
-    conformance_with(&["--kind".to_owned(), "step".to_owned(), suite.display().to_string()])?;
+    conformance_with(&[suite.display().to_string()])?;
     section("no tokio in the core's wasm dependency tree");
     no_tokio()?;
     section("core tests in wasm (Node)");
