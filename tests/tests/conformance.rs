@@ -1,5 +1,9 @@
 //! The shipped conformance suite passes through the real machines, and the runner notices when
-//! an outcome differs from the expectation.
+//! an outcome differs from the expectation. Runs natively and, through wasm-bindgen-test, in
+//! wasm under Node.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use verity_tests::{Observed, Suite, compare, json_eq};
 

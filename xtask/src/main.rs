@@ -100,9 +100,17 @@ fn test() -> Result {
     conformance_with(&[suite.display().to_string()])?;
     section("no tokio in the core's wasm dependency tree");
     no_tokio()?;
-    section("core tests in wasm (Node)");
+    section("core tests and the conformance suite in wasm (Node)");
     setup::wasm_bindgen_cli()?;
-    run(cargo().args(["test", "-p", "verity-core", "--target", "wasm32-unknown-unknown"]))?;
+    run(cargo().args([
+        "test",
+        "-p",
+        "verity-core",
+        "-p",
+        "verity-tests",
+        "--target",
+        "wasm32-unknown-unknown",
+    ]))?;
     eprintln!("\nxtask: all checks passed");
     Ok(())
 }
