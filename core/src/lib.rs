@@ -74,6 +74,7 @@ pub mod claim;
 pub mod drive;
 pub mod machine;
 pub mod message;
+pub mod provider;
 pub mod retrieve;
 pub mod schema;
 pub mod scripted;

@@ -181,3 +181,39 @@ fn a_claim_check_resumes_from_serialized_state() {
     assert_eq!(report.route, claim::Route::AgentEscalation);
     assert_eq!(report.summary, "Kept.");
 }
+
+#[test]
+fn the_offline_baseline_checks_a_claim_end_to_end() {
+    use verity_core::provider::offline::OfflineModel;
+    use verity_core::retrieve::keyword_search;
+    struct Lookup(Arc<Corpus>);
+    impl verity_core::Tools for Lookup {
+        async fn run(&self, call: &verity_core::ToolCall) -> verity_core::ToolOutput {
+            let query = call.arguments["query"].as_str().unwrap_or_default();
+            claim::lookup_evidence(&self.0, &keyword_search(&self.0, query))
+        }
+    }
+    let corpus = Arc::new(
+        Corpus::from_pairs([
+            ("e1", "Quarterly revenue grew four percent."),
+            ("e2", "Tye Sheridan: Tye Kayle Sheridan is an American actor ."),
+        ])
+        .unwrap(),
+    );
+    // Only the unrelated item is retrieved at first: the baseline abstains, researches, finds
+    // the actor's passage and decides on the second assessment.
+    let machine = ClaimCheck::new(
+        "Tye Sheridan is an American actor .",
+        Arc::clone(&corpus),
+        vec!["Quarterly revenue grew four percent.".into()],
+    );
+    let report = pollster::block_on(drive(machine, &OfflineModel, &Lookup(corpus))).unwrap();
+    assert_eq!(report.route, claim::Route::AgentEscalation);
+    assert_eq!(report.assessment.verdict, Verdict::Supported);
+    assert_eq!(
+        report.assessment.citations,
+        ["Tye Sheridan: Tye Kayle Sheridan is an American actor ."]
+    );
+    assert!(report.summary.contains("supports"), "{}", report.summary);
+    assert_eq!(report.requests, 5, "assess, lookup, note, assess, summary");
+}

@@ -23,6 +23,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("conformance") => conformance(&args[1..]),
+        Some("eval") => eval(&args[1..]),
         Some("bench") => bench::bench(&args[1..]),
         Some("serve") => serve::serve(&args[1..]),
         Some("-h" | "--help") => {
@@ -123,22 +124,38 @@ fn conformance(args: &[String]) -> Result {
 }
 
 fn conformance_with(args: &[String]) -> Result {
-    // Paths are taken relative to where the user stands, not the workspace root.
-    let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
-    let args: Vec<String> = args
-        .iter()
-        .map(|arg| {
-            if arg.starts_with('-') || Path::new(arg).is_absolute() {
-                arg.clone()
-            } else {
-                let path = cwd.join(arg);
-                if path.exists() { path.display().to_string() } else { arg.clone() }
-            }
-        })
-        .collect();
+    let args = user_paths(args)?;
     run(cargo()
         .args(["run", "--quiet", "-p", "verity-tests", "--bin", "conformance", "--"])
         .args(&args))
+}
+
+/// `cargo xtask eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--model offline]`.
+fn eval(args: &[String]) -> Result {
+    if args.is_empty() {
+        return Err("usage: cargo xtask eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--model offline]".to_owned());
+    }
+    let args = user_paths(args)?;
+    run(cargo()
+        .args(["run", "--quiet", "--release", "-p", "verity-tests", "--bin", "eval", "--"])
+        .args(&args))
+}
+
+/// Arguments naming existing files, made absolute: commands run from the workspace root, but
+/// paths are the user's, relative to where they stand.
+fn user_paths(args: &[String]) -> Result<Vec<String>> {
+    let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
+    Ok(args
+        .iter()
+        .map(|arg| {
+            let path = cwd.join(arg);
+            if arg.starts_with('-') || Path::new(arg).is_absolute() || !path.exists() {
+                arg.clone()
+            } else {
+                path.display().to_string()
+            }
+        })
+        .collect())
 }
 
 fn no_tokio() -> Result {
