@@ -76,6 +76,7 @@ pub mod machine;
 pub mod message;
 pub mod provider;
 pub mod retrieve;
+pub mod retry;
 pub mod schema;
 pub mod scripted;
 pub mod step;

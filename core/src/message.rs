@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::retry::ProviderError;
+
 /// Why a model response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -114,6 +116,10 @@ pub struct AssistantMessage {
     /// What went wrong, for `error` and `aborted` responses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// For a failed request: how the codec classified it (retryable or not, `Retry-After`).
+    /// `None` means not retryable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ProviderError>,
     /// What the request cost.
     #[serde(default)]
     pub usage: Usage,
@@ -129,7 +135,13 @@ impl AssistantMessage {
     /// A response holding the given blocks, with the default stop reason.
     #[must_use]
     pub fn from_content(content: Vec<ContentBlock>) -> Self {
-        Self { content, stop_reason: None, error_message: None, usage: Usage::default() }
+        Self {
+            content,
+            stop_reason: None,
+            error_message: None,
+            error: None,
+            usage: Usage::default(),
+        }
     }
 
     /// A response holding one tool call.
@@ -149,6 +161,7 @@ impl AssistantMessage {
             content: Vec::new(),
             stop_reason: Some(StopReason::Error),
             error_message: Some(message.into()),
+            error: None,
             usage: Usage::default(),
         }
     }

@@ -1,0 +1,259 @@
+//! The one retry layer: which failed requests are worth trying again, and when.
+//!
+//! Classification reads what the provider sent (status, error type, message, `Retry-After`);
+//! the codecs fill a failed response's [`ProviderError`] with it. Backoff is a pure function of
+//! the attempt, the caller's policy and a seed the caller passes: the core never reads a clock
+//! or draws randomness, and the host sleeps.
+//!
+//! This is the only retry layer. The agent loop consults it for a failed model request (see
+//! `Agent`), counts retries in what the run spent, and never retries an aborted request. Hosts
+//! and transports must not retry on their own; a transport reports each failure once.
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of failure a failed request was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum FailureClass {
+    /// Worth retrying: rate limit, overload, 5xx, network failure, timeout.
+    Retryable,
+    /// Retrying cannot help: quota or billing, authentication, an invalid request.
+    NotRetryable,
+    /// The request is larger than the model's context window: compact, then retry.
+    ContextOverflow,
+    /// The output hit its token limit before a usable answer: retry with a larger limit.
+    OutputTruncated,
+}
+
+/// What a provider said about a failed request, as the codec read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderError {
+    /// The classification.
+    pub class: FailureClass,
+    /// The HTTP status, when there was a response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// How long the provider asked to wait (`Retry-After`), in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// The raw body, kept for the user when it was not what the provider would send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_body: Option<String>,
+}
+
+/// Classifies a failure from what the provider sent. `status` is `None` for a failure with no
+/// response (network, timeout); `error_type` is the provider's error type or code when its
+/// body had one (`rate_limit_error`, `insufficient_quota`, `context_length_exceeded`, ...).
+#[must_use]
+pub fn classify(status: Option<u16>, error_type: Option<&str>, message: &str) -> FailureClass {
+    let text = format!("{} {}", error_type.unwrap_or_default(), message).to_lowercase();
+    let mentions = |needles: &[&str]| needles.iter().any(|needle| text.contains(needle));
+    // The body's meaning wins over the status: a 429 for an exhausted quota is not a rate
+    // limit, and a 400 for a long prompt is a context overflow.
+    if mentions(&[
+        "context_length",
+        "context length",
+        "context window",
+        "prompt is too long",
+        "too many tokens",
+        "maximum context",
+    ]) {
+        return FailureClass::ContextOverflow;
+    }
+    if mentions(&["max_tokens", "max_output_tokens", "output limit"]) && status != Some(429) {
+        return FailureClass::OutputTruncated;
+    }
+    if mentions(&["insufficient_quota", "quota", "billing", "credit balance", "payment"]) {
+        return FailureClass::NotRetryable;
+    }
+    match status {
+        Some(401 | 403) => FailureClass::NotRetryable,
+        Some(408 | 409 | 425 | 429) => FailureClass::Retryable,
+        Some(500..=599) => FailureClass::Retryable,
+        Some(400..=499) => {
+            if mentions(&["overloaded", "rate limit", "rate_limit"]) {
+                FailureClass::Retryable
+            } else {
+                FailureClass::NotRetryable
+            }
+        }
+        Some(_) => FailureClass::NotRetryable,
+        // No response at all: the network failed or the request timed out.
+        None => FailureClass::Retryable,
+    }
+}
+
+/// Parses a `Retry-After` value: delay seconds (`"120"`, `"1.5"`). HTTP dates are not parsed
+/// (that would need a clock); they give `None`, and the backoff applies.
+#[must_use]
+pub fn parse_retry_after(value: &str) -> Option<u64> {
+    let seconds: f64 = value.trim().parse().ok()?;
+    if !seconds.is_finite() || seconds < 0.0 {
+        return None;
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Some((seconds * 1000.0).round().min(u64::MAX as f64) as u64)
+}
+
+/// The caller's retry policy and budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryPolicy {
+    /// Retries allowed over the whole run (not per request). 0 disables retrying.
+    pub max_retries: u32,
+    /// The first delay, in milliseconds; it doubles with each attempt.
+    pub base_delay_ms: u64,
+    /// No computed delay exceeds this.
+    pub max_delay_ms: u64,
+    /// A provider's `Retry-After` is honoured up to this; a longer one is not waited for and
+    /// the failure stands.
+    pub retry_after_cap_ms: u64,
+    /// The seed of the jitter, so a run's delays are reproducible.
+    pub seed: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 0,
+            base_delay_ms: 500,
+            max_delay_ms: 30_000,
+            retry_after_cap_ms: 60_000,
+            seed: 0,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The default policy with `max_retries` retries.
+    #[must_use]
+    pub fn with_retries(max_retries: u32) -> Self {
+        Self { max_retries, ..Self::default() }
+    }
+
+    /// How long to wait before retry number `attempt` (1 for the first retry) of a failure,
+    /// or `None` when it must not be retried: its class is not retryable, the budget is spent,
+    /// or the provider asked for a wait longer than the cap.
+    ///
+    /// Exponential with "full jitter" (AWS architecture blog): a delay drawn in
+    /// `[d/2, d]` with `d = min(max_delay, base * 2^(attempt-1))`, from a hash of the seed and
+    /// the attempt. A `Retry-After` within the cap replaces the computed delay.
+    #[must_use]
+    pub fn delay(
+        &self,
+        attempt: u32,
+        class: FailureClass,
+        retry_after_ms: Option<u64>,
+    ) -> Option<u64> {
+        if class != FailureClass::Retryable || attempt == 0 || attempt > self.max_retries {
+            return None;
+        }
+        if let Some(wait) = retry_after_ms {
+            return (wait <= self.retry_after_cap_ms).then_some(wait);
+        }
+        let exponent = (attempt - 1).min(32);
+        let ceiling = self.base_delay_ms.saturating_mul(1u64 << exponent).min(self.max_delay_ms);
+        let half = ceiling / 2;
+        let spread = ceiling - half;
+        let jitter =
+            if spread == 0 { 0 } else { mix(self.seed ^ u64::from(attempt)) % (spread + 1) };
+        Some(half + jitter)
+    }
+}
+
+/// SplitMix64's finalizer: a well-spread hash of a 64-bit value.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_reads_status_and_body() {
+        use FailureClass::*;
+        assert_eq!(classify(Some(429), Some("rate_limit_error"), "slow down"), Retryable);
+        assert_eq!(
+            classify(Some(429), Some("insufficient_quota"), "You exceeded your current quota"),
+            NotRetryable
+        );
+        assert_eq!(classify(Some(529), Some("overloaded_error"), "Overloaded"), Retryable);
+        assert_eq!(classify(Some(503), None, "Service Unavailable"), Retryable);
+        assert_eq!(classify(Some(401), None, "invalid x-api-key"), NotRetryable);
+        assert_eq!(
+            classify(Some(400), Some("invalid_request_error"), "messages: field required"),
+            NotRetryable
+        );
+        assert_eq!(
+            classify(
+                Some(400),
+                Some("context_length_exceeded"),
+                "maximum context length is 8192 tokens"
+            ),
+            ContextOverflow
+        );
+        assert_eq!(
+            classify(Some(400), Some("invalid_request_error"), "prompt is too long: 210000 tokens"),
+            ContextOverflow
+        );
+        assert_eq!(classify(None, None, "connection reset"), Retryable);
+        assert_eq!(
+            classify(Some(400), None, "max_tokens: the response hit the output limit"),
+            OutputTruncated
+        );
+    }
+
+    #[test]
+    fn backoff_is_exponential_jittered_capped_and_reproducible() {
+        let policy = RetryPolicy {
+            max_retries: 10,
+            base_delay_ms: 100,
+            max_delay_ms: 1_000,
+            seed: 7,
+            ..RetryPolicy::default()
+        };
+        let delays: Vec<u64> =
+            (1..=6).map(|a| policy.delay(a, FailureClass::Retryable, None).unwrap()).collect();
+        for (attempt, delay) in (1u32..).zip(&delays) {
+            let ceiling = (100u64 << (attempt - 1)).min(1_000);
+            assert!((ceiling / 2..=ceiling).contains(delay), "attempt {attempt}: {delay}");
+        }
+        let again: Vec<u64> =
+            (1..=6).map(|a| policy.delay(a, FailureClass::Retryable, None).unwrap()).collect();
+        assert_eq!(delays, again, "same seed, same delays");
+        let other = RetryPolicy { seed: 8, ..policy };
+        let shifted: Vec<u64> =
+            (1..=6).map(|a| other.delay(a, FailureClass::Retryable, None).unwrap()).collect();
+        assert_ne!(delays, shifted, "another seed, other delays");
+    }
+
+    #[test]
+    fn budget_class_and_retry_after_decide() {
+        let policy =
+            RetryPolicy { max_retries: 2, retry_after_cap_ms: 5_000, ..RetryPolicy::default() };
+        assert_eq!(policy.delay(3, FailureClass::Retryable, None), None, "budget spent");
+        assert_eq!(policy.delay(1, FailureClass::NotRetryable, None), None);
+        assert_eq!(policy.delay(1, FailureClass::ContextOverflow, None), None);
+        assert_eq!(policy.delay(1, FailureClass::Retryable, Some(2_000)), Some(2_000));
+        assert_eq!(policy.delay(1, FailureClass::Retryable, Some(9_000)), None, "beyond the cap");
+        assert_eq!(
+            RetryPolicy::default().delay(1, FailureClass::Retryable, None),
+            None,
+            "off by default"
+        );
+    }
+
+    #[test]
+    fn retry_after_parses_seconds_only() {
+        assert_eq!(parse_retry_after("2"), Some(2_000));
+        assert_eq!(parse_retry_after(" 1.5 "), Some(1_500));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+    }
+}
