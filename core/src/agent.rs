@@ -14,6 +14,7 @@ use crate::message::{
     AssistantMessage, Message, ModelRequest, StopReason, ToolCall, ToolOutput, ToolResult,
     ToolSpec, Usage,
 };
+use crate::retry::{FailureClass, RetryPolicy, retry_delay};
 use crate::schema::{Schema, SchemaError};
 
 /// Result text for a call refused because the response hit the output-token limit.
@@ -32,6 +33,7 @@ pub struct Tool {
     spec: ToolSpec,
     schema: Schema,
     sequential: bool,
+    replay_safe: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -41,19 +43,21 @@ struct ToolRepr {
     spec: ToolSpec,
     #[serde(default)]
     sequential: bool,
+    #[serde(default)]
+    replay_safe: bool,
 }
 
 impl TryFrom<ToolRepr> for Tool {
     type Error = SchemaError;
     fn try_from(repr: ToolRepr) -> Result<Self, SchemaError> {
         let tool = Tool::new(repr.spec.name, repr.spec.description, repr.spec.parameters)?;
-        Ok(Self { sequential: repr.sequential, ..tool })
+        Ok(Self { sequential: repr.sequential, replay_safe: repr.replay_safe, ..tool })
     }
 }
 
 impl From<Tool> for ToolRepr {
     fn from(tool: Tool) -> Self {
-        Self { spec: tool.spec, sequential: tool.sequential }
+        Self { spec: tool.spec, sequential: tool.sequential, replay_safe: tool.replay_safe }
     }
 }
 
@@ -72,7 +76,22 @@ impl Tool {
             spec: ToolSpec { name: name.into(), description: description.into(), parameters },
             schema,
             sequential: false,
+            replay_safe: false,
         })
+    }
+
+    /// Declares that running a call of this tool twice is harmless (it only reads), so a
+    /// durable host may run again a call whose result was lost in a crash.
+    #[must_use]
+    pub fn replay_safe(mut self) -> Self {
+        self.replay_safe = true;
+        self
+    }
+
+    /// Whether calls of this tool may be run again.
+    #[must_use]
+    pub fn is_replay_safe(&self) -> bool {
+        self.replay_safe
     }
 
     /// Declares that calls of this tool must run one at a time, in order, with the rest of
@@ -175,6 +194,9 @@ pub struct Spent {
     pub failed_attempts: u32,
     /// Tokens and cost, summed over requests.
     pub usage: Usage,
+    /// Failed requests that were retried (each is also counted in `requests`).
+    #[serde(default)]
+    pub retries: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -182,6 +204,10 @@ pub struct Spent {
 enum Phase {
     AwaitModel {
         call: CallId,
+        #[serde(default)]
+        delay_ms: u64,
+        #[serde(default)]
+        retry: u32,
     },
     AwaitTools {
         batch: CallId,
@@ -191,6 +217,8 @@ enum Phase {
         host_calls: Vec<ToolCall>,
         /// For each host call, its slot.
         host_slots: Vec<usize>,
+        /// For each host call, whether its tool is safe to run again.
+        host_replay_safe: Vec<bool>,
         sequential: bool,
         /// The run ends when this batch is sealed.
         halted: bool,
@@ -212,6 +240,88 @@ pub struct Agent<H> {
     next_id: u64,
     phase: Phase,
     hooks: H,
+    #[serde(default)]
+    retry: RetryPolicy,
+    #[serde(default)]
+    compaction: Option<Compaction>,
+    #[serde(default)]
+    events: Vec<Event>,
+}
+
+/// Something a host may want to show or log, drained with `drain_events`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Event {
+    /// A failed request will be retried (it counts as a request, not as a turn).
+    Retry {
+        /// Which retry (1 for the first).
+        attempt: u32,
+        /// How long the host should wait first.
+        delay_ms: u64,
+        /// The failure being retried.
+        message: String,
+    },
+    /// Tool results were dropped from the transcript to fit the context window.
+    Compacted {
+        /// How many results were dropped.
+        dropped: usize,
+    },
+}
+
+/// The default compaction: after each seal, when the transcript holds more than `max_chars`
+/// characters, the oldest tool results are dropped (their text replaced by a notice) until it
+/// fits. The system prompt and the task are never touched, and no message is removed, so every
+/// call keeps its one result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Compaction {
+    /// The transcript's budget, in characters of message text.
+    pub max_chars: usize,
+}
+
+/// The text that replaces a dropped tool result.
+pub const DROPPED: &str = "[this tool result was dropped to fit the context window]";
+
+/// Drops the oldest tool results of `messages` until their text fits in `max_chars`; returns
+/// how many were dropped. The default compaction hook.
+pub fn compact_oldest_tool_results(messages: &mut [Message], max_chars: usize) -> usize {
+    let mut size: usize = messages.iter().map(message_chars).sum();
+    let mut dropped = 0;
+    for message in messages.iter_mut() {
+        if size <= max_chars {
+            break;
+        }
+        if let Message::ToolResult(result) = message {
+            if result.content == DROPPED {
+                continue;
+            }
+            size -= result.content.chars().count();
+            size += DROPPED.chars().count();
+            result.content = DROPPED.to_owned();
+            result.details = Value::Null;
+            dropped += 1;
+        }
+    }
+    dropped
+}
+
+fn message_chars(message: &Message) -> usize {
+    match message {
+        Message::User { text } => text.chars().count(),
+        Message::ToolResult(result) => result.content.chars().count(),
+        Message::Assistant(response) => response
+            .content
+            .iter()
+            .map(|block| match block {
+                crate::message::ContentBlock::Text { text } => text.chars().count(),
+                crate::message::ContentBlock::Thinking { thinking } => thinking.chars().count(),
+                crate::message::ContentBlock::ToolCall(call) => {
+                    call.name.len() + call.arguments.to_string().chars().count()
+                }
+            })
+            .sum(),
+    }
 }
 
 impl<H: Hooks> Agent<H> {
@@ -236,9 +346,39 @@ impl<H: Hooks> Agent<H> {
             max_turns: max_turns.max(1),
             spent: Spent::default(),
             next_id: 1,
-            phase: Phase::AwaitModel { call: CallId(0) },
+            phase: Phase::AwaitModel { call: CallId(0), delay_ms: 0, retry: 0 },
             hooks,
+            retry: RetryPolicy::default(),
+            compaction: None,
+            events: Vec::new(),
         }
+    }
+
+    /// Retries failed requests the provider marked retryable, within `policy`'s budget.
+    #[must_use]
+    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Compacts the transcript after each seal (see [`Compaction`]); a request refused for
+    /// context overflow is then compacted harder and retried, within the retry budget.
+    #[must_use]
+    pub fn with_compaction(mut self, compaction: Compaction) -> Self {
+        self.compaction = Some(compaction);
+        self
+    }
+
+    /// The events since the last drain.
+    pub fn drain_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// The host's compaction hook: edit the transcript's messages in place (their number and
+    /// order cannot change, so every call keeps its one result). Call it between outputs,
+    /// typically after a seal.
+    pub fn compact_with(&mut self, edit: impl FnOnce(&mut [Message])) {
+        edit(&mut self.messages);
     }
 
     /// The transcript so far.
@@ -281,19 +421,22 @@ impl<H: Hooks> Agent<H> {
     /// What the host must do next.
     pub fn poll_output(&mut self) -> Output<'_> {
         match &self.phase {
-            Phase::AwaitModel { call } => Output::CallModel(ModelCall {
+            Phase::AwaitModel { call, delay_ms, retry } => Output::CallModel(ModelCall {
                 id: *call,
+                delay_ms: *delay_ms,
+                retry: *retry,
                 request: ModelRequest {
                     system: &self.system,
                     messages: &self.messages,
                     tools: &self.specs,
                 },
             }),
-            Phase::AwaitTools { batch, host_calls, sequential, .. } => {
+            Phase::AwaitTools { batch, host_calls, sequential, host_replay_safe, .. } => {
                 Output::RunTools(ToolBatch {
                     id: *batch,
                     calls: host_calls,
                     sequential: *sequential,
+                    replay_safe: host_replay_safe,
                 })
             }
             Phase::Ended(_) => Output::Done,
@@ -307,7 +450,7 @@ impl<H: Hooks> Agent<H> {
     pub fn handle_input(&mut self, input: Input) -> Result<(), Misuse> {
         match input {
             Input::ModelResponse { call, response } => match &self.phase {
-                Phase::AwaitModel { call: expected } if *expected == call => {
+                Phase::AwaitModel { call: expected, .. } if *expected == call => {
                     self.on_response(response);
                     Ok(())
                 }
@@ -321,7 +464,7 @@ impl<H: Hooks> Agent<H> {
     /// Numbers this loop's outputs from `first` on, so a machine composed of several loops
     /// never reuses an id. Only meaningful before the first input.
     pub(crate) fn starting_at(mut self, first: u64) -> Self {
-        self.phase = Phase::AwaitModel { call: CallId(first) };
+        self.phase = Phase::AwaitModel { call: CallId(first), delay_ms: 0, retry: 0 };
         self.next_id = first + 1;
         self
     }
@@ -337,7 +480,44 @@ impl<H: Hooks> Agent<H> {
         id
     }
 
+    /// A failed request the retry layer takes: counted as a request, not a turn, and asked
+    /// again after the policy's delay. Returns whether it was taken.
+    fn retry_failure(&mut self, response: &AssistantMessage) -> bool {
+        let attempt = self.spent.retries + 1;
+        let overflow = response.stop_reason() == StopReason::Error
+            && response.error.as_ref().is_some_and(|e| e.class == FailureClass::ContextOverflow);
+        let delay = if overflow && attempt <= self.retry.max_retries {
+            let Some(compaction) = self.compaction else { return false };
+            // Compact harder than the budget that overflowed: to half of it.
+            let dropped = compact_oldest_tool_results(&mut self.messages, compaction.max_chars / 2);
+            if dropped == 0 {
+                return false;
+            }
+            self.events.push(Event::Compacted { dropped });
+            0
+        } else {
+            match retry_delay(&self.retry, self.spent.retries, response) {
+                Some(delay) => delay,
+                None => return false,
+            }
+        };
+        self.spent.requests += 1;
+        self.spent.retries = attempt;
+        self.spent.usage.add(&response.usage);
+        self.events.push(Event::Retry {
+            attempt,
+            delay_ms: delay,
+            message: response.failure_message(),
+        });
+        let call = self.fresh_id();
+        self.phase = Phase::AwaitModel { call, delay_ms: delay, retry: attempt };
+        true
+    }
+
     fn on_response(&mut self, response: AssistantMessage) {
+        if self.retry_failure(&response) {
+            return;
+        }
         self.spent.requests += 1;
         self.spent.turns += 1;
         self.spent.usage.add(&response.usage);
@@ -358,6 +538,7 @@ impl<H: Hooks> Agent<H> {
         let mut slots = Vec::with_capacity(calls.len());
         let mut host_calls = Vec::new();
         let mut host_slots = Vec::new();
+        let mut host_replay_safe = Vec::new();
         let mut sequential = false;
         for call in calls {
             let settled = if stop == StopReason::Length {
@@ -369,6 +550,7 @@ impl<H: Hooks> Agent<H> {
                 match tool.schema.check_arguments(&call.name, &call.arguments) {
                     Ok(()) => {
                         sequential |= tool.sequential;
+                        host_replay_safe.push(tool.replay_safe);
                         None
                     }
                     Err(text) => Some(ToolOutput::error(text)),
@@ -400,14 +582,22 @@ impl<H: Hooks> Agent<H> {
                 slots[*slot] = Some(result_for(call, ToolOutput::error(NOT_RUN_ENDING)));
             }
             host_calls.clear();
+            host_replay_safe.clear();
         }
         let halted = halt != Halt::No;
         if host_calls.is_empty() {
             self.seal(slots.into_iter().flatten().collect(), halted);
         } else {
             let batch = self.fresh_id();
-            self.phase =
-                Phase::AwaitTools { batch, slots, host_calls, host_slots, sequential, halted };
+            self.phase = Phase::AwaitTools {
+                batch,
+                slots,
+                host_calls,
+                host_slots,
+                host_replay_safe,
+                sequential,
+                halted,
+            };
         }
     }
 
@@ -461,6 +651,12 @@ impl<H: Hooks> Agent<H> {
     fn seal(&mut self, results: Vec<ToolResult>, halted: bool) {
         let all_terminate = results.iter().all(|result| result.terminate);
         self.messages.extend(results.into_iter().map(Message::ToolResult));
+        if let Some(compaction) = self.compaction {
+            let dropped = compact_oldest_tool_results(&mut self.messages, compaction.max_chars);
+            if dropped > 0 {
+                self.events.push(Event::Compacted { dropped });
+            }
+        }
         self.phase = if halted {
             Phase::Ended(End::Halted)
         } else if all_terminate {
@@ -468,7 +664,7 @@ impl<H: Hooks> Agent<H> {
         } else if self.spent.turns >= self.max_turns {
             Phase::Ended(End::TurnLimit)
         } else {
-            Phase::AwaitModel { call: self.fresh_id() }
+            Phase::AwaitModel { call: self.fresh_id(), delay_ms: 0, retry: 0 }
         };
     }
 
@@ -508,7 +704,7 @@ fn result_for(call: &ToolCall, output: ToolOutput) -> ToolResult {
 
 fn unexpected(phase: &Phase, got: &str) -> Misuse {
     let (kind, expected) = match phase {
-        Phase::AwaitModel { call } => {
+        Phase::AwaitModel { call, .. } => {
             (MisuseKind::UnexpectedInput, format!("a model response for {call}"))
         }
         Phase::AwaitTools { batch, .. } => {

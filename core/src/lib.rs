@@ -81,7 +81,7 @@ pub mod schema;
 pub mod scripted;
 pub mod step;
 
-pub use agent::{Agent, End, Halt, Hooks, Spent, Tool};
+pub use agent::{Agent, Compaction, End, Event, Halt, Hooks, Spent, Tool};
 pub use claim::{Assessment, ClaimCheck, ClaimFailed, ClaimFailureKind, Report, Route, Verdict};
 pub use drive::{NoTools, Tools, Transport, drive};
 pub use machine::{
@@ -91,6 +91,7 @@ pub use message::{
     AssistantMessage, ContentBlock, Message, ModelRequest, OwnedModelRequest, StopReason, ToolCall,
     ToolOutput, ToolResult, ToolSpec, Usage,
 };
+pub use retry::{FailureClass, ProviderError, RetryPolicy};
 pub use schema::{Schema, SchemaError, Violation};
 pub use scripted::{SCRIPT_EXHAUSTED, ScriptedModel};
 pub use step::{FailureKind, Step, StepBuilder, StepFailed, StepOptions, step, value_step};

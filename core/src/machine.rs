@@ -25,6 +25,11 @@ impl fmt::Display for CallId {
 pub struct ModelCall<'a> {
     /// Answer with [`Input::ModelResponse`] carrying this id.
     pub id: CallId,
+    /// Wait this long before making the call: non-zero for a retry (the retry layer's backoff
+    /// or the provider's `Retry-After`). The host sleeps; the core reads no clock.
+    pub delay_ms: u64,
+    /// 0 for a first try, else which retry this is.
+    pub retry: u32,
     /// What to send to the model.
     pub request: ModelRequest<'a>,
 }
@@ -41,6 +46,9 @@ pub struct ToolBatch<'a> {
     /// A tool in the batch declared sequential execution: run the calls one at a time, in
     /// order. Otherwise they may run concurrently.
     pub sequential: bool,
+    /// For each call, whether its tool declared itself safe to run again (read-only): a
+    /// durable host may re-run such a call whose result was lost, and must not re-run others.
+    pub replay_safe: &'a [bool],
 }
 
 /// What the host must do next. Level-triggered: until it is answered, polling again returns

@@ -11,6 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::message::{AssistantMessage, StopReason};
+
 /// What kind of failure a failed request was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -161,6 +163,19 @@ impl RetryPolicy {
             if spread == 0 { 0 } else { mix(self.seed ^ u64::from(attempt)) % (spread + 1) };
         Some(half + jitter)
     }
+}
+
+/// The delay before retrying `response`, a failed request, when `used` retries were made
+/// already; `None` when it must not be retried (not a failure, aborted, not marked retryable
+/// by its codec, budget spent, or a `Retry-After` beyond the cap).
+#[must_use]
+pub fn retry_delay(policy: &RetryPolicy, used: u32, response: &AssistantMessage) -> Option<u64> {
+    // An aborted request is the host's decision: never retried.
+    if response.stop_reason() != StopReason::Error {
+        return None;
+    }
+    let error = response.error.as_ref()?;
+    policy.delay(used + 1, error.class, error.retry_after_ms)
 }
 
 /// SplitMix64's finalizer: a well-spread hash of a 64-bit value.

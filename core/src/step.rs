@@ -16,9 +16,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::{Agent, End, Halt, Hooks, Spent, Tool};
+use crate::agent::{Agent, Compaction, End, Event, Halt, Hooks, Spent, Tool};
 use crate::machine::{Input, Machine, Misuse, Output};
 use crate::message::{Message, ToolCall, ToolOutput, ToolSpec};
+use crate::retry::RetryPolicy;
 use crate::schema::Schema;
 
 /// The reserved name of the tool that ends a step.
@@ -283,6 +284,8 @@ pub struct StepBuilder<T> {
     input: String,
     tools: Vec<Tool>,
     options: StepOptions,
+    retry: RetryPolicy,
+    compaction: Option<Compaction>,
     target: PhantomData<fn() -> T>,
 }
 
@@ -311,8 +314,23 @@ impl<T: DeserializeOwned> StepBuilder<T> {
             input,
             tools: Vec::new(),
             options: StepOptions::default(),
+            retry: RetryPolicy::default(),
+            compaction: None,
             target: PhantomData,
         }
+    }
+
+    /// Retries failed requests the provider marked retryable, within `policy` (the one
+    /// retry layer; off by default).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Compacts the transcript after each seal (see [`Compaction`]).
+    pub fn compaction(mut self, compaction: Compaction) -> Self {
+        self.compaction = Some(compaction);
+        self
     }
 
     /// Adds a tool beside `submit`.
@@ -372,16 +390,19 @@ impl<T: DeserializeOwned> StepBuilder<T> {
             value: None,
             target: PhantomData,
         };
-        Ok(Step {
-            agent: Agent::new(
-                self.system,
-                self.input,
-                vec![submit_spec],
-                self.tools,
-                options.max_turns,
-                hooks,
-            ),
-        })
+        let mut agent = Agent::new(
+            self.system,
+            self.input,
+            vec![submit_spec],
+            self.tools,
+            options.max_turns,
+            hooks,
+        )
+        .with_retry(self.retry);
+        if let Some(compaction) = self.compaction {
+            agent = agent.with_compaction(compaction);
+        }
+        Ok(Step { agent })
     }
 }
 
@@ -406,6 +427,16 @@ impl<T: DeserializeOwned> Step<T> {
 
     pub(crate) fn next_free_id(&self) -> u64 {
         self.agent.next_free_id()
+    }
+
+    /// The events since the last drain (retries, compactions).
+    pub fn drain_events(&mut self) -> Vec<Event> {
+        self.agent.drain_events()
+    }
+
+    /// The host's compaction hook (see [`Agent::compact_with`]).
+    pub fn compact_with(&mut self, edit: impl FnOnce(&mut [Message])) {
+        self.agent.compact_with(edit);
     }
 
     /// Whether the step has ended (its next output is `Done`).

@@ -20,6 +20,7 @@ use crate::message::{
     AssistantMessage, Message, ModelRequest, StopReason, ToolOutput, ToolSpec, Usage,
 };
 use crate::retrieve::{Corpus, keyword_search};
+use crate::retry::{RetryPolicy, retry_delay};
 use crate::schema::Schema;
 use crate::step::{FailureKind, Step, step};
 use prompt::Shown;
@@ -251,10 +252,26 @@ enum Round {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "stage", rename_all = "camelCase")]
 enum Stage {
-    Assess { round: Round, call: CallId, messages: Vec<Message> },
-    Research { agent: Box<Agent<()>> },
-    Summary { step: Box<Step<Summary>>, assessment: Assessment, route: Route },
-    Finished { outcome: Result<Report, ClaimFailed> },
+    Assess {
+        round: Round,
+        call: CallId,
+        messages: Vec<Message>,
+        #[serde(default)]
+        delay_ms: u64,
+        #[serde(default)]
+        retry: u32,
+    },
+    Research {
+        agent: Box<Agent<()>>,
+    },
+    Summary {
+        step: Box<Step<Summary>>,
+        assessment: Assessment,
+        route: Route,
+    },
+    Finished {
+        outcome: Result<Report, ClaimFailed>,
+    },
 }
 
 /// The claim-check machine.
@@ -270,6 +287,10 @@ pub struct ClaimCheck {
     assess_schema: Schema,
     requests: u32,
     usage: Usage,
+    #[serde(default)]
+    retry: RetryPolicy,
+    #[serde(default)]
+    retries: u32,
     next_id: u64,
     stage: Stage,
 }
@@ -297,7 +318,15 @@ impl ClaimCheck {
             requests: 0,
             usage: Usage::default(),
             next_id: 1,
-            stage: Stage::Assess { round: Round::First, call: CallId(0), messages },
+            retry: RetryPolicy::default(),
+            retries: 0,
+            stage: Stage::Assess {
+                round: Round::First,
+                call: CallId(0),
+                messages,
+                delay_ms: 0,
+                retry: 0,
+            },
         }
     }
 
@@ -311,6 +340,28 @@ impl ClaimCheck {
             .map(|index| corpus.passages()[index].text.clone())
             .collect();
         Self::new(claim, corpus, evidence)
+    }
+
+    /// Retries failed requests the provider marked retryable, with one budget for the whole
+    /// check (assessments, research and summary).
+    #[must_use]
+    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// The retry policy for an inner machine: what is left of the check's budget.
+    fn remaining_retry(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_retries: self.retry.max_retries.saturating_sub(self.retries),
+            ..self.retry
+        }
+    }
+
+    /// Failed requests retried so far.
+    #[must_use]
+    pub fn retries(&self) -> u32 {
+        self.retries
     }
 
     /// The claim.
@@ -415,6 +466,7 @@ impl ClaimCheck {
             ESCALATION_TURNS,
             (),
         )
+        .with_retry(self.remaining_retry())
         .starting_at(first);
         self.stage = Stage::Research { agent: Box::new(agent) };
     }
@@ -422,6 +474,7 @@ impl ClaimCheck {
     fn on_research_end(&mut self, agent: Agent<()>) {
         self.next_id = agent.next_free_id();
         let spent = agent.spent();
+        self.retries += spent.retries;
         self.requests += spent.requests;
         self.usage.add(&spent.usage);
         let (_, messages, end, _) = agent.into_parts();
@@ -452,13 +505,14 @@ impl ClaimCheck {
         let messages =
             vec![Message::User { text: prompt::assessment_prompt(&self.claim, &self.evidence) }];
         let call = CallId(self.fresh_id());
-        self.stage = Stage::Assess { round: Round::Second, call, messages };
+        self.stage = Stage::Assess { round: Round::Second, call, messages, delay_ms: 0, retry: 0 };
     }
 
     fn start_summary(&mut self, assessment: Assessment, route: Route) {
         let input = serde_json::to_string(&assessment).expect("an assessment serializes");
         let first = self.fresh_id();
         let summary = step::<Summary>(prompt::SUMMARY_SYSTEM, input)
+            .retry(self.remaining_retry())
             .build()
             .expect("the summary step's configuration is valid")
             .starting_at(first);
@@ -468,6 +522,7 @@ impl ClaimCheck {
     fn on_summary_end(&mut self, summary: Step<Summary>, assessment: Assessment, route: Route) {
         self.next_id = summary.next_free_id();
         let spent = summary.spent();
+        self.retries += spent.retries;
         self.requests += spent.requests;
         self.usage.add(&spent.usage);
         match summary.finish() {
@@ -577,8 +632,10 @@ impl Machine for ClaimCheck {
 
     fn poll_output(&mut self) -> Output<'_> {
         match &mut self.stage {
-            Stage::Assess { call, messages, .. } => Output::CallModel(ModelCall {
+            Stage::Assess { call, messages, delay_ms, retry, .. } => Output::CallModel(ModelCall {
                 id: *call,
+                delay_ms: *delay_ms,
+                retry: *retry,
                 request: ModelRequest {
                     system: &self.assess_system,
                     messages,
@@ -603,7 +660,19 @@ impl Machine for ClaimCheck {
                 if *call == id =>
             {
                 let round = *round;
-                self.on_assessment(round, response);
+                if let Some(delay) = retry_delay(&self.retry, self.retries, &response) {
+                    self.count(&response);
+                    self.retries += 1;
+                    let retry = self.retries;
+                    let next = CallId(self.fresh_id());
+                    if let Stage::Assess { call, delay_ms, retry: attempt, .. } = &mut self.stage {
+                        *call = next;
+                        *delay_ms = delay;
+                        *attempt = retry;
+                    }
+                } else {
+                    self.on_assessment(round, response);
+                }
             }
             (Stage::Assess { call, .. }, _) => {
                 return Err(Misuse::new(
