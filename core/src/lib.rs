@@ -80,10 +80,11 @@ pub mod retry;
 pub mod schema;
 pub mod scripted;
 pub mod step;
+pub mod transcript;
 
 pub use agent::{Agent, Compaction, End, Event, Halt, Hooks, Spent, Tool};
 pub use claim::{Assessment, ClaimCheck, ClaimFailed, ClaimFailureKind, Report, Route, Verdict};
-pub use drive::{NoTools, Tools, Transport, drive};
+pub use drive::{NoTools, Tools, Transport, drive, drive_session};
 pub use machine::{
     CallId, Input, Machine, Misuse, MisuseKind, ModelCall, Output, Settled, ToolBatch,
 };
@@ -95,3 +96,4 @@ pub use retry::{FailureClass, ProviderError, RetryPolicy};
 pub use schema::{Schema, SchemaError, Violation};
 pub use scripted::{SCRIPT_EXHAUSTED, ScriptedModel};
 pub use step::{FailureKind, Step, StepBuilder, StepFailed, StepOptions, step, value_step};
+pub use transcript::{Lease, Log, Session, SessionError, SessionOutput};

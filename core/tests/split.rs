@@ -1,0 +1,480 @@
+//! The split step as a durable protocol: a host drives turns from outside, sessions survive a
+//! crash without paying twice or running a tool twice blindly, leases fence stale writers, and
+//! the one retry layer.
+
+mod common;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use common::*;
+use serde_json::{Value, json};
+use verity_core::transcript::UNKNOWN_OUTCOME;
+use verity_core::{
+    AssistantMessage, Compaction, Event, FailureClass, FailureKind, Input, Log, Machine, Message,
+    Output, ProviderError, RetryPolicy, Schema, ScriptedModel, Session, SessionError,
+    SessionOutput, Settled, Step, StopReason, Tool, ToolCall, ToolOutput, Tools, drive,
+    drive_session, value_step,
+};
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+type ValueStep = Step<Value>;
+
+fn peek() -> Tool {
+    Tool::new("peek", "Reads a value.", json!({"type": "object"})).unwrap().replay_safe()
+}
+
+fn machine() -> ValueStep {
+    value_step(Schema::compile(answer_schema()).unwrap(), "system", "task")
+        .tool(lookup())
+        .tool(peek())
+        .build()
+        .unwrap()
+}
+
+fn script() -> Vec<AssistantMessage> {
+    vec![
+        response(vec![
+            call("l1", "lookup", json!({"query": "a"})),
+            call("p1", "peek", json!({})),
+            call("l2", "lookup", json!({"query": "b"})),
+        ]),
+        response(vec![call("s0", "submit", json!({}))]),
+        response(vec![call("s1", "submit", json!({"answer": "42"}))]),
+    ]
+}
+
+/// Host tools that count how often each call ran.
+#[derive(Default)]
+struct Counting {
+    runs: RefCell<HashMap<String, u32>>,
+}
+
+impl Counting {
+    fn output(&self, call: &ToolCall) -> ToolOutput {
+        *self.runs.borrow_mut().entry(call.id.clone()).or_default() += 1;
+        ToolOutput::ok(format!("{} ran for {}", call.name, call.id), json!({"id": call.id}))
+    }
+}
+
+impl Tools for Counting {
+    async fn run(&self, call: &ToolCall) -> ToolOutput {
+        self.output(call)
+    }
+}
+
+#[test]
+fn a_turn_split_by_a_host_records_the_same_transcript_as_drive() {
+    let model = ScriptedModel::new(script());
+    let tools = Counting::default();
+    let Ok(driven) = pollster::block_on(async {
+        // `drive` consumes the machine; run it by hand with the same answers to keep it.
+        let mut machine = machine();
+        loop {
+            let input = match machine.poll_output() {
+                Output::CallModel(c) => {
+                    Input::ModelResponse { call: c.id, response: model.answer(c.request) }
+                }
+                Output::RunTools(b) => Input::Seal {
+                    batch: b.id,
+                    results: b
+                        .calls
+                        .iter()
+                        .map(|c| Settled { call_id: c.id.clone(), output: tools.output(c) })
+                        .collect(),
+                },
+                _ => break Ok::<_, ()>(machine),
+            };
+            machine.handle_input(input).unwrap();
+        }
+    }) else {
+        unreachable!()
+    };
+    // The same run, answered by `drive` itself.
+    let model_b = ScriptedModel::new(script());
+    let value = pollster::block_on(drive(machine(), &model_b, &Counting::default())).unwrap();
+    assert_eq!(value, json!({"answer": "42"}));
+
+    // A host that defers, then settles the calls one at a time in reverse order.
+    let model_c = ScriptedModel::new(script());
+    let tools_c = Counting::default();
+    let mut split = machine();
+    loop {
+        let input = match split.poll_output() {
+            Output::CallModel(c) => {
+                Input::ModelResponse { call: c.id, response: model_c.answer(c.request) }
+            }
+            Output::RunTools(b) => {
+                let mut results: Vec<Settled> = b
+                    .calls
+                    .iter()
+                    .map(|c| Settled { call_id: c.id.clone(), output: tools_c.output(c) })
+                    .collect();
+                results.reverse();
+                Input::Seal { batch: b.id, results }
+            }
+            _ => break,
+        };
+        split.handle_input(input).unwrap();
+    }
+    assert_eq!(split.messages(), driven.messages(), "message level");
+    assert_eq!(
+        serde_json::to_value(&split).unwrap(),
+        serde_json::to_value(&driven).unwrap(),
+        "serialized machine level"
+    );
+}
+
+/// Runs a session by hand the way `drive_session` does (start all, run, settle in order).
+fn run_session_by_hand(model: &ScriptedModel, tools: &Counting) -> Session<ValueStep> {
+    let mut session = Session::start(machine()).unwrap();
+    loop {
+        match session.poll() {
+            SessionOutput::CallModel(c) => {
+                let id = c.id;
+                let response = model.answer(c.request);
+                session.record_response(id, response).unwrap();
+            }
+            SessionOutput::RunTools { batch, pending, .. } => {
+                let calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
+                for c in &calls {
+                    session.start_tool(batch, &c.id).unwrap();
+                }
+                for c in &calls {
+                    session.settle_tool(batch, &c.id, tools.output(c)).unwrap();
+                }
+            }
+            _ => return session,
+        }
+    }
+}
+
+#[test]
+fn drive_session_and_a_host_write_the_same_log() {
+    let by_hand = run_session_by_hand(&ScriptedModel::new(script()), &Counting::default());
+    let mut driven = Session::start(machine()).unwrap();
+    pollster::block_on(drive_session(
+        &mut driven,
+        &ScriptedModel::new(script()),
+        &Counting::default(),
+    ))
+    .unwrap();
+    assert_eq!(by_hand.log().to_jsonl(), driven.log().to_jsonl());
+    // And the log rebuilds the machine exactly.
+    let rebuilt: Session<ValueStep> =
+        Session::resume(Log::from_jsonl(&driven.log().to_jsonl()).unwrap(), None).unwrap();
+    assert_eq!(rebuilt.machine().messages(), driven.machine().messages());
+    assert_eq!(rebuilt.finish().unwrap(), json!({"answer": "42"}));
+}
+
+#[test]
+fn a_recorded_response_is_never_requested_again() {
+    let model = ScriptedModel::new(script());
+    let mut session = Session::start(machine()).unwrap();
+    let SessionOutput::CallModel(c) = session.poll() else { panic!() };
+    let id = c.id;
+    let response = model.answer(c.request);
+    session.record_response(id, response).unwrap();
+    // Crash: only the log survives.
+    let saved = session.log().to_jsonl();
+    drop(session);
+    let mut resumed: Session<ValueStep> =
+        Session::resume(Log::from_jsonl(&saved).unwrap(), None).unwrap();
+    assert!(matches!(resumed.poll(), SessionOutput::RunTools { .. }), "the response was replayed");
+    pollster::block_on(drive_session(&mut resumed, &model, &Counting::default())).unwrap();
+    assert_eq!(model.requests(), 3, "three responses, three requests: none paid twice");
+    assert_eq!(resumed.finish().unwrap(), json!({"answer": "42"}));
+}
+
+#[test]
+fn a_started_call_without_a_result_is_an_unknown_outcome_unless_replay_safe() {
+    let model = ScriptedModel::new(script());
+    let tools = Counting::default();
+    let mut session = Session::start(machine()).unwrap();
+    let SessionOutput::CallModel(c) = session.poll() else { panic!() };
+    let id = c.id;
+    let response = model.answer(c.request);
+    session.record_response(id, response).unwrap();
+    let SessionOutput::RunTools { batch, pending, .. } = session.poll() else { panic!() };
+    let calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
+    // l1 finishes; p1 (replay-safe) and l2 start and run, then the host dies.
+    session.start_tool(batch, "l1").unwrap();
+    session.settle_tool(batch, "l1", tools.output(&calls[0])).unwrap();
+    session.start_tool(batch, "p1").unwrap();
+    tools.output(&calls[1]);
+    session.start_tool(batch, "l2").unwrap();
+    tools.output(&calls[2]);
+    let saved = session.log().to_jsonl();
+    drop(session);
+
+    let mut resumed: Session<ValueStep> =
+        Session::resume(Log::from_jsonl(&saved).unwrap(), None).unwrap();
+    let SessionOutput::RunTools { pending, .. } = resumed.poll() else {
+        panic!("the batch is still open")
+    };
+    let ids: Vec<&str> = pending.iter().map(|p| p.call.id.as_str()).collect();
+    assert_eq!(ids, ["p1"], "only the replay-safe call is offered again");
+    assert!(!pending[0].started);
+    pollster::block_on(drive_session(&mut resumed, &model, &tools)).unwrap();
+
+    let runs = tools.runs.borrow();
+    assert_eq!(
+        (runs["l1"], runs["l2"], runs["p1"]),
+        (1, 1, 2),
+        "l2 never ran twice; p1 was re-run"
+    );
+    let l2 = resumed
+        .machine()
+        .messages()
+        .iter()
+        .find_map(|m| match m {
+            Message::ToolResult(r) if r.call_id == "l2" => Some(r.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(l2.is_error && l2.content == UNKNOWN_OUTCOME, "{l2:?}");
+    assert_one_result_per_call(resumed.machine().messages());
+    assert_eq!(resumed.finish().unwrap(), json!({"answer": "42"}));
+}
+
+#[test]
+fn abandon_leaves_a_session_that_can_be_stepped_again_or_cancelled() {
+    for then_cancel in [false, true] {
+        let model = ScriptedModel::new(script());
+        let tools = Counting::default();
+        let mut session = Session::start(machine()).unwrap();
+        let SessionOutput::CallModel(c) = session.poll() else { panic!() };
+        let id = c.id;
+        let response = model.answer(c.request);
+        session.record_response(id, response).unwrap();
+        let SessionOutput::RunTools { batch, .. } = session.poll() else { panic!() };
+        session.start_tool(batch, "l1").unwrap();
+        session.start_tool(batch, "p1").unwrap();
+        session.abandon().unwrap();
+        let SessionOutput::RunTools { pending, .. } = session.poll() else { panic!("still open") };
+        let ids: Vec<(&str, bool)> =
+            pending.iter().map(|p| (p.call.id.as_str(), p.started)).collect();
+        assert_eq!(ids, [("p1", false), ("l2", false)], "l1 is an unknown outcome now");
+        if then_cancel {
+            session.cancel("user gave up").unwrap();
+            assert!(matches!(session.poll(), SessionOutput::Done), "no model call after a cancel");
+            assert_one_result_per_call(session.machine().messages());
+            assert_eq!(model.requests(), 1);
+            assert_eq!(session.finish().unwrap_err().kind(), FailureKind::Cancelled);
+        } else {
+            // Saved and resumed after the abandon, then stepped again.
+            let mut resumed: Session<ValueStep> =
+                Session::resume(Log::from_jsonl(&session.log().to_jsonl()).unwrap(), None).unwrap();
+            pollster::block_on(drive_session(&mut resumed, &model, &tools)).unwrap();
+            assert_eq!(tools.runs.borrow().get("l1"), None, "l1 never ran after it was abandoned");
+            assert_eq!(resumed.finish().unwrap(), json!({"answer": "42"}));
+        }
+    }
+}
+
+#[test]
+fn a_stale_writer_is_refused_after_a_takeover() {
+    let model = ScriptedModel::new(script());
+    let tools = Counting::default();
+    // The host's store.
+    let mut store = Session::start(machine()).unwrap().log().clone();
+    let lease_a = store.take_lease("driver-a");
+    let mut a: Session<ValueStep> = Session::resume(store.clone(), Some(lease_a.clone())).unwrap();
+    let SessionOutput::CallModel(c) = a.poll() else { panic!() };
+    let id = c.id;
+    let response = model.answer(c.request);
+    a.record_response(id, response).unwrap();
+    store.extend_guarded(a.unsynced(), Some(&lease_a)).unwrap();
+    a.mark_synced();
+
+    // Driver B takes over from the store and goes on.
+    let lease_b = store.take_lease("driver-b");
+    let mut b: Session<ValueStep> = Session::resume(store.clone(), Some(lease_b.clone())).unwrap();
+    let SessionOutput::RunTools { batch, .. } = b.poll() else { panic!() };
+    b.start_tool(batch, "l1").unwrap();
+    store.extend_guarded(b.unsynced(), Some(&lease_b)).unwrap();
+    b.mark_synced();
+
+    // A, unaware, writes too: the store refuses it.
+    let SessionOutput::RunTools { batch, .. } = a.poll() else { panic!() };
+    a.start_tool(batch, "l1").unwrap();
+    let refused = store.extend_guarded(a.unsynced(), Some(&lease_a)).unwrap_err();
+    assert_eq!(refused, SessionError::StaleLease { held: Some(1), current: 2 });
+    // Without any lease, writes are refused too once leases are in use.
+    assert!(store.extend_guarded(a.unsynced(), None).is_err());
+    // Resuming with the stale lease is refused too: it would settle B's call in flight.
+    let resumed = Session::<ValueStep>::resume(store.clone(), Some(lease_a.clone()));
+    assert!(matches!(resumed, Err(SessionError::StaleLease { .. })));
+    // And a stale session refuses its own writes once it sees the takeover.
+    let mut stale: Session<ValueStep> =
+        Session::resume(store.clone(), Some(lease_b.clone())).unwrap();
+    stale = stale.with_lease(lease_a);
+    assert!(matches!(stale.cancel("x"), Err(SessionError::StaleLease { .. })));
+    let _ = tools;
+}
+
+#[test]
+fn the_log_is_a_tree_and_a_branch_rebuilds_its_own_path() {
+    let model = ScriptedModel::new(script());
+    let mut session = Session::start(machine()).unwrap();
+    pollster::block_on(drive_session(&mut session, &model, &Counting::default())).unwrap();
+    let mut log = session.log().clone();
+    // Branch right after the first response: the machine is at the tool batch again.
+    let first_response = log
+        .entries()
+        .iter()
+        .find(|e| matches!(e.record, verity_core::transcript::Record::Response { .. }))
+        .unwrap()
+        .id;
+    log.checkout(first_response).unwrap();
+    let text = log.to_jsonl();
+    let mut branch: Session<ValueStep> =
+        Session::resume(Log::from_jsonl(&text).unwrap(), None).unwrap();
+    assert!(matches!(branch.poll(), SessionOutput::RunTools { .. }));
+    branch.cancel("explore").unwrap();
+    let parents: Vec<Option<u64>> = branch.log().entries().iter().map(|e| e.parent).collect();
+    assert_eq!(parents.last().unwrap(), &Some(first_response), "the branch hangs off the checkout");
+    assert!(
+        Log::from_jsonl("{\"id\": 0, \"parent\": 5, \"type\": \"cancelled\", \"reason\": \"x\"}")
+            .is_err()
+    );
+}
+
+fn failed(class: FailureClass, retry_after_ms: Option<u64>, stop: StopReason) -> AssistantMessage {
+    let mut message = AssistantMessage::failed("429 Too Many Requests");
+    message.stop_reason = Some(stop);
+    message.error =
+        Some(ProviderError { class, status: Some(429), retry_after_ms, raw_body: None });
+    message
+}
+
+#[test]
+fn retryable_failures_are_retried_with_the_callers_budget_and_delay() {
+    let submit = response(vec![call("s1", "submit", json!({"answer": "42"}))]);
+    let model = ScriptedModel::new([
+        failed(FailureClass::Retryable, Some(2_000), StopReason::Error),
+        failed(FailureClass::Retryable, None, StopReason::Error),
+        submit.clone(),
+    ]);
+    let policy = RetryPolicy { max_retries: 2, seed: 3, ..RetryPolicy::default() };
+    let mut machine = value_step(Schema::compile(answer_schema()).unwrap(), "s", "t")
+        .retry(policy)
+        .build()
+        .unwrap();
+    let mut delays = Vec::new();
+    while let Output::CallModel(c) = machine.poll_output() {
+        delays.push((c.delay_ms, c.retry));
+        let input = Input::ModelResponse { call: c.id, response: model.answer(c.request) };
+        machine.handle_input(input).unwrap();
+    }
+    let expected_second = policy.delay(2, FailureClass::Retryable, None).unwrap();
+    assert_eq!(delays, [(0, 0), (2_000, 1), (expected_second, 2)]);
+    let spent = machine.spent();
+    assert_eq!((spent.requests, spent.retries, spent.turns), (3, 2, 1));
+    let events = machine.drain_events();
+    assert!(
+        matches!(
+            events.as_slice(),
+            [Event::Retry { attempt: 1, delay_ms: 2_000, .. }, Event::Retry { attempt: 2, .. }]
+        ),
+        "{events:?}"
+    );
+    assert_eq!(machine.finish().unwrap(), json!({"answer": "42"}));
+
+    // The budget is the caller's: one retry allowed, the second failure stands.
+    let model = ScriptedModel::new([
+        failed(FailureClass::Retryable, None, StopReason::Error),
+        failed(FailureClass::Retryable, None, StopReason::Error),
+        submit.clone(),
+    ]);
+    let step = value_step(Schema::compile(answer_schema()).unwrap(), "s", "t")
+        .retry(RetryPolicy::with_retries(1))
+        .build()
+        .unwrap();
+    let error = pollster::block_on(drive(step, &model, &verity_core::NoTools)).unwrap_err();
+    assert_eq!(
+        (error.kind(), error.spent().requests, error.spent().retries),
+        (FailureKind::Provider, 2, 1)
+    );
+
+    // Never an aborted request, never a non-retryable one, and a Retry-After beyond the cap.
+    for response in [
+        failed(FailureClass::Retryable, None, StopReason::Aborted),
+        failed(FailureClass::NotRetryable, None, StopReason::Error),
+        failed(FailureClass::Retryable, Some(10 * 60_000), StopReason::Error),
+    ] {
+        let model = ScriptedModel::new([response, submit.clone()]);
+        let step = value_step(Schema::compile(answer_schema()).unwrap(), "s", "t")
+            .retry(RetryPolicy::with_retries(5))
+            .build()
+            .unwrap();
+        let error = pollster::block_on(drive(step, &model, &verity_core::NoTools)).unwrap_err();
+        assert_eq!((error.kind(), model.requests()), (FailureKind::Provider, 1));
+    }
+}
+
+#[test]
+fn compaction_drops_the_oldest_tool_results_and_keeps_the_task() {
+    let big = |id: &str| response(vec![call(id, "lookup", json!({"query": id}))]);
+    let model = ScriptedModel::new([
+        big("l1"),
+        big("l2"),
+        big("l3"),
+        failed(FailureClass::ContextOverflow, None, StopReason::Error),
+        response(vec![call("s1", "submit", json!({"answer": "42"}))]),
+    ]);
+    let mut machine =
+        value_step(Schema::compile(answer_schema()).unwrap(), "system prompt", "the task")
+            .tool(lookup())
+            .compaction(Compaction { max_chars: 2_500 })
+            .retry(RetryPolicy::with_retries(1))
+            .build()
+            .unwrap();
+    let (_, mut machine) = {
+        let mut kinds = Vec::new();
+        loop {
+            let input = match machine.poll_output() {
+                Output::CallModel(c) => {
+                    kinds.push("model");
+                    Input::ModelResponse { call: c.id, response: model.answer(c.request) }
+                }
+                Output::RunTools(b) => Input::Seal {
+                    batch: b.id,
+                    results: b
+                        .calls
+                        .iter()
+                        .map(|c| Settled {
+                            call_id: c.id.clone(),
+                            output: ToolOutput::ok("x".repeat(1_000), json!(null)),
+                        })
+                        .collect(),
+                },
+                _ => break (kinds, machine),
+            };
+            machine.handle_input(input).unwrap();
+        }
+    };
+    let results: Vec<&str> = machine
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult(r) if r.tool_name == "lookup" => Some(r.content.as_str()),
+            _ => None,
+        })
+        .collect();
+    let dropped = results.iter().filter(|c| **c == verity_core::agent::DROPPED).count();
+    assert_eq!(results.len(), 3);
+    assert!(dropped >= 2, "the two oldest were dropped after seals, more on overflow: {results:?}");
+    assert_ne!(
+        results[2],
+        verity_core::agent::DROPPED.to_owned(),
+        "the newest is dropped last unless needed"
+    );
+    assert!(matches!(&machine.messages()[0], Message::User { text } if text == "the task"));
+    assert!(machine.drain_events().iter().any(|e| matches!(e, Event::Compacted { .. })));
+    assert_eq!(machine.spent().retries, 1);
+    assert_one_result_per_call(machine.messages());
+    assert_eq!(machine.finish().unwrap(), json!({"answer": "42"}));
+}
