@@ -1,0 +1,219 @@
+//! `eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--model offline]`: runs the claim
+//! checker over a labelled claim file (the format of `shared/data/vitaminc/claims-dev.jsonl`:
+//! one `{id, claim, corpus: {id: text}, label, meta: {gold}}` per line, each row its own corpus)
+//! and prints one JSON object: counts, accuracy, balanced accuracy, the confusion matrix, the
+//! rate of conclusive verdicts that cite the gold item, requests per claim and routes.
+//! Progress goes to stderr.
+//!
+//! A check that fails with `no-new-evidence` or `research-turn-limit` counts as predicting
+//! `insufficient` (its first assessment was `insufficient` and research found nothing to change
+//! it); every other failure is its own column, `failed`, and always wrong.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use verity_core::claim::{self, ClaimCheck};
+use verity_core::provider::offline::{OFFLINE_MODEL_NAME, OfflineModel};
+use verity_core::retrieve::{Bm25Index, Corpus, Retriever, retrieve};
+use verity_core::{ClaimFailureKind, ToolCall, ToolOutput, Tools, drive};
+
+const LABELS: [&str; 3] = ["supported", "contradicted", "insufficient"];
+
+#[derive(Deserialize)]
+struct Row {
+    #[serde(default)]
+    id: Option<String>,
+    claim: String,
+    corpus: Map<String, Value>,
+    label: String,
+    #[serde(default)]
+    meta: Value,
+}
+
+struct Lookup<'a> {
+    corpus: &'a Corpus,
+    index: &'a Bm25Index,
+    retriever: Retriever,
+}
+
+impl Tools for Lookup<'_> {
+    async fn run(&self, call: &ToolCall) -> ToolOutput {
+        let query = call.arguments["query"].as_str().unwrap_or_default();
+        let hits = retrieve(self.corpus, Some(self.index), &self.retriever, query);
+        claim::lookup_evidence(self.corpus, &hits)
+    }
+}
+
+struct Options {
+    file: String,
+    retriever: Retriever,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut file = None;
+    let mut kind = "bm25".to_owned();
+    let mut k = 4;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--retriever" => kind = args.next().ok_or("--retriever needs a value")?,
+            "--k" => {
+                k = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--k needs a positive number")?;
+            }
+            "--model" => {
+                let model = args.next().ok_or("--model needs a value")?;
+                if model != "offline" {
+                    return Err(format!(
+                        "model {model:?} is not available: only the offline baseline is built so far (the provider codecs are tracked in issue 5)"
+                    ));
+                }
+            }
+            other if other.starts_with('-') => return Err(format!("unknown flag {other}")),
+            other => file = Some(other.to_owned()),
+        }
+    }
+    let retriever = match kind.as_str() {
+        "bm25" => Retriever::Bm25 { k },
+        "keyword" => Retriever::Keyword,
+        other => return Err(format!("unknown retriever {other:?} (bm25 or keyword)")),
+    };
+    Ok(Options {
+        file: file
+            .ok_or("usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--model offline]")?,
+        retriever,
+    })
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(summary) => {
+            println!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("eval: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<Value, String> {
+    let options = parse_args()?;
+    let text =
+        std::fs::read_to_string(&options.file).map_err(|e| format!("{}: {e}", options.file))?;
+    let rows: Vec<Row> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", options.file, n + 1))
+        })
+        .collect::<Result<_, _>>()?;
+    if rows.is_empty() {
+        return Err(format!("{} has no rows", options.file));
+    }
+
+    let mut confusion: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
+    let mut failures: BTreeMap<String, u32> = BTreeMap::new();
+    let mut routes: BTreeMap<String, u32> = BTreeMap::new();
+    let (mut correct, mut requests, mut conclusive, mut cites_gold) = (0u32, 0u64, 0u32, 0u32);
+    for (n, row) in rows.iter().enumerate() {
+        if !LABELS.contains(&row.label.as_str()) {
+            return Err(format!(
+                "row {} has label {:?}; expected one of {LABELS:?}",
+                n + 1,
+                row.label
+            ));
+        }
+        let pairs = row
+            .corpus
+            .iter()
+            .map(|(id, text)| (id.clone(), text.as_str().unwrap_or_default().to_owned()));
+        let corpus =
+            Arc::new(Corpus::from_pairs(pairs).map_err(|e| format!("row {}: {e}", n + 1))?);
+        let index = Bm25Index::build(&corpus);
+        let evidence = retrieve(&corpus, Some(&index), &options.retriever, &row.claim)
+            .into_iter()
+            .map(|i| corpus.passages()[i].text.clone())
+            .collect();
+        let machine = ClaimCheck::new(row.claim.clone(), Arc::clone(&corpus), evidence);
+        let tools = Lookup { corpus: &corpus, index: &index, retriever: options.retriever };
+        let outcome = pollster::block_on(drive(machine, &OfflineModel, &tools));
+        let predicted = match &outcome {
+            Ok(report) => {
+                requests += u64::from(report.requests);
+                *routes.entry(report.route.as_str().to_owned()).or_default() += 1;
+                let verdict = serde_json::to_value(report.assessment.verdict).unwrap();
+                let verdict = verdict.as_str().unwrap_or_default().to_owned();
+                if report.assessment.verdict.is_conclusive() {
+                    conclusive += 1;
+                    let gold = row.meta["gold"].as_str().and_then(|id| corpus.get(id));
+                    if gold.is_some_and(|p| report.assessment.citations.contains(&p.text)) {
+                        cites_gold += 1;
+                    }
+                }
+                verdict
+            }
+            Err(failed) => {
+                requests += u64::from(failed.requests());
+                *failures.entry(failed.kind().as_str().to_owned()).or_default() += 1;
+                match failed.kind() {
+                    // The first assessment was `insufficient` and research found nothing to
+                    // change it: the check's answer is "insufficient", with no report.
+                    ClaimFailureKind::NoNewEvidence | ClaimFailureKind::ResearchTurnLimit => {
+                        "insufficient".to_owned()
+                    }
+                    _ => "failed".to_owned(),
+                }
+            }
+        };
+        if predicted == row.label {
+            correct += 1;
+        }
+        *confusion.entry(row.label.clone()).or_default().entry(predicted).or_default() += 1;
+        if (n + 1) % 50 == 0 || n + 1 == rows.len() {
+            eprintln!(
+                "eval: {}/{} claims ({})",
+                n + 1,
+                rows.len(),
+                row.id.as_deref().unwrap_or("")
+            );
+        }
+    }
+    let total = u32::try_from(rows.len()).unwrap_or(u32::MAX);
+    let recall: Vec<f64> = LABELS
+        .iter()
+        .filter_map(|label| {
+            let row = confusion.get(*label)?;
+            let all: u32 = row.values().sum();
+            Some(f64::from(row.get(*label).copied().unwrap_or(0)) / f64::from(all))
+        })
+        .collect();
+    #[allow(clippy::cast_precision_loss)]
+    let balanced = recall.iter().sum::<f64>() / recall.len().max(1) as f64;
+    #[allow(clippy::cast_precision_loss)]
+    let per_claim = requests as f64 / f64::from(total);
+    Ok(json!({
+        "file": options.file,
+        "model": OFFLINE_MODEL_NAME,
+        "retriever": options.retriever,
+        "counts": {"claims": total, "reports": total - failures.values().sum::<u32>(), "failures": failures},
+        "accuracy": round(f64::from(correct) / f64::from(total)),
+        "balanced_accuracy": round(balanced),
+        "confusion": confusion,
+        "conclusive": conclusive,
+        "conclusive_citing_gold_rate": if conclusive == 0 { Value::Null } else { json!(round(f64::from(cites_gold) / f64::from(conclusive))) },
+        "requests_per_claim": round(per_claim),
+        "routes": routes,
+    }))
+}
+
+fn round(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
