@@ -1,14 +1,23 @@
 //! JSON Schema validation, strict: the arguments are validated exactly as the model produced
 //! them, never coerced (POLICY.md D1), with error text written for the model.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 /// At most this many violations are listed in one error text; the rest are counted.
 const MAX_LISTED_VIOLATIONS: usize = 20;
+
+/// Compiled schemas kept for reuse; the cache is emptied when it reaches this size.
+const CACHE_CAPACITY: usize = 64;
+
+fn cache() -> &'static Mutex<HashMap<String, Schema>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Schema>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
 
 /// A compiled JSON Schema. Compiling is the expensive part, so a `Schema` is compiled once and
 /// shared: cloning it is a reference-count increment.
@@ -58,11 +67,25 @@ impl Schema {
     /// # Errors
     /// When the document is not a valid schema or refers to something that cannot be resolved.
     pub fn compile(document: Value) -> Result<Self, SchemaError> {
+        // Compiled schemas are shared through a small cache keyed by the document's text, so a
+        // schema that arrives again (a resumed machine, a tool rebuilt per claim check) is not
+        // compiled again.
+        let key = document.to_string();
+        if let Some(schema) = cache().lock().ok().and_then(|cache| cache.get(&key).cloned()) {
+            return Ok(schema);
+        }
         let validator = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
             .build(&document)
             .map_err(|error| SchemaError(error.to_string()))?;
-        Ok(Self(Arc::new(Compiled { document, validator })))
+        let schema = Self(Arc::new(Compiled { document, validator }));
+        if let Ok(mut cache) = cache().lock() {
+            if cache.len() >= CACHE_CAPACITY {
+                cache.clear();
+            }
+            cache.insert(key, schema.clone());
+        }
+        Ok(schema)
     }
 
     /// The schema for `T`, as schemars derives it.
@@ -226,6 +249,13 @@ mod tests {
         let instance = Value::Array((0..50).map(|n| json!(n)).collect());
         let text = schema.check_arguments("submit", &instance).unwrap_err();
         assert!(text.ends_with("... and 30 more"), "{text}");
+    }
+
+    #[test]
+    fn the_same_document_is_compiled_once() {
+        let a = Schema::compile(json!({"type": "object", "title": "cache probe"})).unwrap();
+        let b = Schema::compile(json!({"type": "object", "title": "cache probe"})).unwrap();
+        assert!(Arc::ptr_eq(&a.0, &b.0));
     }
 
     #[test]

@@ -456,7 +456,9 @@ impl ClaimCheck {
             "Search the evidence corpus. Returns matching passages with their ids.",
             lookup_schema(),
         )
-        .expect("the lookup schema is valid");
+        .expect("the lookup schema is valid")
+        // It only reads the corpus: a durable host may run it again after a crash.
+        .replay_safe();
         let first = self.fresh_id();
         let agent = Agent::new(
             format!("{}{}", prompt::RESEARCH_SYSTEM, prompt::DATA_NOTICE),
