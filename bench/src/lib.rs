@@ -12,6 +12,8 @@ use verity_core::{
     AssistantMessage, NoTools, ScriptedModel, Tool, ToolCall, ToolOutput, Tools, drive, step,
 };
 
+pub mod retrieve;
+
 /// The case names, in the order they are reported.
 pub const CASES: [&str; 2] = ["step-1-turn", "step-5-turns"];
 

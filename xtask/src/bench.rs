@@ -1,12 +1,19 @@
 //! `cargo xtask bench step`: the step benchmark natively and in wasm under Node, side by side.
+//! `cargo xtask bench retrieve FILE [--corpus CORPUS]`: retrieval (our BM25 and keyword
+//! heuristic, natively and in wasm, against MiniSearch in Node), one JSON object.
 
-use crate::{Result, cargo, root, run, setup};
-use std::process::Command;
+use crate::{Result, cargo, output, root, run, setup};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const USAGE: &str =
+    "usage: cargo xtask bench step [SECONDS] | cargo xtask bench retrieve FILE [--corpus CORPUS]";
 
 pub fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
         Some("step") => step(args.get(1).map_or("2", String::as_str)),
-        _ => Err("usage: cargo xtask bench step [SECONDS]".to_owned()),
+        Some("retrieve") => retrieve(&args[1..]),
+        _ => Err(USAGE.to_owned()),
     }
 }
 
@@ -23,6 +30,13 @@ fn step(seconds: &str) -> Result {
         seconds,
     ]))?;
 
+    let module = wasm_bench_module()?;
+    run(Command::new("node").arg(root().join("bench/step.mjs")).arg(module).arg(seconds))
+}
+
+/// Builds verity-bench for wasm32 (the shipped `wasm-release` profile) and binds it for Node;
+/// the path of the JS module to `require`.
+fn wasm_bench_module() -> Result<PathBuf> {
     setup::node()?;
     setup::wasm_bindgen_cli()?;
     let wasm_dir = root().join("target/bench-wasm");
@@ -42,8 +56,54 @@ fn step(seconds: &str) -> Result {
         .args(["--target", "nodejs", "--out-dir"])
         .arg(&wasm_dir)
         .arg(&module))?;
+    Ok(wasm_dir.join("verity_bench.js"))
+}
+
+fn retrieve(args: &[String]) -> Result {
+    let usage = || "usage: cargo xtask bench retrieve FILE [--corpus CORPUS]".to_owned();
+    let (file, corpus) = match args {
+        [file] => (absolute(file)?, None),
+        [file, flag, corpus] | [flag, corpus, file] if flag == "--corpus" => {
+            (absolute(file)?, Some(absolute(corpus)?))
+        }
+        _ => return Err(usage()),
+    };
+    let corpus = corpus.unwrap_or_else(|| file.with_file_name("corpus.jsonl"));
+    for path in [&file, &corpus] {
+        if !path.is_file() {
+            return Err(format!("{} is not a file", path.display()));
+        }
+    }
+
+    // Native first: figures, and a corpus the core can read, before the slower wasm build.
+    let native = output(
+        cargo()
+            .args(["run", "--quiet", "--release", "-p", "verity-bench", "--bin", "bench-retrieve"])
+            .arg("--")
+            .arg(&file)
+            .arg(&corpus)
+            .stderr(Stdio::inherit()),
+    )?;
+    let module = wasm_bench_module()?;
+    npm_packages()?;
     run(Command::new("node")
-        .arg(root().join("bench/step.mjs"))
-        .arg(wasm_dir.join("verity_bench.js"))
-        .arg(seconds))
+        .arg(root().join("bench/retrieve.mjs"))
+        .arg(module)
+        .arg(&file)
+        .arg(&corpus)
+        .arg(native.trim()))
+}
+
+/// A path as given on the command line, taken from where the user stands.
+fn absolute(path: &str) -> Result<PathBuf> {
+    let cwd = std::env::current_dir().map_err(|e| e.to_string())?;
+    Ok(cwd.join(Path::new(path)))
+}
+
+/// The npm packages of package-lock.json (MiniSearch), installed when missing.
+fn npm_packages() -> Result {
+    if root().join("node_modules/minisearch/package.json").is_file() {
+        return Ok(());
+    }
+    run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(root()))
 }
