@@ -217,3 +217,69 @@ fn the_offline_baseline_checks_a_claim_end_to_end() {
     assert!(report.summary.contains("supports"), "{}", report.summary);
     assert_eq!(report.requests, 5, "assess, lookup, note, assess, summary");
 }
+
+#[test]
+fn a_claim_check_session_resumes_after_a_crash_mid_research() {
+    use verity_core::provider::offline::OfflineModel;
+    use verity_core::retrieve::keyword_search;
+    use verity_core::{Log, Session, SessionOutput};
+    let corpus = Arc::new(
+        Corpus::from_pairs([
+            ("e1", "Quarterly revenue grew four percent."),
+            ("e2", "Tye Sheridan: Tye Kayle Sheridan is an American actor ."),
+        ])
+        .unwrap(),
+    );
+    let check = || {
+        ClaimCheck::new(
+            "Tye Sheridan is an American actor .",
+            Arc::clone(&corpus),
+            vec!["Quarterly revenue grew four percent.".into()],
+        )
+    };
+    let mut session = Session::start(check()).unwrap();
+    let mut requests = 0;
+    // Run until the research agent's lookup has started, then crash.
+    loop {
+        match session.poll() {
+            SessionOutput::CallModel(c) => {
+                let id = c.id;
+                let response = verity_core::provider::offline::respond(c.request);
+                requests += 1;
+                session.record_response(id, response).unwrap();
+            }
+            SessionOutput::RunTools { batch, pending, .. } => {
+                assert!(pending[0].replay_safe, "lookup_evidence only reads");
+                let id = pending[0].call.id.clone();
+                session.start_tool(batch, &id).unwrap();
+                break;
+            }
+            _ => panic!("the check must reach research"),
+        }
+    }
+    let log = session.log().to_jsonl();
+    drop(session);
+    let mut resumed: Session<ClaimCheck> =
+        Session::resume(Log::from_jsonl(&log).unwrap(), None).unwrap();
+    struct Lookup(Arc<Corpus>);
+    impl verity_core::Tools for Lookup {
+        async fn run(&self, call: &verity_core::ToolCall) -> verity_core::ToolOutput {
+            let query = call.arguments["query"].as_str().unwrap_or_default();
+            claim::lookup_evidence(&self.0, &keyword_search(&self.0, query))
+        }
+    }
+    pollster::block_on(verity_core::drive_session(
+        &mut resumed,
+        &OfflineModel,
+        &Lookup(Arc::clone(&corpus)),
+    ))
+    .unwrap();
+    let report = resumed.finish().unwrap();
+    // The lookup was re-run (replay-safe), so the check ends as an uninterrupted one would.
+    let whole = pollster::block_on(drive(check(), &OfflineModel, &Lookup(corpus))).unwrap();
+    assert_eq!(report, whole);
+    assert_eq!(
+        requests, 2,
+        "assess and the research's first request were recorded before the crash"
+    );
+}
