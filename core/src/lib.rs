@@ -92,6 +92,10 @@ pub use message::{
     AssistantMessage, ContentBlock, Message, ModelRequest, OwnedModelRequest, StopReason, ToolCall,
     ToolOutput, ToolResult, ToolSpec, Usage,
 };
+pub use provider::{
+    AnthropicConfig, Delta, HttpBody, HttpClient, HttpRequest, HttpResponse, OpenAiConfig, Price,
+    PriceTable, Provider, ProviderTransport, ResponseHead, StreamDecoder, ToolChoice,
+};
 pub use retry::{FailureClass, ProviderError, RetryPolicy};
 pub use schema::{Schema, SchemaError, Violation};
 pub use scripted::{SCRIPT_EXHAUSTED, ScriptedModel};

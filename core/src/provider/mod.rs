@@ -1,5 +1,854 @@
-//! Model providers. Each answers a [`crate::ModelRequest`] with a
-//! [`crate::AssistantMessage`]; the network codecs arrive with their own issue, and the offline
-//! model lives here beside them so hosts treat it like any other provider.
+//! Model providers. Each answers a [`crate::ModelRequest`] with a [`crate::AssistantMessage`].
+//!
+//! The network providers are pure codecs, with no HTTP client: [`openai`] (chat completions, for
+//! OpenAI and the servers that speak its protocol: llama.cpp's llama-server, Ollama, vLLM,
+//! OpenRouter) and [`anthropic`] (Messages). Each has
+//!
+//! - `encode(&ModelRequest, &Config) -> HttpRequest`,
+//! - `decode(&HttpResponse, &Config) -> AssistantMessage` for a whole response, and
+//! - a streaming decoder fed the body's bytes as they arrive, which returns [`Delta`]s for
+//!   progress display and the final message at the end.
+//!
+//! [`Provider`] picks one of them from configuration, and [`ProviderTransport`] is the one
+//! [`Transport`](crate::drive::Transport) every host uses: it asks the host's [`HttpClient`] to
+//! send the request and decodes the answer, streamed or not. The host writes only the client
+//! (`fetch`, a component import, a blocking socket in tests).
+//!
+//! A response that fails is a failed message (`stopReason: "error"`) whose
+//! [`ProviderError`] says whether a retry can help ([`crate::retry::classify`]) and keeps the
+//! raw body when it was not what the provider would send (an HTML page, truncated JSON, a
+//! stream that ended before its final event). Nothing a server sends makes a codec panic.
+//!
+//! The offline model lives here beside them so hosts treat it like any other provider.
 
+pub mod anthropic;
+pub mod http;
 pub mod offline;
+pub mod openai;
+pub mod price;
+pub mod sse;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::drive::Transport;
+use crate::message::{AssistantMessage, ContentBlock, ModelRequest, StopReason, ToolCall, Usage};
+use crate::retry::{FailureClass, ProviderError, classify, parse_retry_after};
+
+pub use anthropic::{AnthropicConfig, AnthropicStream, Thinking};
+pub use http::{HttpRequest, HttpResponse};
+pub use openai::{MaxTokensField, OpenAiConfig, OpenAiStream};
+pub use price::{Price, PriceTable};
+pub use sse::{SseDecoder, SseEvent};
+
+/// What a streaming response has produced since the last chunk, for progress display. The
+/// machine never sees these: it receives the final message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Delta {
+    /// More visible text.
+    Text {
+        /// The new text.
+        text: String,
+    },
+    /// More reasoning text.
+    Thinking {
+        /// The new reasoning.
+        thinking: String,
+    },
+    /// A tool call began. `index` is the provider's index for it within the response (OpenAI's
+    /// `tool_calls[].index`, Anthropic's content block index).
+    ToolCallStart {
+        /// The provider's index of the call.
+        index: usize,
+        /// The call's id (empty if the provider has not said yet).
+        id: String,
+        /// The tool's name (empty if the provider has not said yet).
+        name: String,
+    },
+    /// A piece of a tool call's JSON arguments, as text.
+    ToolCallArguments {
+        /// The provider's index of the call.
+        index: usize,
+        /// The next piece of the arguments' JSON text.
+        arguments: String,
+    },
+}
+
+/// Which tools the model may or must call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ToolChoice {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// The model must call some tool (OpenAI `"required"`, Anthropic `{"type": "any"}`).
+    Required,
+    /// The model must not call tools.
+    None,
+    /// The model must call this tool.
+    Tool(String),
+}
+
+/// A configured provider: which protocol, where, which model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "api", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Provider {
+    /// OpenAI chat completions and compatible servers.
+    OpenAi(OpenAiConfig),
+    /// Anthropic Messages.
+    Anthropic(AnthropicConfig),
+}
+
+impl Provider {
+    /// The request for one model call.
+    #[must_use]
+    pub fn encode(&self, request: &ModelRequest<'_>) -> HttpRequest {
+        match self {
+            Provider::OpenAi(config) => openai::encode(request, config),
+            Provider::Anthropic(config) => anthropic::encode(request, config),
+        }
+    }
+
+    /// Decodes a whole (not streamed) response.
+    #[must_use]
+    pub fn decode(&self, response: &HttpResponse) -> AssistantMessage {
+        match self {
+            Provider::OpenAi(config) => openai::decode(response, config),
+            Provider::Anthropic(config) => anthropic::decode(response, config),
+        }
+    }
+
+    /// A decoder for a response whose head (`status`, `headers`) has arrived; feed it the
+    /// body as it comes. It handles a streamed (SSE) body and a whole JSON body alike, so a
+    /// host can use it whether or not the request asked for streaming.
+    #[must_use]
+    pub fn decoder(&self, status: u16, headers: &[(String, String)]) -> StreamDecoder {
+        let is_event_stream = http::find_header(headers, "content-type")
+            .is_some_and(|value| value.to_ascii_lowercase().contains("text/event-stream"));
+        let inner = if !(200..300).contains(&status) || !is_event_stream {
+            Inner::Whole {
+                provider: Box::new(self.clone()),
+                response: HttpResponse { status, headers: headers.to_vec(), body: Vec::new() },
+            }
+        } else {
+            match self {
+                Provider::OpenAi(config) => Inner::OpenAi(OpenAiStream::new(config, status)),
+                Provider::Anthropic(config) => {
+                    Inner::Anthropic(AnthropicStream::new(config, status))
+                }
+            }
+        };
+        StreamDecoder { inner }
+    }
+
+    /// The model asked for.
+    #[must_use]
+    pub fn model(&self) -> &str {
+        match self {
+            Provider::OpenAi(config) => &config.model,
+            Provider::Anthropic(config) => &config.model,
+        }
+    }
+
+    /// Whether requests ask for a streamed response.
+    #[must_use]
+    pub fn is_streaming(&self) -> bool {
+        match self {
+            Provider::OpenAi(config) => config.stream,
+            Provider::Anthropic(config) => config.stream,
+        }
+    }
+
+    /// The same provider, priced from `table` (by its model; see [`PriceTable::get`]).
+    #[must_use]
+    pub fn priced(mut self, table: &PriceTable) -> Self {
+        let price = table.get(self.model()).copied();
+        match &mut self {
+            Provider::OpenAi(config) => config.price = price,
+            Provider::Anthropic(config) => config.price = price,
+        }
+        self
+    }
+}
+
+/// Decodes one response body as it arrives; see [`Provider::decoder`].
+#[derive(Debug)]
+pub struct StreamDecoder {
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    OpenAi(OpenAiStream),
+    Anthropic(AnthropicStream),
+    /// Not an event stream (an error, or a server that ignored `stream`): decoded at the end.
+    Whole {
+        provider: Box<Provider>,
+        response: HttpResponse,
+    },
+}
+
+impl StreamDecoder {
+    /// Feeds the next bytes of the body; returns what they added, for progress display.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Delta> {
+        match &mut self.inner {
+            Inner::OpenAi(stream) => stream.feed(bytes),
+            Inner::Anthropic(stream) => stream.feed(bytes),
+            Inner::Whole { response, .. } => {
+                response.body.extend_from_slice(bytes);
+                Vec::new()
+            }
+        }
+    }
+
+    /// The body ended normally: the final message (a failed one if the body was incomplete).
+    #[must_use]
+    pub fn finish(self) -> AssistantMessage {
+        match self.inner {
+            Inner::OpenAi(stream) => stream.finish(),
+            Inner::Anthropic(stream) => stream.finish(),
+            Inner::Whole { provider, response } => provider.decode(&response),
+        }
+    }
+
+    /// Reading the body failed (`error` is the host's description, e.g. a reset connection):
+    /// a failed, retryable message that keeps what arrived.
+    #[must_use]
+    pub fn fail(self, error: &str) -> AssistantMessage {
+        let (status, raw) = match &self.inner {
+            Inner::OpenAi(stream) => (stream.status(), stream.raw()),
+            Inner::Anthropic(stream) => (stream.status(), stream.raw()),
+            Inner::Whole { response, .. } => (response.status, response.body.as_slice()),
+        };
+        interrupted(status, raw, &format!("reading the response failed: {error}"))
+    }
+}
+
+/// The head of a response: status and headers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseHead {
+    /// The HTTP status.
+    pub status: u16,
+    /// The headers as received.
+    pub headers: Vec<(String, String)>,
+}
+
+/// The host's HTTP client, as [`ProviderTransport`] needs it. Errors are the host's words for
+/// a failure with no response (DNS, refused connection, timeout); an HTTP error status is a
+/// response, not an error.
+#[allow(async_fn_in_trait)] // not `Send` on purpose: browsers are single-threaded
+pub trait HttpClient {
+    /// The body of a response, read in chunks.
+    type Body: HttpBody;
+
+    /// Sends `request` and returns the head of the response and its body.
+    async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, Self::Body), String>;
+
+    /// Waits `delay_ms` before a retry (the backoff or the provider's `Retry-After`): the
+    /// host's timer, since the core reads no clock.
+    async fn wait(&self, delay_ms: u64);
+}
+
+/// A response body read in chunks as they arrive.
+#[allow(async_fn_in_trait)]
+pub trait HttpBody {
+    /// The next bytes, or `None` at the end of the body.
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, String>;
+}
+
+/// The transport every host uses for a network provider: encode, send with the host's
+/// [`HttpClient`], decode (streamed or whole), report progress.
+pub struct ProviderTransport<C> {
+    provider: Provider,
+    client: C,
+    progress: Option<Progress>,
+}
+
+/// The host's progress callback.
+type Progress = Box<dyn Fn(&Delta)>;
+
+impl<C> fmt::Debug for ProviderTransport<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderTransport")
+            .field("provider", &self.provider)
+            .field("progress", &self.progress.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: HttpClient> ProviderTransport<C> {
+    /// A transport for `provider` over `client`.
+    #[must_use]
+    pub fn new(provider: Provider, client: C) -> Self {
+        Self { provider, client, progress: None }
+    }
+
+    /// Calls `progress` with every [`Delta`] of a streamed response, as it arrives.
+    #[must_use]
+    pub fn with_progress(mut self, progress: impl Fn(&Delta) + 'static) -> Self {
+        self.progress = Some(Box::new(progress));
+        self
+    }
+
+    /// The provider.
+    #[must_use]
+    pub fn provider(&self) -> &Provider {
+        &self.provider
+    }
+
+    /// The client.
+    #[must_use]
+    pub fn client(&self) -> &C {
+        &self.client
+    }
+}
+
+impl<C: HttpClient> Transport for ProviderTransport<C> {
+    async fn complete(&self, request: ModelRequest<'_>) -> AssistantMessage {
+        let http = self.provider.encode(&request);
+        let (head, mut body) = match self.client.send(&http).await {
+            Ok(sent) => sent,
+            Err(error) => return unreachable_provider(&error),
+        };
+        let mut decoder = self.provider.decoder(head.status, &head.headers);
+        loop {
+            match body.next_chunk().await {
+                Ok(Some(bytes)) => {
+                    for delta in decoder.feed(&bytes) {
+                        if let Some(progress) = &self.progress {
+                            progress(&delta);
+                        }
+                    }
+                }
+                Ok(None) => return decoder.finish(),
+                Err(error) => return decoder.fail(&error),
+            }
+        }
+    }
+
+    async fn wait(&self, delay_ms: u64) {
+        self.client.wait(delay_ms).await;
+    }
+}
+
+// ---- shared by the codecs ----
+
+/// At most this much of a body is kept in [`ProviderError::raw_body`].
+pub const RAW_BODY_LIMIT: usize = 64 * 1024;
+
+/// A body as text for the user, lossily decoded and cut at [`RAW_BODY_LIMIT`].
+pub(crate) fn raw_text(bytes: &[u8]) -> String {
+    if bytes.len() <= RAW_BODY_LIMIT {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let mut text = String::from_utf8_lossy(&bytes[..RAW_BODY_LIMIT]).into_owned();
+    text.push_str(&format!("… ({} more bytes)", bytes.len() - RAW_BODY_LIMIT));
+    text
+}
+
+/// A short, one-line description of an unexpected body, for the error message.
+fn describe_body(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]);
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() { "an empty body".to_owned() } else { format!("{line:?}") }
+}
+
+/// How long the provider asked to wait: `retry-after-ms` (OpenAI), else `retry-after`.
+pub(crate) fn retry_after(headers: &[(String, String)]) -> Option<u64> {
+    if let Some(ms) = http::find_header(headers, "retry-after-ms")
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        return Some(ms.round() as u64);
+    }
+    http::find_header(headers, "retry-after").and_then(parse_retry_after)
+}
+
+pub(crate) fn failure(message: String, error: ProviderError) -> AssistantMessage {
+    let mut response = AssistantMessage::failed(message);
+    response.error = Some(error);
+    response
+}
+
+/// The error type and message of a provider error body, in any of the shapes providers use:
+/// `{"error": {"type", "code", "message"}}` (OpenAI, Anthropic, vLLM, llama-server,
+/// OpenRouter), `{"error": "text"}` (Ollama), `{"message", "type"}` and `{"detail"}`.
+/// Also returns a numeric `code` when the body has one (OpenRouter puts the status there).
+pub(crate) fn error_fields(body: &Value) -> Option<(Option<String>, String, Option<u16>)> {
+    let object = body.as_object()?;
+    let (inner, message) = match object.get("error") {
+        Some(Value::String(text)) => return Some((None, text.clone(), None)),
+        Some(error @ Value::Object(fields)) => (error, fields.get("message")),
+        _ if object.contains_key("detail") => {
+            let detail = &object["detail"];
+            let text = detail.as_str().map_or_else(|| detail.to_string(), str::to_owned);
+            return Some((None, text, None));
+        }
+        _ if object.get("object").and_then(Value::as_str) == Some("error")
+            || (object.contains_key("message") && object.contains_key("type")) =>
+        {
+            (body, object.get("message"))
+        }
+        _ => return None,
+    };
+    let text = |key: &str| inner.get(key).and_then(Value::as_str).map(str::to_owned);
+    let kind = match (text("type"), text("code")) {
+        (Some(kind), Some(code)) if kind != code => Some(format!("{kind} {code}")),
+        (Some(kind), _) => Some(kind),
+        (None, code) => code,
+    };
+    let code = inner.get("code").and_then(Value::as_u64).and_then(|c| u16::try_from(c).ok());
+    let message = match message {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => kind.clone().unwrap_or_else(|| "unknown error".to_owned()),
+    };
+    Some((kind, message, code))
+}
+
+/// A non-2xx response: the provider's error if the body is one, else a typed failure that
+/// keeps the body.
+pub(crate) fn http_error(response: &HttpResponse) -> AssistantMessage {
+    let status = response.status;
+    let retry_after_ms = retry_after(&response.headers);
+    let parsed = serde_json::from_slice::<Value>(&response.body).ok();
+    match parsed.as_ref().and_then(error_fields) {
+        Some((kind, message, _)) => failure(
+            format!("HTTP {status}: {message}"),
+            ProviderError {
+                class: classify(Some(status), kind.as_deref(), &message),
+                status: Some(status),
+                retry_after_ms,
+                raw_body: None,
+            },
+        ),
+        None => failure(
+            format!(
+                "HTTP {status}: the body is not a provider error ({})",
+                describe_body(&response.body)
+            ),
+            ProviderError {
+                class: classify(Some(status), None, ""),
+                status: Some(status),
+                retry_after_ms,
+                raw_body: Some(raw_text(&response.body)),
+            },
+        ),
+    }
+}
+
+/// An error object inside a successful response or a stream (OpenRouter and Anthropic send
+/// these mid-stream). The status, when the body names none, is unknown: classified like a
+/// failure with no response unless the type says otherwise.
+pub(crate) fn embedded_error(
+    kind: Option<&str>,
+    message: &str,
+    code: Option<u16>,
+) -> AssistantMessage {
+    failure(
+        format!("the provider reported an error: {message}"),
+        ProviderError {
+            class: classify(code, kind, message),
+            status: code,
+            retry_after_ms: None,
+            raw_body: None,
+        },
+    )
+}
+
+/// A 2xx body that is not what the provider sends. Truncated JSON (the body ended early) is
+/// retryable like a dropped connection; anything else (an HTML page, another shape) is not.
+pub(crate) fn malformed(status: u16, body: &[u8], reason: &str) -> AssistantMessage {
+    failure(
+        format!("HTTP {status}: {reason} ({})", describe_body(body)),
+        ProviderError {
+            class: classify(Some(status), None, reason),
+            status: Some(status),
+            retry_after_ms: None,
+            raw_body: Some(raw_text(body)),
+        },
+    )
+}
+
+/// A body that ended (or broke) before it was complete: a failure with no complete response,
+/// retryable, keeping what arrived.
+pub(crate) fn interrupted(status: u16, body: &[u8], reason: &str) -> AssistantMessage {
+    failure(
+        format!("HTTP {status}: {reason}"),
+        ProviderError {
+            class: classify(None, None, reason),
+            status: Some(status),
+            retry_after_ms: None,
+            raw_body: Some(raw_text(body)),
+        },
+    )
+}
+
+/// No response at all (the host's client failed).
+fn unreachable_provider(error: &str) -> AssistantMessage {
+    failure(
+        format!("the request failed: {error}"),
+        ProviderError {
+            class: classify(None, None, error),
+            status: None,
+            retry_after_ms: None,
+            raw_body: None,
+        },
+    )
+}
+
+/// Parses a whole JSON body, or says why it is not one.
+pub(crate) fn parse_body(response: &HttpResponse) -> Result<Value, Box<AssistantMessage>> {
+    serde_json::from_slice(&response.body).map_err(|error| {
+        Box::new(if error.is_eof() {
+            interrupted(response.status, &response.body, "the JSON body is truncated")
+        } else {
+            malformed(response.status, &response.body, "the body is not JSON")
+        })
+    })
+}
+
+/// A tool call's arguments from their JSON text: empty text is `{}` (servers send that for a
+/// call without arguments); text that is not JSON is kept as a string, so the schema check
+/// reports it to the model instead of the codec hiding it.
+pub(crate) fn parse_arguments(text: &str) -> Value {
+    if text.trim().is_empty() {
+        return Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+/// A tool call's arguments as JSON text (a string is taken as the text the model produced).
+pub(crate) fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// How a response ended, in the provider's words mapped to the core's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// A normal end; `ToolUse` if the response holds tool calls.
+    Stop,
+    /// The model asked for tools.
+    ToolUse,
+    /// The output-token limit cut it off.
+    Length,
+    /// The provider withheld the answer (content filter, refusal).
+    Refused(String),
+    /// No reason given.
+    Unknown,
+}
+
+/// The final message from decoded parts. `reported_cost` is a cost the provider stated
+/// (OpenRouter); the configured price wins over it.
+pub(crate) fn assemble(
+    content: Vec<ContentBlock>,
+    ending: Ending,
+    mut usage: Usage,
+    price: Option<&Price>,
+    reported_cost: Option<f64>,
+    status: u16,
+) -> AssistantMessage {
+    usage.cost = match price {
+        Some(price) => price.cost(&usage),
+        None => reported_cost.filter(|cost| cost.is_finite() && *cost >= 0.0).unwrap_or(0.0),
+    };
+    let has_calls = content.iter().any(|block| matches!(block, ContentBlock::ToolCall(_)));
+    let stop_reason = match ending {
+        Ending::Refused(reason) => {
+            let mut failed = failure(
+                format!("the provider withheld the response ({reason})"),
+                ProviderError {
+                    class: FailureClass::NotRetryable,
+                    status: Some(status),
+                    retry_after_ms: None,
+                    raw_body: None,
+                },
+            );
+            failed.usage = usage;
+            return failed;
+        }
+        Ending::Length => StopReason::Length,
+        Ending::Stop | Ending::ToolUse | Ending::Unknown if has_calls => StopReason::ToolUse,
+        Ending::Stop | Ending::ToolUse | Ending::Unknown => StopReason::Stop,
+    };
+    let mut response = AssistantMessage::from_content(content);
+    response.stop_reason = Some(stop_reason);
+    response.usage = usage;
+    response
+}
+
+/// Text pieces, reasoning pieces and tool calls in the order they arrived, merged as they go.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Blocks {
+    blocks: Vec<Partial>,
+}
+
+#[derive(Debug, Clone)]
+enum Partial {
+    Text(String),
+    Thinking(String),
+    Call { key: usize, id: String, name: String, arguments: String },
+}
+
+impl Blocks {
+    pub(crate) fn text(&mut self, piece: &str) {
+        if piece.is_empty() {
+            return;
+        }
+        if let Some(Partial::Text(text)) = self.blocks.last_mut() {
+            text.push_str(piece);
+        } else {
+            self.blocks.push(Partial::Text(piece.to_owned()));
+        }
+    }
+
+    pub(crate) fn thinking(&mut self, piece: &str) {
+        if piece.is_empty() {
+            return;
+        }
+        if let Some(Partial::Thinking(text)) = self.blocks.last_mut() {
+            text.push_str(piece);
+        } else {
+            self.blocks.push(Partial::Thinking(piece.to_owned()));
+        }
+    }
+
+    /// Starts the call with `key` if new (returns true), or fills in an id or name that was
+    /// missing.
+    pub(crate) fn call(&mut self, key: usize, id: &str, name: &str) -> bool {
+        for block in &mut self.blocks {
+            if let Partial::Call { key: k, id: i, name: n, .. } = block
+                && *k == key
+            {
+                if i.is_empty() {
+                    id.clone_into(i);
+                }
+                if n.is_empty() {
+                    name.clone_into(n);
+                }
+                return false;
+            }
+        }
+        self.blocks.push(Partial::Call {
+            key,
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: String::new(),
+        });
+        true
+    }
+
+    /// Appends a piece of the arguments of the call with `key` (started if new).
+    pub(crate) fn arguments(&mut self, key: usize, piece: &str) {
+        self.call(key, "", "");
+        for block in &mut self.blocks {
+            if let Partial::Call { key: k, arguments, .. } = block
+                && *k == key
+            {
+                arguments.push_str(piece);
+            }
+        }
+    }
+
+    /// The blocks, tool calls parsed; a call without an id gets `call_{key}`.
+    pub(crate) fn into_content(self) -> Vec<ContentBlock> {
+        self.blocks
+            .into_iter()
+            .map(|block| match block {
+                Partial::Text(text) => ContentBlock::Text { text },
+                Partial::Thinking(thinking) => ContentBlock::Thinking { thinking },
+                Partial::Call { key, id, name, arguments } => ContentBlock::ToolCall(ToolCall {
+                    id: if id.is_empty() { format!("call_{key}") } else { id },
+                    name,
+                    arguments: parse_arguments(&arguments),
+                }),
+            })
+            .collect()
+    }
+}
+
+/// The bytes of a streamed body, kept (up to [`RAW_BODY_LIMIT`]) for a failure report.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RawBody {
+    bytes: Vec<u8>,
+}
+
+impl RawBody {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        let room = RAW_BODY_LIMIT.saturating_sub(self.bytes.len());
+        let kept = room.min(bytes.len());
+        self.bytes.extend_from_slice(&bytes[..kept]);
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Helpers shared by the codecs' tests.
+
+    use crate::message::{Message, ModelRequest, ToolResult, ToolSpec};
+    use crate::{AssistantMessage, ContentBlock, ToolCall};
+    use serde_json::json;
+
+    /// A conversation with every kind of message: a task, a response with text and two tool
+    /// calls, their results (one an error), and a follow-up.
+    pub(crate) fn conversation() -> (Vec<Message>, Vec<ToolSpec>) {
+        let mut response = AssistantMessage::from_content(vec![
+            ContentBlock::Thinking { thinking: "Let me look.".into() },
+            ContentBlock::Text { text: "Looking it up.".into() },
+            ContentBlock::ToolCall(ToolCall {
+                id: "call_1".into(),
+                name: "lookup".into(),
+                arguments: json!({"query": "tides"}),
+            }),
+            ContentBlock::ToolCall(ToolCall {
+                id: "call_2".into(),
+                name: "submit".into(),
+                arguments: json!("{not json"),
+            }),
+        ]);
+        response.stop_reason = Some(crate::StopReason::ToolUse);
+        let messages = vec![
+            Message::User { text: "What causes tides?".into() },
+            Message::Assistant(response),
+            Message::ToolResult(ToolResult {
+                call_id: "call_1".into(),
+                tool_name: "lookup".into(),
+                content: "The moon's gravity.".into(),
+                details: json!(null),
+                is_error: false,
+                terminate: false,
+            }),
+            Message::ToolResult(ToolResult {
+                call_id: "call_2".into(),
+                tool_name: "submit".into(),
+                content: "submit: the arguments are not JSON".into(),
+                details: json!(null),
+                is_error: true,
+                terminate: false,
+            }),
+            Message::Assistant(AssistantMessage::failed("HTTP 500")),
+            Message::User { text: "Please submit.".into() },
+        ];
+        let tools = vec![
+            ToolSpec {
+                name: "lookup".into(),
+                description: "Look something up.".into(),
+                parameters: json!({"type": "object", "properties": {"query": {"type": "string"}}}),
+            },
+            ToolSpec {
+                name: "submit".into(),
+                description: "Submit the answer.".into(),
+                parameters: json!({"type": "object", "required": ["text"],
+                    "properties": {"text": {"type": "string"}}}),
+            },
+        ];
+        (messages, tools)
+    }
+
+    pub(crate) fn request<'a>(
+        system: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolSpec],
+    ) -> ModelRequest<'a> {
+        ModelRequest { system, messages, tools }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn error_bodies_of_every_shape_are_read() {
+        let openai = json!({"error": {"message": "Rate limit reached", "type": "requests",
+            "code": "rate_limit_exceeded", "param": null}});
+        assert_eq!(
+            error_fields(&openai),
+            Some((Some("requests rate_limit_exceeded".into()), "Rate limit reached".into(), None))
+        );
+        let anthropic = json!({"type": "error", "error": {"type": "overloaded_error",
+            "message": "Overloaded"}});
+        assert_eq!(
+            error_fields(&anthropic),
+            Some((Some("overloaded_error".into()), "Overloaded".into(), None))
+        );
+        let ollama = json!({"error": "model \"x\" not found, try pulling it first"});
+        assert_eq!(error_fields(&ollama).unwrap().1, "model \"x\" not found, try pulling it first");
+        let openrouter = json!({"error": {"code": 502, "message": "Provider returned error"}});
+        assert_eq!(error_fields(&openrouter).unwrap().2, Some(502));
+        let vllm = json!({"object": "error", "message": "bad", "type": "BadRequestError",
+            "code": 400});
+        assert_eq!(error_fields(&vllm).unwrap().0.as_deref(), Some("BadRequestError"));
+        assert_eq!(error_fields(&json!({"detail": "Not Found"})).unwrap().1, "Not Found");
+        assert_eq!(error_fields(&json!({"choices": []})), None);
+        assert_eq!(error_fields(&json!([1, 2])), None);
+    }
+
+    #[test]
+    fn http_errors_are_classified_and_keep_odd_bodies() {
+        let limited = HttpResponse::new(
+            429,
+            r#"{"error":{"message":"slow down","type":"rate_limit_error"}}"#,
+        )
+        .with_header("Retry-After", "2");
+        let failed = http_error(&limited);
+        assert_eq!(failed.stop_reason(), StopReason::Error);
+        let error = failed.error.unwrap();
+        assert_eq!(error.class, FailureClass::Retryable);
+        assert_eq!(error.retry_after_ms, Some(2_000));
+        assert_eq!(error.raw_body, None);
+
+        let quota = HttpResponse::new(
+            429,
+            r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}"#,
+        );
+        assert_eq!(http_error(&quota).error.unwrap().class, FailureClass::NotRetryable);
+
+        let html = HttpResponse::new(502, "<html><body>Bad Gateway</body></html>")
+            .with_header("retry-after-ms", "1500");
+        let failed = http_error(&html);
+        let error = failed.error.clone().unwrap();
+        assert_eq!(error.class, FailureClass::Retryable);
+        assert_eq!(error.retry_after_ms, Some(1_500));
+        assert_eq!(error.raw_body.as_deref(), Some("<html><body>Bad Gateway</body></html>"));
+        assert!(failed.failure_message().contains("Bad Gateway"), "{}", failed.failure_message());
+
+        let auth = HttpResponse::new(401, "Unauthorized");
+        assert_eq!(http_error(&auth).error.unwrap().class, FailureClass::NotRetryable);
+    }
+
+    #[test]
+    fn raw_bodies_are_bounded() {
+        let big = vec![b'x'; RAW_BODY_LIMIT + 10];
+        let text = raw_text(&big);
+        assert!(text.ends_with("(10 more bytes)"));
+        let mut raw = RawBody::default();
+        raw.push(&big);
+        raw.push(b"more");
+        assert_eq!(raw.bytes().len(), RAW_BODY_LIMIT);
+    }
+
+    #[test]
+    fn arguments_round_trip_and_bad_json_is_kept() {
+        assert_eq!(parse_arguments(""), json!({}));
+        assert_eq!(parse_arguments(" {\"a\": 1} "), json!({"a": 1}));
+        assert_eq!(parse_arguments("{\"a\": "), json!("{\"a\": "));
+        assert_eq!(arguments_text(&json!({"a": 1})), "{\"a\":1}");
+        assert_eq!(arguments_text(&json!("{\"a\": ")), "{\"a\": ");
+    }
+}

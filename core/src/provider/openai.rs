@@ -1,0 +1,937 @@
+//! The OpenAI chat completions codec (`POST {base}/chat/completions`), for OpenAI and the
+//! servers that speak its protocol: llama.cpp's llama-server, Ollama, vLLM, OpenRouter.
+//!
+//! Mapping of the core's messages:
+//!
+//! | core | wire |
+//! |---|---|
+//! | system prompt | a first `system` message (none when empty) |
+//! | `User { text }` | `{"role": "user", "content": text}` |
+//! | `Assistant` | `{"role": "assistant", "content": text or null, "tool_calls": [...]}`; reasoning is not sent back; a failed response is left out |
+//! | `ToolResult` | `{"role": "tool", "tool_call_id", "content"}` (the wire has no error flag: the content says it) |
+//! | tools | `{"type": "function", "function": {"name", "description", "parameters"}}` |
+//!
+//! Responses: `message.content` (a string or text parts), `reasoning_content` / `reasoning`
+//! (llama-server, vLLM, DeepSeek, OpenRouter) as thinking, `refusal` as text, `tool_calls`.
+//! `finish_reason` maps to the stop reason (`stop` → stop, or tool use when the response has
+//! calls, since some servers say `stop` there; `tool_calls` → tool use; `length` → length;
+//! `content_filter` → a failed, non-retryable response). Usage: `prompt_tokens` minus
+//! `prompt_tokens_details.cached_tokens` is the uncached input.
+//!
+//! A stream is complete only with its `data: [DONE]`; one that ends without it is a failed,
+//! retryable response.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::http::{HttpRequest, HttpResponse};
+use super::price::Price;
+use super::sse::{SseDecoder, SseEvent};
+use super::{
+    Blocks, Delta, Ending, RawBody, ToolChoice, arguments_text, assemble, embedded_error,
+    error_fields, http_error, interrupted, malformed, parse_body,
+};
+use crate::message::{AssistantMessage, Message, ModelRequest, Usage};
+
+/// OpenAI's API base URL.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// OpenRouter's OpenAI-compatible base URL.
+pub const OPENROUTER_BASE_URL: &str = "https://openrouter.ai/api/v1";
+/// Ollama's OpenAI-compatible base URL on its default port.
+pub const OLLAMA_BASE_URL: &str = "http://localhost:11434/v1";
+/// llama.cpp's llama-server on its default port.
+pub const LLAMA_SERVER_BASE_URL: &str = "http://localhost:8080/v1";
+
+/// Which request field carries the output-token limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum MaxTokensField {
+    /// `max_tokens`: understood by every compatible server, deprecated by OpenAI and refused by
+    /// its reasoning models.
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`: what OpenAI wants now.
+    MaxCompletionTokens,
+}
+
+/// Where and how to call an OpenAI-compatible server.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OpenAiConfig {
+    /// The base URL, up to and including `/v1` (see the `*_BASE_URL` constants).
+    pub base_url: String,
+    /// The model name, as the server knows it.
+    pub model: String,
+    /// Sent as `Authorization: Bearer`; local servers need none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Extra headers, sent after the codec's own (OpenRouter's `HTTP-Referer`, `X-Title`).
+    pub headers: Vec<(String, String)>,
+    /// Ask for a streamed (SSE) response.
+    pub stream: bool,
+    /// When streaming, ask for the usage chunk (`stream_options.include_usage`).
+    pub include_usage: bool,
+    /// The output-token limit, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Which field carries `max_tokens`.
+    pub max_tokens_field: MaxTokensField,
+    /// Which tools the model may or must call (sent only when there are tools).
+    pub tool_choice: ToolChoice,
+    /// `parallel_tool_calls`, if set (sent only when there are tools).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    /// The sampling temperature, if set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// `reasoning_effort` for reasoning models (`"low"`, `"medium"`, `"high"`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// The model's price, for [`Usage::cost`]; see [`super::Provider::priced`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        Self {
+            base_url: OPENAI_BASE_URL.to_owned(),
+            model: String::new(),
+            api_key: None,
+            headers: Vec::new(),
+            stream: false,
+            include_usage: true,
+            max_tokens: None,
+            max_tokens_field: MaxTokensField::default(),
+            tool_choice: ToolChoice::default(),
+            parallel_tool_calls: None,
+            temperature: None,
+            reasoning_effort: None,
+            price: None,
+        }
+    }
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("headers", &self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>())
+            .field("stream", &self.stream)
+            .field("include_usage", &self.include_usage)
+            .field("max_tokens", &self.max_tokens)
+            .field("max_tokens_field", &self.max_tokens_field)
+            .field("tool_choice", &self.tool_choice)
+            .field("parallel_tool_calls", &self.parallel_tool_calls)
+            .field("temperature", &self.temperature)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("price", &self.price)
+            .finish()
+    }
+}
+
+impl OpenAiConfig {
+    /// A server at `base_url` (up to and including `/v1`) serving `model`.
+    #[must_use]
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self { base_url: base_url.into(), model: model.into(), ..Self::default() }
+    }
+
+    /// OpenAI itself, with the user's key.
+    #[must_use]
+    pub fn openai(model: impl Into<String>, api_key: impl Into<String>) -> Self {
+        Self {
+            api_key: Some(api_key.into()),
+            max_tokens_field: MaxTokensField::MaxCompletionTokens,
+            ..Self::new(OPENAI_BASE_URL, model)
+        }
+    }
+
+    /// OpenRouter, with the user's key (model names like `anthropic/claude-sonnet-4.5`).
+    #[must_use]
+    pub fn openrouter(model: impl Into<String>, api_key: impl Into<String>) -> Self {
+        Self { api_key: Some(api_key.into()), ..Self::new(OPENROUTER_BASE_URL, model) }
+    }
+
+    /// A local Ollama (`ollama serve`) on its default port.
+    #[must_use]
+    pub fn ollama(model: impl Into<String>) -> Self {
+        Self::new(OLLAMA_BASE_URL, model)
+    }
+
+    /// A local llama.cpp `llama-server` on its default port (it serves the one model it
+    /// loaded, whatever the name).
+    #[must_use]
+    pub fn llama_server(model: impl Into<String>) -> Self {
+        Self::new(LLAMA_SERVER_BASE_URL, model)
+    }
+
+    /// The same configuration, streaming or not.
+    #[must_use]
+    pub fn streaming(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// The same configuration with one more header.
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// The endpoint: `{base_url}/chat/completions`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    }
+}
+
+/// The request for one model call.
+#[must_use]
+pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(config.model));
+    body.insert("messages".into(), Value::Array(messages(request)));
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({"type": "function", "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                }})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        let choice = match &config.tool_choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+        };
+        body.insert("tool_choice".into(), choice);
+        if let Some(parallel) = config.parallel_tool_calls {
+            body.insert("parallel_tool_calls".into(), json!(parallel));
+        }
+    }
+    if let Some(max) = config.max_tokens {
+        let field = match config.max_tokens_field {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        };
+        body.insert(field.into(), json!(max));
+    }
+    if let Some(temperature) = config.temperature.and_then(serde_json::Number::from_f64) {
+        body.insert("temperature".into(), Value::Number(temperature));
+    }
+    if let Some(effort) = &config.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(effort));
+    }
+    if config.stream {
+        body.insert("stream".into(), json!(true));
+        if config.include_usage {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+    }
+    let mut headers = vec![
+        ("Content-Type".to_owned(), "application/json".to_owned()),
+        (
+            "Accept".to_owned(),
+            if config.stream { "text/event-stream" } else { "application/json" }.to_owned(),
+        ),
+    ];
+    if let Some(key) = config.api_key.as_deref().filter(|key| !key.is_empty()) {
+        headers.push(("Authorization".to_owned(), format!("Bearer {key}")));
+    }
+    headers.extend(config.headers.iter().cloned());
+    HttpRequest {
+        method: "POST".to_owned(),
+        url: config.url(),
+        headers,
+        body: Value::Object(body).to_string(),
+    }
+}
+
+fn messages(request: &ModelRequest<'_>) -> Vec<Value> {
+    let mut out = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        out.push(json!({"role": "system", "content": request.system}));
+    }
+    for message in request.messages {
+        match message {
+            Message::User { text } => out.push(json!({"role": "user", "content": text})),
+            Message::Assistant(response) => {
+                if response.stop_reason().is_failure() {
+                    continue;
+                }
+                let text = response.text_content();
+                let calls: Vec<Value> = response
+                    .tool_calls()
+                    .map(|call| {
+                        json!({"id": call.id, "type": "function", "function": {
+                            "name": call.name,
+                            "arguments": arguments_text(&call.arguments),
+                        }})
+                    })
+                    .collect();
+                let mut entry = Map::new();
+                entry.insert("role".into(), json!("assistant"));
+                let content =
+                    if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) };
+                entry.insert("content".into(), content);
+                if !calls.is_empty() {
+                    entry.insert("tool_calls".into(), Value::Array(calls));
+                }
+                out.push(Value::Object(entry));
+            }
+            Message::ToolResult(result) => out.push(json!({
+                "role": "tool",
+                "tool_call_id": result.call_id,
+                "content": result.content,
+            })),
+        }
+    }
+    out
+}
+
+/// Decodes a whole (not streamed) response.
+#[must_use]
+pub fn decode(response: &HttpResponse, config: &OpenAiConfig) -> AssistantMessage {
+    if !response.is_success() {
+        return http_error(response);
+    }
+    let body = match parse_body(response) {
+        Ok(body) => body,
+        Err(failed) => return *failed,
+    };
+    let Some(choice) = body.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+        if let Some((kind, message, code)) = error_fields(&body) {
+            return embedded_error(kind.as_deref(), &message, code);
+        }
+        return malformed(response.status, &response.body, "the body has no choices");
+    };
+    let Some(message) = choice.get("message").filter(|m| m.is_object()) else {
+        return malformed(response.status, &response.body, "the choice has no message");
+    };
+    let mut blocks = Blocks::default();
+    for key in ["reasoning_content", "reasoning"] {
+        if let Some(reasoning) = message.get(key).and_then(Value::as_str) {
+            blocks.thinking(reasoning);
+            break;
+        }
+    }
+    match message.get("content") {
+        Some(Value::String(text)) => blocks.text(text),
+        Some(Value::Array(parts)) => {
+            for part in parts {
+                if let Some(text) = part.get("text").and_then(Value::as_str) {
+                    blocks.text(text);
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(refusal) = message.get("refusal").and_then(Value::as_str) {
+        blocks.text(refusal);
+    }
+    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+        for (position, call) in calls.iter().enumerate() {
+            let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
+            let function = call.get("function");
+            let name =
+                function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or_default();
+            blocks.call(position, id, name);
+            match function.and_then(|f| f.get("arguments")) {
+                Some(Value::String(text)) => blocks.arguments(position, text),
+                Some(Value::Null) | None => {}
+                // Some servers send the arguments as an object rather than as JSON text.
+                Some(other) => blocks.arguments(position, &other.to_string()),
+            }
+        }
+    }
+    let ending = ending(choice.get("finish_reason").and_then(Value::as_str));
+    let (usage, reported_cost) = usage(body.get("usage"));
+    assemble(blocks.into_content(), ending, usage, config.price.as_ref(), reported_cost, 200)
+}
+
+fn ending(reason: Option<&str>) -> Ending {
+    match reason {
+        Some("stop" | "eos" | "end_turn") => Ending::Stop,
+        Some("tool_calls" | "function_call") => Ending::ToolUse,
+        Some("length" | "max_tokens") => Ending::Length,
+        Some(reason @ "content_filter") => Ending::Refused(reason.to_owned()),
+        _ => Ending::Unknown,
+    }
+}
+
+/// The usage object, and the cost if the provider stated one (OpenRouter's `usage.cost`).
+fn usage(value: Option<&Value>) -> (Usage, Option<f64>) {
+    let Some(value) = value.filter(|v| v.is_object()) else {
+        return (Usage::default(), None);
+    };
+    let count = |pointer: &str| value.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+    let prompt = count("/prompt_tokens");
+    let cache_read = count("/prompt_tokens_details/cached_tokens");
+    let cache_write = count("/prompt_tokens_details/cache_write_tokens");
+    let usage = Usage {
+        input: prompt.saturating_sub(cache_read.saturating_add(cache_write)),
+        output: count("/completion_tokens"),
+        cache_read,
+        cache_write,
+        cost: 0.0,
+    };
+    (usage, value.get("cost").and_then(Value::as_f64))
+}
+
+/// Decodes a streamed response as its bytes arrive.
+#[derive(Debug)]
+pub struct OpenAiStream {
+    sse: SseDecoder,
+    status: u16,
+    price: Option<Price>,
+    blocks: Blocks,
+    finish_reason: Option<String>,
+    usage: Option<Value>,
+    done: bool,
+    failure: Option<AssistantMessage>,
+    raw: RawBody,
+}
+
+impl OpenAiStream {
+    /// A decoder for a stream whose response head had `status` (2xx).
+    #[must_use]
+    pub fn new(config: &OpenAiConfig, status: u16) -> Self {
+        Self {
+            sse: SseDecoder::new(),
+            status,
+            price: config.price,
+            blocks: Blocks::default(),
+            finish_reason: None,
+            usage: None,
+            done: false,
+            failure: None,
+            raw: RawBody::default(),
+        }
+    }
+
+    /// Feeds the next bytes; returns what they added.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Delta> {
+        self.raw.push(bytes);
+        let events = self.sse.feed(bytes);
+        self.handle(&events, false)
+    }
+
+    /// The stream ended: the final message.
+    #[must_use]
+    pub fn finish(mut self) -> AssistantMessage {
+        let events = self.sse.finish();
+        self.handle(&events, true);
+        if let Some(failed) = self.failure {
+            return failed;
+        }
+        if !self.done {
+            return interrupted(self.status, self.raw.bytes(), "the stream ended before [DONE]");
+        }
+        let ending = ending(self.finish_reason.as_deref());
+        let (usage, reported_cost) = usage(self.usage.as_ref());
+        assemble(
+            self.blocks.into_content(),
+            ending,
+            usage,
+            self.price.as_ref(),
+            reported_cost,
+            self.status,
+        )
+    }
+
+    /// The status of the response head.
+    #[must_use]
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The body so far (up to [`super::RAW_BODY_LIMIT`]).
+    #[must_use]
+    pub fn raw(&self) -> &[u8] {
+        self.raw.bytes()
+    }
+
+    fn handle(&mut self, events: &[SseEvent], at_end: bool) -> Vec<Delta> {
+        let mut deltas = Vec::new();
+        for event in events {
+            if self.done || self.failure.is_some() {
+                break;
+            }
+            let data = event.data.trim();
+            if data == "[DONE]" {
+                self.done = true;
+                continue;
+            }
+            let chunk: Value = match serde_json::from_str(data) {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    self.failure = Some(if at_end && error.is_eof() {
+                        interrupted(self.status, self.raw.bytes(), "the stream ended mid-event")
+                    } else {
+                        malformed(self.status, self.raw.bytes(), "a stream event is not JSON")
+                    });
+                    break;
+                }
+            };
+            if chunk.get("error").is_some()
+                && let Some((kind, message, code)) = error_fields(&chunk)
+            {
+                self.failure = Some(embedded_error(kind.as_deref(), &message, code));
+                break;
+            }
+            self.chunk(&chunk, &mut deltas);
+        }
+        deltas
+    }
+
+    fn chunk(&mut self, chunk: &Value, deltas: &mut Vec<Delta>) {
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(usage.clone());
+        }
+        let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first())
+        else {
+            return;
+        };
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish_reason = Some(reason.to_owned());
+        }
+        let Some(delta) = choice.get("delta") else { return };
+        for key in ["reasoning_content", "reasoning"] {
+            if let Some(piece) = delta.get(key).and_then(Value::as_str).filter(|p| !p.is_empty()) {
+                self.blocks.thinking(piece);
+                deltas.push(Delta::Thinking { thinking: piece.to_owned() });
+                break;
+            }
+        }
+        if let Some(piece) = delta.get("content").and_then(Value::as_str).filter(|p| !p.is_empty())
+        {
+            self.blocks.text(piece);
+            deltas.push(Delta::Text { text: piece.to_owned() });
+        }
+        if let Some(piece) = delta.get("refusal").and_then(Value::as_str).filter(|p| !p.is_empty())
+        {
+            self.blocks.text(piece);
+            deltas.push(Delta::Text { text: piece.to_owned() });
+        }
+        let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) else { return };
+        for (position, call) in calls.iter().enumerate() {
+            let index = call
+                .get("index")
+                .and_then(Value::as_u64)
+                .and_then(|i| usize::try_from(i).ok())
+                .unwrap_or(position);
+            let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
+            let function = call.get("function");
+            let name =
+                function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or_default();
+            if self.blocks.call(index, id, name) {
+                deltas.push(Delta::ToolCallStart {
+                    index,
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                });
+            }
+            let piece = match function.and_then(|f| f.get("arguments")) {
+                Some(Value::String(text)) => text.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            };
+            if !piece.is_empty() {
+                self.blocks.arguments(index, &piece);
+                deltas.push(Delta::ToolCallArguments { index, arguments: piece });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{conversation, request};
+    use super::*;
+    use crate::StopReason;
+    use crate::message::{ContentBlock, ToolCall};
+    use crate::retry::FailureClass;
+
+    fn config() -> OpenAiConfig {
+        OpenAiConfig::new("http://127.0.0.1:9/v1/", "gpt-test").header("X-Title", "verity")
+    }
+
+    #[test]
+    fn encodes_messages_tools_and_options() {
+        let (messages, tools) = conversation();
+        let mut config = config();
+        config.api_key = Some("sk-secret".into());
+        config.max_tokens = Some(256);
+        config.tool_choice = ToolChoice::Tool("submit".into());
+        config.temperature = Some(0.5);
+        let http = encode(&request("Be brief.", &messages, &tools), &config);
+        assert_eq!(http.method, "POST");
+        assert_eq!(http.url, "http://127.0.0.1:9/v1/chat/completions");
+        assert_eq!(http.header("authorization"), Some("Bearer sk-secret"));
+        assert_eq!(http.header("x-title"), Some("verity"));
+        let body = http.json();
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "What causes tides?"},
+                {"role": "assistant", "content": "Looking it up.", "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "lookup", "arguments": "{\"query\":\"tides\"}"}},
+                    {"id": "call_2", "type": "function",
+                     "function": {"name": "submit", "arguments": "{not json"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "The moon's gravity."},
+                {"role": "tool", "tool_call_id": "call_2",
+                 "content": "submit: the arguments are not JSON"},
+                {"role": "user", "content": "Please submit."}
+            ])
+        );
+        assert_eq!(body["tools"][1]["function"]["name"], "submit");
+        assert_eq!(
+            body["tool_choice"],
+            json!({"type": "function", "function": {"name": "submit"}})
+        );
+        assert_eq!(body["max_tokens"], 256);
+        assert_eq!(body["temperature"], 0.5);
+        assert!(body.get("stream").is_none());
+        assert!(!format!("{config:?}").contains("sk-secret"), "the key is redacted in Debug");
+    }
+
+    #[test]
+    fn streaming_asks_for_usage_and_no_tools_means_no_tool_choice() {
+        let messages = vec![Message::User { text: "hi".into() }];
+        let mut config = OpenAiConfig::openai("gpt-test", "").streaming(true);
+        config.max_tokens = Some(5);
+        let http = encode(&request("", &messages, &[]), &config);
+        let body = http.json();
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert_eq!(body["max_completion_tokens"], 5);
+        assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+        assert_eq!(http.header("authorization"), None, "an empty key is not sent");
+        assert_eq!(http.header("accept"), Some("text/event-stream"));
+    }
+
+    fn ok(body: &str) -> HttpResponse {
+        HttpResponse::new(200, body).with_header("content-type", "application/json")
+    }
+
+    #[test]
+    fn decodes_text_tool_calls_and_usage() {
+        let body = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-test",
+            "choices":[{"index":0,"finish_reason":"tool_calls","logprobs":null,
+              "message":{"role":"assistant","content":"Sure.","refusal":null,
+                "reasoning_content":"thinking...",
+                "tool_calls":[{"id":"call_a","type":"function",
+                  "function":{"name":"submit","arguments":"{\"text\":\"hi\"}"}}]}}],
+            "usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,
+              "prompt_tokens_details":{"cached_tokens":60}}}"#;
+        let mut config = config();
+        config.price =
+            Some(Price { input: 1.0, output: 2.0, cache_read: Some(0.5), cache_write: None });
+        let response = decode(&ok(body), &config);
+        assert_eq!(response.stop_reason(), StopReason::ToolUse);
+        assert_eq!(
+            response.content,
+            vec![
+                ContentBlock::Thinking { thinking: "thinking...".into() },
+                ContentBlock::Text { text: "Sure.".into() },
+                ContentBlock::ToolCall(ToolCall {
+                    id: "call_a".into(),
+                    name: "submit".into(),
+                    arguments: json!({"text": "hi"})
+                }),
+            ]
+        );
+        assert_eq!((response.usage.input, response.usage.cache_read), (40, 60));
+        assert_eq!(response.usage.output, 20);
+        let expected = (40.0 * 1.0 + 20.0 * 2.0 + 60.0 * 0.5) / 1e6;
+        assert!((response.usage.cost - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn finish_reasons_map_to_stop_reasons() {
+        let with = |reason: &str, calls: bool| {
+            let calls = if calls {
+                r#","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":""}}]"#
+            } else {
+                ""
+            };
+            let body = format!(
+                r#"{{"choices":[{{"finish_reason":{reason},"message":{{"role":"assistant","content":"x"{calls}}}}}]}}"#
+            );
+            decode(&ok(&body), &config())
+        };
+        assert_eq!(with("\"stop\"", false).stop_reason(), StopReason::Stop);
+        assert_eq!(with("\"stop\"", true).stop_reason(), StopReason::ToolUse, "Ollama says stop");
+        assert_eq!(with("\"tool_calls\"", true).stop_reason(), StopReason::ToolUse);
+        assert_eq!(with("\"length\"", true).stop_reason(), StopReason::Length);
+        assert_eq!(with("null", false).stop_reason(), StopReason::Stop);
+        let filtered = with("\"content_filter\"", false);
+        assert_eq!(filtered.stop_reason(), StopReason::Error);
+        assert_eq!(filtered.error.unwrap().class, FailureClass::NotRetryable);
+        assert_eq!(
+            with("\"stop\"", true).tool_calls().next().unwrap().arguments,
+            json!({}),
+            "empty arguments are an empty object"
+        );
+    }
+
+    #[test]
+    fn openrouter_costs_are_kept_when_no_price_is_set() {
+        let body = r#"{"choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"x"}}],
+            "usage":{"prompt_tokens":10,"completion_tokens":2,"cost":0.0042}}"#;
+        assert_eq!(decode(&ok(body), &config()).usage.cost, 0.0042);
+    }
+
+    #[test]
+    fn bodies_that_are_not_responses_fail_typed() {
+        let html = decode(&ok("<html>captive portal</html>"), &config());
+        let error = html.error.clone().unwrap();
+        assert_eq!(html.stop_reason(), StopReason::Error);
+        assert_eq!(error.class, FailureClass::NotRetryable);
+        assert_eq!(error.raw_body.as_deref(), Some("<html>captive portal</html>"));
+
+        let truncated = decode(&ok(r#"{"choices":[{"message":{"content":"hel"#), &config());
+        let error = truncated.error.unwrap();
+        assert_eq!(error.class, FailureClass::Retryable, "a cut body is like a dropped line");
+        assert!(error.raw_body.unwrap().starts_with("{\"choices\""));
+
+        let shapeless = decode(&ok(r#"{"object":"list","data":[]}"#), &config());
+        assert!(shapeless.failure_message().contains("no choices"));
+
+        let embedded =
+            decode(&ok(r#"{"error":{"code":502,"message":"Provider returned error"}}"#), &config());
+        let error = embedded.error.unwrap();
+        assert_eq!((error.class, error.status), (FailureClass::Retryable, Some(502)));
+
+        let limited = decode(
+            &HttpResponse::new(
+                429,
+                r#"{"error":{"message":"Rate limit","type":"rate_limit_error"}}"#,
+            )
+            .with_header("retry-after", "3"),
+            &config(),
+        );
+        let error = limited.error.unwrap();
+        assert_eq!(error.retry_after_ms, Some(3_000));
+        assert_eq!(error.class, FailureClass::Retryable);
+    }
+
+    /// A stream as OpenAI sends it: role chunk, text, a tool call whose arguments arrive in
+    /// pieces, finish reason, usage chunk, `[DONE]`.
+    pub(crate) const STREAM: &str = concat!(
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me \"},\"finish_reason\":null}]}\n\n",
+        ": keep-alive\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"check ✓.\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_x\",\"type\":\"function\",\"function\":{\"name\":\"submit\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"te\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"xt\\\": \\\"é\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_y\",\"type\":\"function\",\"function\":{\"name\":\"lookup\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"}\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":50,\"completion_tokens\":9,\"total_tokens\":59}}\n\n",
+        "data: [DONE]\n\n",
+    );
+
+    fn decode_stream(chunks: &[&[u8]]) -> (Vec<Delta>, AssistantMessage) {
+        let mut stream = OpenAiStream::new(&config(), 200);
+        let mut deltas = Vec::new();
+        for chunk in chunks {
+            deltas.extend(stream.feed(chunk));
+        }
+        (deltas, stream.finish())
+    }
+
+    #[test]
+    fn a_stream_assembles_text_and_tool_calls_by_index() {
+        let (deltas, response) = decode_stream(&[STREAM.as_bytes()]);
+        assert_eq!(response.stop_reason(), StopReason::ToolUse);
+        assert_eq!(response.text_content(), "Let me check ✓.");
+        let calls: Vec<&ToolCall> = response.tool_calls().collect();
+        assert_eq!(calls.len(), 2);
+        assert_eq!((calls[0].id.as_str(), calls[0].name.as_str()), ("call_x", "submit"));
+        assert_eq!(calls[0].arguments, json!({"text": "é"}));
+        assert_eq!((calls[1].id.as_str(), calls[1].arguments.clone()), ("call_y", json!({})));
+        assert_eq!((response.usage.input, response.usage.output), (50, 9));
+        let pieces: Vec<&str> = deltas
+            .iter()
+            .filter_map(|d| match d {
+                Delta::ToolCallArguments { index: 0, arguments } => Some(arguments.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(pieces, ["{\"te", "xt\": \"é", "\"}"]);
+        assert_eq!(deltas.iter().filter(|d| matches!(d, Delta::ToolCallStart { .. })).count(), 2);
+        assert_eq!(deltas[0], Delta::Text { text: "Let me ".into() });
+    }
+
+    #[test]
+    fn a_stream_without_done_fails_and_keeps_what_came() {
+        let cut = STREAM.find("data: [DONE]").unwrap();
+        let (_, response) = decode_stream(&[&STREAM.as_bytes()[..cut]]);
+        let error = response.error.clone().unwrap();
+        assert_eq!(response.stop_reason(), StopReason::Error);
+        assert_eq!(error.class, FailureClass::Retryable);
+        assert_eq!(error.status, Some(200));
+        assert!(error.raw_body.unwrap().contains("call_x"));
+        assert!(response.content.is_empty(), "a failed response carries no partial answer");
+        // Cut inside an event: a truncated event, also retryable.
+        let (_, response) = decode_stream(&[&STREAM.as_bytes()[..300]]);
+        assert_eq!(response.error.unwrap().class, FailureClass::Retryable);
+    }
+
+    #[test]
+    fn errors_inside_a_stream_are_provider_failures() {
+        let stream = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n\
+            data: {\"error\":{\"message\":\"Overloaded\",\"type\":\"overloaded_error\"}}\n\n";
+        let (_, response) = decode_stream(&[stream.as_bytes()]);
+        assert_eq!(response.error.unwrap().class, FailureClass::Retryable);
+        assert!(response.error_message.unwrap().contains("Overloaded"));
+        let (_, garbage) = decode_stream(&[b"data: {nope}\n\ndata: [DONE]\n\n"]);
+        assert_eq!(garbage.error.unwrap().class, FailureClass::NotRetryable);
+    }
+
+    #[test]
+    fn a_stream_that_got_json_instead_is_decoded_whole() {
+        // A server that ignores `stream: true` (or an error) answers with plain JSON; the
+        // provider's decoder notices from the content type.
+        let provider = super::super::Provider::OpenAi(config().streaming(true));
+        let headers = vec![("Content-Type".to_owned(), "application/json".to_owned())];
+        let mut decoder = provider.decoder(200, &headers);
+        let body = br#"{"choices":[{"finish_reason":"stop","message":{"content":"whole"}}]}"#;
+        assert!(decoder.feed(&body[..10]).is_empty());
+        decoder.feed(&body[10..]);
+        assert_eq!(decoder.finish().text_content(), "whole");
+        let mut decoder = provider.decoder(503, &headers);
+        decoder.feed(br#"{"error":{"message":"busy"}}"#);
+        assert_eq!(decoder.finish().error.unwrap().status, Some(503));
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+pub(crate) mod fuzz {
+    use super::tests::STREAM;
+    use super::*;
+    use crate::provider::sse::fuzz::split;
+    use proptest::prelude::*;
+
+    fn decode_chunks(chunks: &[&[u8]]) -> AssistantMessage {
+        let mut stream = OpenAiStream::new(&OpenAiConfig::default(), 200);
+        for chunk in chunks {
+            let _ = stream.feed(chunk);
+        }
+        stream.finish()
+    }
+
+    proptest! {
+        #[test]
+        fn any_chunking_of_a_valid_stream_decodes_the_same(
+            cuts in proptest::collection::vec(any::<usize>(), 0..24),
+            crlf in any::<bool>(),
+        ) {
+            let stream = if crlf { STREAM.replace('\n', "\r\n") } else { STREAM.to_owned() };
+            let whole = decode_chunks(&[stream.as_bytes()]);
+            prop_assert_eq!(whole.stop_reason(), crate::StopReason::ToolUse);
+            prop_assert_eq!(decode_chunks(&split(stream.as_bytes(), &cuts)), whole);
+        }
+
+        #[test]
+        fn a_cut_stream_fails_typed_unless_done_arrived(cut in 0usize..STREAM.len()) {
+            let response = decode_chunks(&[&STREAM.as_bytes()[..cut]]);
+            let done_at = STREAM.find("data: [DONE]").unwrap() + "data: [DONE]".len();
+            if cut >= done_at {
+                prop_assert_eq!(response.stop_reason(), crate::StopReason::ToolUse);
+            } else {
+                prop_assert_eq!(response.stop_reason(), crate::StopReason::Error);
+                prop_assert!(response.error.is_some());
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..600),
+            cuts in proptest::collection::vec(any::<usize>(), 0..8),
+            status in 100u16..600,
+        ) {
+            let _ = decode_chunks(&split(&bytes, &cuts));
+            let _ = decode(&HttpResponse::new(status, bytes.clone()), &OpenAiConfig::default());
+        }
+
+        #[test]
+        fn arbitrary_json_events_never_panic(
+            events in proptest::collection::vec(arbitrary_json(), 0..12),
+        ) {
+            let mut stream = String::new();
+            for event in &events {
+                stream.push_str(&format!("data: {event}\n\n"));
+            }
+            stream.push_str("data: [DONE]\n\n");
+            let _ = decode_chunks(&[stream.as_bytes()]);
+            for event in &events {
+                let _ = decode(&HttpResponse::new(200, event.to_string()), &OpenAiConfig::default());
+            }
+        }
+    }
+
+    /// JSON values shaped like chunks (so the decoder's paths are reached), with wrong types
+    /// mixed in.
+    pub(crate) fn arbitrary_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            "[a-z_ {}\"]{0,8}".prop_map(Value::from),
+        ];
+        let keys = prop_oneof![
+            Just("choices"),
+            Just("delta"),
+            Just("message"),
+            Just("content"),
+            Just("tool_calls"),
+            Just("index"),
+            Just("id"),
+            Just("function"),
+            Just("name"),
+            Just("arguments"),
+            Just("finish_reason"),
+            Just("usage"),
+            Just("prompt_tokens"),
+            Just("error"),
+            Just("type"),
+            Just("text"),
+            Just("input"),
+            Just("partial_json"),
+            Just("stop_reason"),
+            Just("content_block"),
+            Just("reasoning_content"),
+            Just("message"),
+            Just("code"),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec((keys.clone(), inner), 0..6).prop_map(|pairs| {
+                    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                }),
+            ]
+        })
+    }
+}
