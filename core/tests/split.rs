@@ -69,29 +69,7 @@ impl Tools for Counting {
 fn a_turn_split_by_a_host_records_the_same_transcript_as_drive() {
     let model = ScriptedModel::new(script());
     let tools = Counting::default();
-    let Ok(driven) = pollster::block_on(async {
-        // `drive` consumes the machine; run it by hand with the same answers to keep it.
-        let mut machine = machine();
-        loop {
-            let input = match machine.poll_output() {
-                Output::CallModel(c) => {
-                    Input::ModelResponse { call: c.id, response: model.answer(c.request) }
-                }
-                Output::RunTools(b) => Input::Seal {
-                    batch: b.id,
-                    results: b
-                        .calls
-                        .iter()
-                        .map(|c| Settled { call_id: c.id.clone(), output: tools.output(c) })
-                        .collect(),
-                },
-                _ => break Ok::<_, ()>(machine),
-            };
-            machine.handle_input(input).unwrap();
-        }
-    }) else {
-        unreachable!()
-    };
+    let (_, driven) = run_sync(machine(), &model, |call| tools.output(call));
     // The same run, answered by `drive` itself.
     let model_b = ScriptedModel::new(script());
     let value = pollster::block_on(drive(machine(), &model_b, &Counting::default())).unwrap();
@@ -425,37 +403,15 @@ fn compaction_drops_the_oldest_tool_results_and_keeps_the_task() {
         failed(FailureClass::ContextOverflow, None, StopReason::Error),
         response(vec![call("s1", "submit", json!({"answer": "42"}))]),
     ]);
-    let mut machine =
+    let machine =
         value_step(Schema::compile(answer_schema()).unwrap(), "system prompt", "the task")
             .tool(lookup())
             .compaction(Compaction { max_chars: 2_500 })
             .retry(RetryPolicy::with_retries(1))
             .build()
             .unwrap();
-    let (_, mut machine) = {
-        let mut kinds = Vec::new();
-        loop {
-            let input = match machine.poll_output() {
-                Output::CallModel(c) => {
-                    kinds.push("model");
-                    Input::ModelResponse { call: c.id, response: model.answer(c.request) }
-                }
-                Output::RunTools(b) => Input::Seal {
-                    batch: b.id,
-                    results: b
-                        .calls
-                        .iter()
-                        .map(|c| Settled {
-                            call_id: c.id.clone(),
-                            output: ToolOutput::ok("x".repeat(1_000), json!(null)),
-                        })
-                        .collect(),
-                },
-                _ => break (kinds, machine),
-            };
-            machine.handle_input(input).unwrap();
-        }
-    };
+    let (_, mut machine) =
+        run_sync(machine, &model, |_| ToolOutput::ok("x".repeat(1_000), json!(null)));
     let results: Vec<&str> = machine
         .messages()
         .iter()
