@@ -181,7 +181,10 @@ pub fn retrieve(
         Retriever::Keyword => keyword_search(corpus, query),
         Retriever::Bm25 { k } => {
             let ranked = match index {
-                Some(index) => index.search(query, k),
+                Some(index) => {
+                    debug_assert_eq!(index.len(), corpus.len(), "an index of another corpus");
+                    index.search(query, k)
+                }
                 None => Bm25Index::build(corpus).search(query, k),
             };
             ranked.into_iter().map(|(passage, _)| passage).collect()
@@ -623,6 +626,9 @@ impl std::hash::Hasher for FxHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
     fn keyword_words_follow_the_design() {
