@@ -1,0 +1,450 @@
+//! End to end over loopback HTTP: real machines, the real codecs and the one
+//! [`ProviderTransport`], against `@copilotkit/aimock` (a mock OpenAI-compatible and Anthropic
+//! server replying from the fixture files in `tests/fixtures/aimock/`) and against a small
+//! server that sends raw bytes no real server would (an HTML page, a body cut short).
+//!
+//! Each test starts its own mock on a free port and stops it when done. Without
+//! `node_modules/@copilotkit/aimock` the tests fail, loudly: `cargo xtask test` installs it.
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use verity_core::claim::{self, ClaimCheck};
+use verity_core::retrieve::{Corpus, keyword_search};
+use verity_core::{
+    AnthropicConfig, AssistantMessage, Delta, FailureClass, Input, Machine, Message, ModelRequest,
+    OpenAiConfig, Output, Price, PriceTable, Provider, ProviderTransport, RetryPolicy, Route, Step,
+    StepFailed, StopReason, ToolCall, ToolOutput, Tools, Transport, Usage, drive, step,
+};
+use verity_tests::http::{Aimock, BlockingClient, CannedServer, chunked, reply, workspace_root};
+
+fn fixtures(name: &str) -> PathBuf {
+    workspace_root().join("tests/fixtures/aimock").join(name)
+}
+
+fn mock(name: &str) -> Aimock {
+    Aimock::start(&fixtures(name)).unwrap_or_else(|why| panic!("cannot start aimock: {why}"))
+}
+
+const MODEL: &str = "gpt-4o-mini";
+
+fn prices() -> PriceTable {
+    PriceTable::from_json(
+        r#"{"gpt-4o-mini": {"input": 0.15, "output": 0.6},
+            "claude-3-5-haiku": {"input": 0.8, "output": 4, "cacheRead": 0.08}}"#,
+    )
+    .unwrap()
+}
+
+fn openai(server: &Aimock, stream: bool) -> Provider {
+    let config = OpenAiConfig::new(format!("{}/v1", server.url()), MODEL)
+        .streaming(stream)
+        .header("X-Test-Suite", "verity");
+    Provider::OpenAi(OpenAiConfig { api_key: Some("sk-test".into()), ..config }).priced(&prices())
+}
+
+type Deltas = Rc<RefCell<Vec<Delta>>>;
+
+fn transport(provider: Provider) -> (ProviderTransport<BlockingClient>, Deltas) {
+    let deltas: Deltas = Rc::default();
+    let sink = Rc::clone(&deltas);
+    let transport = ProviderTransport::new(provider, BlockingClient::new())
+        .with_progress(move |delta| sink.borrow_mut().push(delta.clone()));
+    (transport, deltas)
+}
+
+/// The pieces of tool call arguments the progress callback saw, per call index.
+fn argument_pieces(deltas: &[Delta]) -> Vec<String> {
+    deltas
+        .iter()
+        .filter_map(|delta| match delta {
+            Delta::ToolCallArguments { arguments, .. } => Some(arguments.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema, PartialEq)]
+struct Answer {
+    /// The answer, as text.
+    answer: String,
+    /// How it was found.
+    #[serde(default)]
+    working: Option<String>,
+}
+
+/// The host's driver loop, written out (as the crate docs show) so the test can read what
+/// the step spent and the delays it asked for before it is consumed.
+fn run_step<T: serde::de::DeserializeOwned>(
+    mut machine: Step<T>,
+    transport: &impl Transport,
+) -> (Result<T, StepFailed>, Usage, Vec<u64>) {
+    let mut delays = Vec::new();
+    loop {
+        match machine.poll_output() {
+            Output::CallModel(call) => {
+                let id = call.id;
+                delays.push(call.delay_ms);
+                if call.delay_ms > 0 {
+                    pollster::block_on(transport.wait(call.delay_ms));
+                }
+                let response = pollster::block_on(transport.complete(call.request));
+                machine.handle_input(Input::ModelResponse { call: id, response }).unwrap();
+            }
+            Output::RunTools(_) => panic!("a step without host tools ran tools"),
+            Output::Done => break,
+            _ => panic!("an unknown output"),
+        }
+    }
+    let usage = machine.spent().usage;
+    (machine.finish(), usage, delays)
+}
+
+fn answer_step() -> Step<Answer> {
+    step::<Answer>("You answer by calling submit.", "What is six times seven?")
+        .build()
+        .expect("a valid step")
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-12
+}
+
+fn typed_step_over_openai(stream: bool) {
+    let server = mock("step.json");
+    let (transport, deltas) = transport(openai(&server, stream));
+    let (value, usage, _) = run_step(answer_step(), &transport);
+    assert_eq!(
+        value.expect("the step succeeds after one repair"),
+        Answer { answer: "42".into(), working: Some("six times seven is forty-two".into()) }
+    );
+    let sent = transport.client().sent();
+    assert_eq!(sent.len(), 2, "the invalid submission was answered and repaired");
+    // The second request carries the first call and the schema error as its tool result.
+    let second = sent[1].json();
+    let messages = second["messages"].as_array().unwrap();
+    assert_eq!(messages[2]["tool_calls"][0]["id"], "call_bad");
+    assert_eq!(messages[2]["tool_calls"][0]["function"]["arguments"], "{\"answer\":42}");
+    assert_eq!(messages[3]["role"], "tool");
+    assert_eq!(messages[3]["tool_call_id"], "call_bad");
+    assert_eq!(sent[0].header("authorization"), Some("Bearer sk-test"));
+    assert_eq!(sent[0].header("x-test-suite"), Some("verity"));
+    // Usage from the fixtures, summed over the step, priced from the table.
+    assert_eq!((usage.input, usage.output), (120 + 180, 15 + 25));
+    assert!(close(usage.cost, (300.0 * 0.15 + 40.0 * 0.6) / 1e6), "cost {}", usage.cost);
+
+    let deltas = deltas.borrow();
+    if stream {
+        assert_eq!(second["stream"], true);
+        assert_eq!(second["stream_options"], json!({"include_usage": true}));
+        // The arguments arrived in pieces and were assembled.
+        let pieces = argument_pieces(&deltas);
+        assert!(pieces.len() > 10, "{} pieces", pieces.len());
+        assert!(pieces.iter().all(|piece| piece.len() <= 3));
+        let first_call: String = pieces.concat();
+        assert!(first_call.starts_with("{\"answer\":42}"), "{first_call}");
+        assert!(deltas.iter().any(|d| matches!(d, Delta::Text { .. })), "text was streamed");
+        assert!(
+            deltas
+                .iter()
+                .any(|d| matches!(d, Delta::ToolCallStart { name, .. } if name == "submit"))
+        );
+    } else {
+        assert!(second.get("stream").is_none());
+        assert!(deltas.is_empty(), "a whole response reports no progress");
+    }
+}
+
+#[test]
+fn a_typed_step_over_the_openai_codec() {
+    typed_step_over_openai(false);
+}
+
+#[test]
+fn a_typed_step_over_the_openai_codec_streaming() {
+    typed_step_over_openai(true);
+}
+
+fn typed_step_over_anthropic(stream: bool) {
+    let server = mock("step-anthropic.json");
+    let mut config = AnthropicConfig::new("claude-3-5-haiku-20241022", "sk-ant-test")
+        .at(server.url())
+        .streaming(stream);
+    config.max_tokens = 1024;
+    let (transport, deltas) = transport(Provider::Anthropic(config).priced(&prices()));
+    let (value, usage, _) = run_step(answer_step(), &transport);
+    assert_eq!(value.expect("the step succeeds after one repair").answer, "42");
+    let sent = transport.client().sent();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].header("anthropic-dangerous-direct-browser-access"), Some("true"));
+    assert_eq!(sent[0].header("x-api-key"), Some("sk-ant-test"));
+    let second = sent[1].json();
+    assert_eq!(second["messages"][1]["content"][0]["type"], "tool_use");
+    assert_eq!(second["messages"][2]["content"][0]["type"], "tool_result");
+    assert_eq!(second["messages"][2]["content"][0]["is_error"], true);
+    assert_eq!((usage.input, usage.output), (300, 40));
+    assert!(close(usage.cost, (300.0 * 0.8 + 40.0 * 4.0) / 1e6), "cost {}", usage.cost);
+    if stream {
+        assert!(argument_pieces(&deltas.borrow()).len() > 1, "input_json_delta pieces");
+    }
+}
+
+#[test]
+fn a_typed_step_over_the_anthropic_codec() {
+    typed_step_over_anthropic(false);
+}
+
+#[test]
+fn a_typed_step_over_the_anthropic_codec_streaming() {
+    typed_step_over_anthropic(true);
+}
+
+/// The host's `lookup_evidence`, as the claim check's research agent needs it.
+struct Lookup(Arc<Corpus>);
+
+impl Tools for Lookup {
+    async fn run(&self, call: &ToolCall) -> ToolOutput {
+        let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
+        claim::lookup_evidence(&self.0, &keyword_search(&self.0, query))
+    }
+}
+
+fn corpus() -> Arc<Corpus> {
+    Arc::new(
+        Corpus::from_pairs(vec![
+            (
+                "eiffel",
+                "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.",
+            ),
+            ("louvre", "The Louvre is the world's most-visited art museum."),
+            ("tokyo", "Tokyo Tower is a communications and observation tower in Minato."),
+            ("height", "Its antenna tops out at three hundred thirty-three metres, finished in 1958."),
+        ])
+        .unwrap(),
+    )
+}
+
+fn claim_check_over_openai(stream: bool) {
+    let server = mock("claim.json");
+    let (transport, deltas) = transport(openai(&server, stream));
+    let corpus = corpus();
+    let check =
+        ClaimCheck::with_keyword_retrieval("The Eiffel Tower is in Paris.", Arc::clone(&corpus));
+    assert!(check.evidence().iter().any(|e| e.starts_with("The Eiffel Tower")));
+    let report = pollster::block_on(drive(check, &transport, &Lookup(corpus)))
+        .expect("the claim check succeeds");
+    assert_eq!(report.assessment.verdict, claim::Verdict::Supported);
+    assert_eq!(report.route, Route::SingleCall);
+    assert_eq!(report.summary, "Supported: the evidence places the Eiffel Tower in Paris.");
+    assert_eq!(report.requests, 2);
+    assert_eq!((report.usage.input, report.usage.output), (600, 80));
+    assert!(close(report.usage.cost, (600.0 * 0.15 + 80.0 * 0.6) / 1e6));
+    if stream {
+        assert!(argument_pieces(&deltas.borrow()).len() > 10);
+    }
+}
+
+#[test]
+fn a_claim_check_over_the_openai_codec() {
+    claim_check_over_openai(false);
+}
+
+#[test]
+fn a_claim_check_over_the_openai_codec_streaming() {
+    claim_check_over_openai(true);
+}
+
+#[test]
+fn a_claim_check_that_escalates_to_research_streaming() {
+    let server = mock("claim-escalation.json");
+    let (transport, _) = transport(openai(&server, true));
+    let corpus = corpus();
+    let check =
+        ClaimCheck::with_keyword_retrieval("Tokyo Tower is 333 m high.", Arc::clone(&corpus));
+    assert!(
+        !check.evidence().iter().any(|e| e.contains("antenna")),
+        "the height passage is found only by research"
+    );
+    let report = pollster::block_on(drive(check, &transport, &Lookup(corpus)))
+        .expect("the claim check succeeds after research");
+    assert_eq!(report.route, Route::AgentEscalation);
+    assert_eq!(report.assessment.verdict, claim::Verdict::Supported);
+    assert_eq!(report.requests, 5);
+    assert_eq!((report.usage.input, report.usage.output), (1100, 112));
+    // The research turn sent the lookup's result back as a tool message.
+    let sent = transport.client().sent();
+    let research = sent[2].json();
+    let last = research["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["tool_call_id"], "call_lookup");
+    assert!(last["content"].as_str().unwrap().contains("antenna"));
+}
+
+// ---- faults ----
+
+fn task(text: &str) -> Vec<Message> {
+    vec![Message::User { text: text.into() }]
+}
+
+fn complete(transport: &impl Transport, text: &str) -> AssistantMessage {
+    let messages = task(text);
+    let request = ModelRequest { system: "", messages: &messages, tools: &[] };
+    pollster::block_on(transport.complete(request))
+}
+
+#[test]
+fn a_500_is_a_retryable_provider_failure() {
+    let server = mock("faults.json");
+    for stream in [false, true] {
+        let (transport, _) = transport(openai(&server, stream));
+        let response = complete(&transport, "fault: 500");
+        assert_eq!(response.stop_reason(), StopReason::Error);
+        let error = response.error.clone().expect("a classified failure");
+        assert_eq!((error.class, error.status), (FailureClass::Retryable, Some(500)));
+        assert!(response.failure_message().contains("The server had an error"));
+        assert_eq!(error.raw_body, None, "a provider error body is read, not kept raw");
+    }
+}
+
+#[test]
+fn a_429_carries_its_retry_after() {
+    let server = mock("faults.json");
+    let (transport, _) = transport(openai(&server, true));
+    let response = complete(&transport, "fault: 429");
+    let error = response.error.expect("a classified failure");
+    assert_eq!((error.class, error.status), (FailureClass::Retryable, Some(429)));
+    assert_eq!(error.retry_after_ms, Some(2_000));
+}
+
+#[test]
+fn a_connection_closed_mid_stream_fails_typed_and_keeps_what_came() {
+    let server = mock("faults.json");
+    let (transport, deltas) = transport(openai(&server, true));
+    let response = complete(&transport, "fault: cut");
+    assert_eq!(response.stop_reason(), StopReason::Error);
+    assert!(response.content.is_empty());
+    let error = response.error.expect("a classified failure");
+    assert_eq!((error.class, error.status), (FailureClass::Retryable, Some(200)));
+    let raw = error.raw_body.expect("the partial body is kept");
+    assert!(raw.contains("call_cut") && !raw.contains("[DONE]"), "{raw}");
+    assert!(!deltas.borrow().is_empty(), "progress was reported before the cut");
+}
+
+#[test]
+fn the_step_retries_through_503_and_429_honouring_retry_after() {
+    let server = mock("faults.json");
+    let (transport, _) = transport(openai(&server, true));
+    let machine = step::<Answer>("You answer by calling submit.", "flaky")
+        .retry(RetryPolicy { seed: 1, ..RetryPolicy::with_retries(3) })
+        .build()
+        .unwrap();
+    let (value, _, delays) = run_step(machine, &transport);
+    assert_eq!(value.expect("the third request succeeds").answer, "42");
+    assert_eq!(delays.len(), 3);
+    assert_eq!(delays[0], 0);
+    assert!((250..=500).contains(&delays[1]), "backoff after the 503: {}", delays[1]);
+    assert_eq!(delays[2], 1_000, "the 429's Retry-After");
+    assert_eq!(transport.client().waits(), delays[1..].to_vec(), "the host waited as asked");
+}
+
+fn canned(replies: Vec<Vec<u8>>) -> (CannedServer, ProviderTransport<BlockingClient>) {
+    let server = CannedServer::start(replies);
+    let config = OpenAiConfig::new(format!("{}/v1", server.url()), MODEL).streaming(true);
+    (server, ProviderTransport::new(Provider::OpenAi(config), BlockingClient::new()))
+}
+
+#[test]
+fn an_html_error_page_is_kept_for_the_user() {
+    let page = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>";
+    let (server, transport) =
+        canned(vec![reply("502 Bad Gateway", &[("Content-Type", "text/html")], page)]);
+    let response = complete(&transport, "hello");
+    let error = response.error.clone().expect("a classified failure");
+    assert_eq!((error.class, error.status), (FailureClass::Retryable, Some(502)));
+    assert_eq!(error.raw_body.as_deref(), Some(std::str::from_utf8(page).unwrap()));
+    assert!(response.failure_message().contains("not a provider error"));
+    let requests = server.requests();
+    assert!(requests[0].starts_with("POST /v1/chat/completions HTTP/1.1"), "{}", requests[0]);
+}
+
+#[test]
+fn truncated_json_and_streams_without_their_end_fail_typed() {
+    let json = [("Content-Type", "application/json")];
+    let events = [("Content-Type", "text/event-stream")];
+    let first =
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n".as_slice();
+    let (server, transport) = canned(vec![
+        // A whole body cut short (the server closed the connection; no length was given).
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"choices\":[{\"message\":{\"content\":\"Hel"
+            .to_vec(),
+        // A 200 HTML page where JSON was expected.
+        reply("200 OK", &[("Content-Type", "text/html")], b"<html>Log in to the Wi-Fi</html>"),
+        // A stream whose connection dies mid-transfer (no final chunk).
+        chunked("200 OK", &events, &[first], false),
+        // A stream that ends cleanly but without [DONE].
+        chunked("200 OK", &events, &[first], true),
+        // A complete stream, for contrast.
+        chunked("200 OK", &events, &[first, b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"], true),
+        reply("200 OK", &json, br#"{"choices":[{"finish_reason":"stop","message":{"content":"fine"}}]}"#),
+    ]);
+    let cut = complete(&transport, "one");
+    let error = cut.error.expect("truncated JSON fails");
+    assert_eq!(error.class, FailureClass::Retryable);
+    assert!(error.raw_body.unwrap().ends_with("\"content\":\"Hel"));
+
+    let html = complete(&transport, "two");
+    let error = html.error.expect("HTML fails");
+    assert_eq!(error.class, FailureClass::NotRetryable);
+    assert_eq!(error.raw_body.as_deref(), Some("<html>Log in to the Wi-Fi</html>"));
+
+    let died = complete(&transport, "three");
+    let error = died.error.clone().expect("a dead stream fails");
+    assert_eq!((error.class, error.status), (FailureClass::Retryable, Some(200)));
+    assert!(
+        died.failure_message().contains("reading the response failed"),
+        "{}",
+        died.failure_message()
+    );
+    assert!(error.raw_body.unwrap().contains("Hel"));
+
+    let no_done = complete(&transport, "four");
+    assert!(no_done.failure_message().contains("[DONE]"), "{}", no_done.failure_message());
+    assert_eq!(no_done.error.unwrap().class, FailureClass::Retryable);
+
+    let complete_stream = complete(&transport, "five");
+    assert_eq!(complete_stream.text_content(), "Hello");
+    assert_eq!(complete_stream.stop_reason(), StopReason::Stop);
+
+    // A server that ignored `stream: true` and answered with JSON is decoded whole.
+    let whole = complete(&transport, "six");
+    assert_eq!(whole.text_content(), "fine");
+    assert_eq!(server.requests().len(), 6);
+}
+
+#[test]
+fn no_server_at_all_is_a_retryable_failure_without_status() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", free.local_addr().unwrap());
+    drop(free);
+    let transport = ProviderTransport::new(
+        Provider::OpenAi(OpenAiConfig::new(url, MODEL)),
+        BlockingClient::new(),
+    );
+    let response = complete(&transport, "anyone there?");
+    let error = response.error.expect("a classified failure");
+    assert_eq!((error.class, error.status), (FailureClass::Retryable, None));
+}
+
+#[test]
+fn prices_apply_to_dated_snapshots_and_the_usage_adds_up() {
+    // A sanity check of the table the tests use, so a failure above is not a pricing typo.
+    let table = prices();
+    let price: Price = *table.get("claude-3-5-haiku-20241022").unwrap();
+    let usage = Usage { input: 1_000_000, output: 0, cache_read: 0, cache_write: 0, cost: 0.0 };
+    assert!(close(price.cost(&usage), 0.8));
+}
