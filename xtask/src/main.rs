@@ -95,6 +95,7 @@ fn test() -> Result {
     section("clippy");
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     section("native tests");
+    setup::npm_packages()?;
     run(cargo().args(["test", "--workspace"]))?;
     section("conformance");
     let suite = root().join("tests/conformance/scenarios.json");
@@ -228,6 +229,16 @@ mod setup {
             .env("CARGO_PROFILE_RELEASE_LTO", "false")
             .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
             .args(["install", "wasm-bindgen-cli", "--version", &version]))
+    }
+
+    /// The npm packages of package-lock.json, installed with `npm ci` when aimock (the mock
+    /// provider server of the provider tests) is missing.
+    pub fn npm_packages() -> Result {
+        if root().join("node_modules/@copilotkit/aimock/package.json").is_file() {
+            return Ok(());
+        }
+        node()?;
+        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(root()))
     }
 
     pub fn node() -> Result {
