@@ -213,7 +213,21 @@ impl StreamDecoder {
         match self.inner {
             Inner::OpenAi(stream) => stream.finish(),
             Inner::Anthropic(stream) => stream.finish(),
-            Inner::Whole { provider, response } => provider.decode(&response),
+            Inner::Whole { provider, response } => {
+                if response.is_success()
+                    && provider.is_streaming()
+                    && looks_like_events(&response.body)
+                {
+                    // An event stream under another content type (or none): decode it as one.
+                    let mut decoder = provider.decoder(
+                        response.status,
+                        &[("content-type".to_owned(), "text/event-stream".to_owned())],
+                    );
+                    decoder.feed(&response.body);
+                    return decoder.finish();
+                }
+                provider.decode(&response)
+            }
         }
     }
 
@@ -228,6 +242,13 @@ impl StreamDecoder {
         };
         interrupted(status, raw, &format!("reading the response failed: {error}"))
     }
+}
+
+/// Whether a body starts like an event stream (`data:`, `event:`, `id:` or a `:` comment).
+fn looks_like_events(body: &[u8]) -> bool {
+    let start = body.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(body.len());
+    let body = &body[start..];
+    [&b"data:"[..], b"event:", b"id:", b":"].iter().any(|prefix| body.starts_with(prefix))
 }
 
 /// The head of a response: status and headers.

@@ -822,6 +822,10 @@ mod tests {
         let mut decoder = provider.decoder(503, &headers);
         decoder.feed(br#"{"error":{"message":"busy"}}"#);
         assert_eq!(decoder.finish().error.unwrap().status, Some(503));
+        // An event stream without its content type is still read as one.
+        let mut decoder = provider.decoder(200, &[]);
+        decoder.feed(STREAM.as_bytes());
+        assert_eq!(decoder.finish().stop_reason(), StopReason::ToolUse);
     }
 }
 
