@@ -47,7 +47,7 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Extended thinking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 #[non_exhaustive]
 pub enum Thinking {
     /// Thinking with a token budget (at least 1024, and below `max_tokens`).

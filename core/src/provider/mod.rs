@@ -100,6 +100,7 @@ pub enum ToolChoice {
 #[non_exhaustive]
 pub enum Provider {
     /// OpenAI chat completions and compatible servers.
+    #[serde(rename = "openai")]
     OpenAi(OpenAiConfig),
     /// Anthropic Messages.
     Anthropic(AnthropicConfig),
@@ -851,6 +852,36 @@ mod tests {
 
         let auth = HttpResponse::new(401, "Unauthorized");
         assert_eq!(http_error(&auth).error.unwrap().class, FailureClass::NotRetryable);
+    }
+
+    #[test]
+    fn a_provider_is_configured_from_json() {
+        let provider: Provider = serde_json::from_value(json!({
+            "api": "openai",
+            "baseUrl": "http://localhost:11434/v1",
+            "model": "llama3.1",
+            "stream": true,
+            "toolChoice": "required",
+            "headers": [["X-Title", "Verity"]]
+        }))
+        .unwrap();
+        let Provider::OpenAi(config) = &provider else { panic!("an OpenAI provider") };
+        assert_eq!(config.tool_choice, ToolChoice::Required);
+        assert!(config.include_usage, "unset fields keep their defaults");
+        assert!(provider.is_streaming());
+        let anthropic: Provider = serde_json::from_value(json!({
+            "api": "anthropic", "model": "claude-sonnet-4-5", "apiKey": "k",
+            "toolChoice": {"tool": "submit"}, "thinking": {"type": "enabled", "budgetTokens": 2048}
+        }))
+        .unwrap();
+        let Provider::Anthropic(config) = &anthropic else { panic!("an Anthropic provider") };
+        assert_eq!(config.base_url, anthropic::ANTHROPIC_BASE_URL);
+        assert_eq!(config.tool_choice, ToolChoice::Tool("submit".into()));
+        assert_eq!(config.thinking, Some(Thinking::Enabled { budget_tokens: 2048 }));
+        assert!(config.browser_access);
+        let round: Provider = serde_json::from_value(serde_json::to_value(&anthropic).unwrap())
+            .unwrap();
+        assert_eq!(round, anthropic);
     }
 
     #[test]
