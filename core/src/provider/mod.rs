@@ -879,8 +879,8 @@ mod tests {
         assert_eq!(config.tool_choice, ToolChoice::Tool("submit".into()));
         assert_eq!(config.thinking, Some(Thinking::Enabled { budget_tokens: 2048 }));
         assert!(config.browser_access);
-        let round: Provider = serde_json::from_value(serde_json::to_value(&anthropic).unwrap())
-            .unwrap();
+        let round: Provider =
+            serde_json::from_value(serde_json::to_value(&anthropic).unwrap()).unwrap();
         assert_eq!(round, anthropic);
     }
 
