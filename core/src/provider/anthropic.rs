@@ -577,6 +577,9 @@ fn block_index(value: &Value) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::super::testing::{conversation, request};
     use super::*;
     use crate::StopReason;

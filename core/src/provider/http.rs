@@ -86,6 +86,9 @@ pub fn find_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     #[test]

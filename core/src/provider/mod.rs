@@ -145,7 +145,7 @@ impl Provider {
                 }
             }
         };
-        StreamDecoder { inner }
+        StreamDecoder { inner, received: 0 }
     }
 
     /// The model asked for.
@@ -182,7 +182,14 @@ impl Provider {
 #[derive(Debug)]
 pub struct StreamDecoder {
     inner: Inner,
+    /// Bytes fed so far; past [`MAX_RESPONSE_BYTES`] the rest is dropped and the response
+    /// fails.
+    received: usize,
 }
+
+/// The largest response body a decoder accepts (64 MiB), so a runaway server cannot exhaust
+/// the host's memory; a larger one is a failed, non-retryable response.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Debug)]
 enum Inner {
@@ -198,6 +205,10 @@ enum Inner {
 impl StreamDecoder {
     /// Feeds the next bytes of the body; returns what they added, for progress display.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Delta> {
+        self.received = self.received.saturating_add(bytes.len());
+        if self.received > MAX_RESPONSE_BYTES {
+            return Vec::new();
+        }
         match &mut self.inner {
             Inner::OpenAi(stream) => stream.feed(bytes),
             Inner::Anthropic(stream) => stream.feed(bytes),
@@ -211,6 +222,10 @@ impl StreamDecoder {
     /// The body ended normally: the final message (a failed one if the body was incomplete).
     #[must_use]
     pub fn finish(self) -> AssistantMessage {
+        if self.received > MAX_RESPONSE_BYTES {
+            let (status, raw) = self.head_and_raw();
+            return malformed(status, raw, "the response exceeds 64 MiB");
+        }
         match self.inner {
             Inner::OpenAi(stream) => stream.finish(),
             Inner::Anthropic(stream) => stream.finish(),
@@ -236,12 +251,19 @@ impl StreamDecoder {
     /// a failed, retryable message that keeps what arrived.
     #[must_use]
     pub fn fail(self, error: &str) -> AssistantMessage {
-        let (status, raw) = match &self.inner {
+        let (status, raw) = self.head_and_raw();
+        interrupted(status, raw, &format!("reading the response failed: {error}"))
+    }
+
+    fn head_and_raw(&self) -> (u16, &[u8]) {
+        match &self.inner {
             Inner::OpenAi(stream) => (stream.status(), stream.raw()),
             Inner::Anthropic(stream) => (stream.status(), stream.raw()),
-            Inner::Whole { response, .. } => (response.status, response.body.as_slice()),
-        };
-        interrupted(status, raw, &format!("reading the response failed: {error}"))
+            Inner::Whole { response, .. } => {
+                let body = &response.body;
+                (response.status, &body[..body.len().min(RAW_BODY_LIMIT)])
+            }
+        }
     }
 }
 
@@ -792,6 +814,9 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
     use serde_json::json;
 
@@ -882,6 +907,19 @@ mod tests {
         let round: Provider =
             serde_json::from_value(serde_json::to_value(&anthropic).unwrap()).unwrap();
         assert_eq!(round, anthropic);
+    }
+
+    #[test]
+    fn a_runaway_body_fails_instead_of_filling_memory() {
+        let provider = Provider::OpenAi(OpenAiConfig::default());
+        let mut decoder = provider.decoder(200, &[]);
+        let block = vec![b' '; 1024 * 1024];
+        for _ in 0..=MAX_RESPONSE_BYTES / block.len() {
+            decoder.feed(&block);
+        }
+        let failed = decoder.finish();
+        assert!(failed.failure_message().contains("exceeds"), "{}", failed.failure_message());
+        assert_eq!(failed.error.unwrap().class, FailureClass::NotRetryable);
     }
 
     #[test]

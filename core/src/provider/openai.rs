@@ -559,6 +559,9 @@ impl OpenAiStream {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::super::testing::{conversation, request};
     use super::*;
     use crate::StopReason;

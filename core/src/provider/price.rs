@@ -116,6 +116,9 @@ fn is_snapshot_suffix(rest: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     fn table() -> PriceTable {

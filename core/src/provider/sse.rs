@@ -158,6 +158,9 @@ impl SseDecoder {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     fn decode(chunks: &[&[u8]]) -> Vec<SseEvent> {
