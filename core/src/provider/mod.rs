@@ -10,7 +10,7 @@
 //!   progress display and the final message at the end.
 //!
 //! [`Provider`] picks one of them from configuration, and [`ProviderTransport`] is the one
-//! [`Transport`](crate::drive::Transport) every host uses: it asks the host's [`HttpClient`] to
+//! [`Transport`] every host uses: it asks the host's [`HttpClient`] to
 //! send the request and decodes the answer, streamed or not. The host writes only the client
 //! (`fetch`, a component import, a blocking socket in tests).
 //!
