@@ -18,8 +18,9 @@ use verity_core::claim::{self, ClaimCheck};
 use verity_core::retrieve::{Corpus, keyword_search};
 use verity_core::{
     AnthropicConfig, AssistantMessage, Delta, FailureClass, Input, Machine, Message, ModelRequest,
-    OpenAiConfig, Output, Price, PriceTable, Provider, ProviderTransport, RetryPolicy, Route, Step,
-    StepFailed, StopReason, ToolCall, ToolOutput, Tools, Transport, Usage, drive, step,
+    NoTools, OpenAiConfig, Output, Price, PriceTable, Provider, ProviderTransport, RetryPolicy,
+    Route, Step, StepFailed, StopReason, ToolCall, ToolOutput, Tools, Transport, Usage, drive,
+    step,
 };
 use verity_tests::http::{Aimock, BlockingClient, CannedServer, chunked, reply, workspace_root};
 
@@ -117,12 +118,19 @@ fn close(a: f64, b: f64) -> bool {
 
 fn typed_step_over_openai(stream: bool) {
     let server = mock("step.json");
-    let (transport, deltas) = transport(openai(&server, stream));
-    let (value, usage, _) = run_step(answer_step(), &transport);
+    // Through the core's own driver.
+    let (driven, _) = transport(openai(&server, stream));
+    let value = pollster::block_on(drive(answer_step(), &driven, &NoTools))
+        .expect("the step succeeds after one repair");
     assert_eq!(
-        value.expect("the step succeeds after one repair"),
+        value,
         Answer { answer: "42".into(), working: Some("six times seven is forty-two".into()) }
     );
+    assert_eq!(driven.client().sent().len(), 2);
+    // Again with the loop written out, to read what the step spent.
+    let (transport, deltas) = transport(openai(&server, stream));
+    let (value, usage, _) = run_step(answer_step(), &transport);
+    assert_eq!(value.expect("the same run again").answer, "42");
     let sent = transport.client().sent();
     assert_eq!(sent.len(), 2, "the invalid submission was answered and repaired");
     // The second request carries the first call and the schema error as its tool result.
