@@ -61,10 +61,15 @@ pub async fn drive<M: Machine>(
 ) -> Result<M::Value, M::Error> {
     loop {
         let input = match machine.poll_output() {
-            Output::CallModel(call) => Input::ModelResponse {
-                call: call.id,
-                response: transport.complete(call.request).await,
-            },
+            Output::CallModel(call) => {
+                if call.delay_ms > 0 {
+                    transport.wait(call.delay_ms).await;
+                }
+                Input::ModelResponse {
+                    call: call.id,
+                    response: transport.complete(call.request).await,
+                }
+            }
             Output::RunTools(batch) => {
                 let results = if batch.sequential {
                     let mut results = Vec::with_capacity(batch.calls.len());

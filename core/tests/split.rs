@@ -393,6 +393,45 @@ fn retryable_failures_are_retried_with_the_callers_budget_and_delay() {
     }
 }
 
+/// A scripted model that records the waits it is asked for.
+struct Waiting {
+    model: ScriptedModel,
+    waits: RefCell<Vec<u64>>,
+}
+
+impl verity_core::Transport for Waiting {
+    async fn complete(&self, request: verity_core::ModelRequest<'_>) -> AssistantMessage {
+        self.model.answer(request)
+    }
+    async fn wait(&self, delay_ms: u64) {
+        self.waits.borrow_mut().push(delay_ms);
+    }
+}
+
+#[test]
+fn drive_and_drive_session_wait_the_delay_the_machine_asks_for() {
+    let script = || {
+        ScriptedModel::new([
+            failed(FailureClass::Retryable, Some(1_500), StopReason::Error),
+            response(vec![call("s1", "submit", json!({"answer": "42"}))]),
+        ])
+    };
+    let step = || {
+        value_step(Schema::compile(answer_schema()).unwrap(), "s", "t")
+            .retry(RetryPolicy::with_retries(1))
+            .build()
+            .unwrap()
+    };
+    let transport = Waiting { model: script(), waits: RefCell::default() };
+    pollster::block_on(drive(step(), &transport, &verity_core::NoTools)).unwrap();
+    assert_eq!(*transport.waits.borrow(), [1_500]);
+
+    let transport = Waiting { model: script(), waits: RefCell::default() };
+    let mut session = Session::start(step()).unwrap();
+    pollster::block_on(drive_session(&mut session, &transport, &verity_core::NoTools)).unwrap();
+    assert_eq!(*transport.waits.borrow(), [1_500]);
+}
+
 #[test]
 fn compaction_drops_the_oldest_tool_results_and_keeps_the_task() {
     let big = |id: &str| response(vec![call(id, "lookup", json!({"query": id}))]);
