@@ -24,6 +24,7 @@ pub struct BlockingClient {
     agent: ureq::Agent,
     sent: RefCell<Vec<HttpRequest>>,
     waits: RefCell<Vec<u64>>,
+    sleeps: bool,
 }
 
 impl Default for BlockingClient {
@@ -42,7 +43,19 @@ impl BlockingClient {
             .timeout_global(Some(Duration::from_secs(30)))
             .build()
             .into();
-        Self { agent, sent: RefCell::new(Vec::new()), waits: RefCell::new(Vec::new()) }
+        Self {
+            agent,
+            sent: RefCell::new(Vec::new()),
+            waits: RefCell::new(Vec::new()),
+            sleeps: false,
+        }
+    }
+
+    /// A client that really sleeps the retry waits (for command-line runs against a real
+    /// server), and also records them.
+    #[must_use]
+    pub fn sleeping() -> Self {
+        Self { sleeps: true, ..Self::new() }
     }
 
     /// The requests sent so far.
@@ -97,6 +110,9 @@ impl HttpClient for BlockingClient {
 
     async fn wait(&self, delay_ms: u64) {
         self.waits.borrow_mut().push(delay_ms);
+        if self.sleeps {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+        }
     }
 }
 

@@ -131,10 +131,10 @@ fn conformance_with(args: &[String]) -> Result {
         .args(&args))
 }
 
-/// `cargo xtask eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--model offline]`.
+/// `cargo xtask eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N]`.
 fn eval(args: &[String]) -> Result {
     if args.is_empty() {
-        return Err("usage: cargo xtask eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--model offline]".to_owned());
+        return Err("usage: cargo xtask eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N]".to_owned());
     }
     let args = user_paths(args)?;
     run(cargo()

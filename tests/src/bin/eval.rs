@@ -1,9 +1,15 @@
-//! `eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--model offline]`: runs the claim
-//! checker over a labelled claim file (the format of `shared/data/vitaminc/claims-dev.jsonl`:
+//! `eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N]`:
+//! runs the claim checker over a labelled claim file (the format of `shared/data/vitaminc/claims-dev.jsonl`:
 //! one `{id, claim, corpus: {id: text}, label, meta: {gold}}` per line, each row its own corpus)
 //! and prints one JSON object: counts, accuracy, balanced accuracy, the confusion matrix, the
 //! rate of conclusive verdicts that cite the gold item, requests per claim and routes.
 //! Progress goes to stderr.
+//!
+//! The model is the offline baseline unless `--provider` names a provider configuration (the
+//! JSON of `verity_core::provider::Provider`, e.g. `{"api": "openai", "baseUrl":
+//! "http://127.0.0.1:8080/v1", "model": "qwen2.5-7b-instruct"}`); its key, if the file has
+//! none, comes from `VERITY_API_KEY`. This binary's HTTP client has no TLS: it reaches local
+//! servers (llama-server, Ollama, vLLM) over plain HTTP.
 //!
 //! A check that fails with `no-new-evidence` or `research-turn-limit` counts as predicting
 //! `insufficient` (its first assessment was `insufficient` and research found nothing to change
@@ -17,8 +23,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use verity_core::claim::{self, ClaimCheck};
 use verity_core::provider::offline::{OFFLINE_MODEL_NAME, OfflineModel};
+use verity_core::provider::{Provider, ProviderTransport};
 use verity_core::retrieve::{Bm25Index, Corpus, Retriever, retrieve};
-use verity_core::{ClaimFailureKind, ToolCall, ToolOutput, Tools, drive};
+use verity_core::{ClaimFailureKind, RetryPolicy, ToolCall, ToolOutput, Tools, Transport, drive};
+use verity_tests::http::BlockingClient;
 
 const LABELS: [&str; 3] = ["supported", "contradicted", "insufficient"];
 
@@ -50,12 +58,16 @@ impl Tools for Lookup<'_> {
 struct Options {
     file: String,
     retriever: Retriever,
+    provider: Option<Provider>,
+    retries: u32,
 }
 
 fn parse_args() -> Result<Options, String> {
     let mut file = None;
     let mut kind = "bm25".to_owned();
     let mut k = 4;
+    let mut provider = None;
+    let mut retries = 0;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -66,13 +78,13 @@ fn parse_args() -> Result<Options, String> {
                     .and_then(|v| v.parse().ok())
                     .ok_or("--k needs a positive number")?;
             }
-            "--model" => {
-                let model = args.next().ok_or("--model needs a value")?;
-                if model != "offline" {
-                    return Err(format!(
-                        "model {model:?} is not available: only the offline baseline is built so far (the provider codecs are tracked in issue 5)"
-                    ));
-                }
+            "--provider" => {
+                let path = args.next().ok_or("--provider needs a configuration file")?;
+                provider = Some(read_provider(&path)?);
+            }
+            "--retries" => {
+                retries =
+                    args.next().and_then(|v| v.parse().ok()).ok_or("--retries needs a number")?;
             }
             other if other.starts_with('-') => return Err(format!("unknown flag {other}")),
             other => file = Some(other.to_owned()),
@@ -83,11 +95,20 @@ fn parse_args() -> Result<Options, String> {
         "keyword" => Retriever::Keyword,
         other => return Err(format!("unknown retriever {other:?} (bm25 or keyword)")),
     };
-    Ok(Options {
-        file: file
-            .ok_or("usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--model offline]")?,
-        retriever,
-    })
+    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N]";
+    Ok(Options { file: file.ok_or(usage)?, retriever, provider, retries })
+}
+
+fn read_provider(path: &str) -> Result<Provider, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut config: Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
+    if config.get("apiKey").is_none_or(Value::is_null)
+        && let Ok(key) = std::env::var("VERITY_API_KEY")
+    {
+        config["apiKey"] = json!(key);
+    }
+    serde_json::from_value(config)
+        .map_err(|e| format!("{path} is not a provider configuration: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -105,6 +126,22 @@ fn main() -> ExitCode {
 
 fn run() -> Result<Value, String> {
     let options = parse_args()?;
+    match options.provider.clone() {
+        None => evaluate(&options, &OfflineModel, OFFLINE_MODEL_NAME),
+        Some(provider) => {
+            let name = match &provider {
+                Provider::OpenAi(config) => {
+                    format!("openai-compatible {} at {}", config.model, config.base_url)
+                }
+                Provider::Anthropic(config) => format!("anthropic {}", config.model),
+                _ => "a provider".to_owned(),
+            };
+            evaluate(&options, &ProviderTransport::new(provider, BlockingClient::sleeping()), &name)
+        }
+    }
+}
+
+fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Result<Value, String> {
     let text =
         std::fs::read_to_string(&options.file).map_err(|e| format!("{}: {e}", options.file))?;
     let rows: Vec<Row> = text
@@ -142,9 +179,10 @@ fn run() -> Result<Value, String> {
             .into_iter()
             .map(|i| corpus.passages()[i].text.clone())
             .collect();
-        let machine = ClaimCheck::new(row.claim.clone(), Arc::clone(&corpus), evidence);
+        let machine = ClaimCheck::new(row.claim.clone(), Arc::clone(&corpus), evidence)
+            .with_retry(RetryPolicy::with_retries(options.retries));
         let tools = Lookup { corpus: &corpus, index: &index, retriever: options.retriever };
-        let outcome = pollster::block_on(drive(machine, &OfflineModel, &tools));
+        let outcome = pollster::block_on(drive(machine, model, &tools));
         let predicted = match &outcome {
             Ok(report) => {
                 requests += u64::from(report.requests);
@@ -201,7 +239,7 @@ fn run() -> Result<Value, String> {
     let per_claim = requests as f64 / f64::from(total);
     Ok(json!({
         "file": options.file,
-        "model": OFFLINE_MODEL_NAME,
+        "model": model_name,
         "retriever": options.retriever,
         "counts": {"claims": total, "reports": total - failures.values().sum::<u32>(), "failures": failures},
         "accuracy": round(f64::from(correct) / f64::from(total)),
