@@ -513,13 +513,13 @@ impl Bm25Index {
     }
 
     /// The at most `k` best passages for `query`, as `(passage index, score)`, best first;
-    /// equal scores in corpus order. Passages that share no term with the query are not
-    /// returned, so an empty query (or one of stop words only) gives an empty list.
+    /// equal scores in corpus order. Only passages with a positive score are returned: an
+    /// empty query (or one of stop words only) gives an empty list.
     ///
     /// Document-at-a-time over the query terms' postings with MaxScore pruning: once `k`
-    /// passages are held, a term whose best weight, added to those of the rarer-weighted
-    /// terms, cannot beat the `k`-th score only gets looked up in passages the others found.
-    /// Memory is proportional to the query and `k`, never to the corpus.
+    /// passages are held, the low-weight terms whose best weights together cannot beat the
+    /// `k`-th score stop proposing passages; they are only looked up in the passages the other
+    /// terms propose. Memory is proportional to the query and `k`, never to the corpus.
     #[must_use]
     pub fn search(&self, query: &str, k: usize) -> Vec<(usize, f32)> {
         if k == 0 {
