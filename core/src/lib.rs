@@ -41,18 +41,18 @@
 //!   [`Input::Cancel`]). A wrong answer is a [`Misuse`] value; the state is unchanged.
 //! - [`Agent`] is the bounded loop (model call, tool calls, seal) that every engine is built
 //!   on; [`Hooks`] lets an engine settle some calls in the core, as the step does with `submit`.
-//! - [`Step`] is the typed step, built with [`step`] (schema derived from a Rust type) or
+//! - [`Step`] is the typed step, built with [`step()`] (schema derived from a Rust type) or
 //!   [`value_step`] (a [`Schema`] that arrives at run time). It fails with [`StepFailed`],
 //!   which carries a [`FailureKind`] and what was [`Spent`].
 //! - [`Schema`] is a compiled JSON Schema: strict (no coercion), compiled once and shared.
 //! - Messages are provider-neutral: [`AssistantMessage`] with [`ContentBlock`]s,
 //!   [`ToolCall`], [`ToolResult`], [`StopReason`], [`Usage`].
-//! - [`drive`] runs any machine over a [`Transport`] and [`Tools`]; [`ScriptedModel`] is a
+//! - [`drive()`] runs any machine over a [`Transport`] and [`Tools`]; [`ScriptedModel`] is a
 //!   transport that answers from a script.
 //!
 //! # The driver loop
 //!
-//! A host that does not use [`drive`] writes the same loop:
+//! A host that does not use [`drive()`] writes the same loop:
 //!
 //! 1. Call `poll_output()`.
 //! 2. On `CallModel(call)`: send `call.request` to the model, then

@@ -2,7 +2,9 @@
 //!
 //! - `test`: every check CI runs (installs what it needs when missing).
 //! - `conformance FILE...`: replays scenario files through the real machines.
-//! - `bench step`: the step benchmark, natively and in wasm under Node.
+//! - `eval FILE.jsonl [FLAGS]`: claim-check accuracy on a labelled claim file.
+//! - `bench step [SECONDS]`: the step benchmark, natively and in wasm under Node.
+//! - `bench retrieve FILE [--corpus CORPUS]`: retrieval figures beside MiniSearch's.
 //! - `serve`: serves the app on <http://127.0.0.1:8080>.
 //!
 //! Only the standard library is used here, so `cargo xtask` compiles in seconds.
@@ -94,6 +96,13 @@ fn test() -> Result {
     run(cargo().args(["fmt", "--all", "--check"]))?;
     section("clippy");
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    section("docs (warnings denied)");
+    run(cargo().env("RUSTDOCFLAGS", "-D warnings").args([
+        "doc",
+        "-p",
+        "verity-core",
+        "--no-deps",
+    ]))?;
     section("native tests");
     setup::npm_packages()?;
     run(cargo().args(["test", "--workspace"]))?;
