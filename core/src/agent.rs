@@ -612,13 +612,13 @@ impl<H: Hooks> Agent<H> {
         }
         // Match results to calls by id (a multiset: a model may repeat an id).
         let mut filled: Vec<Option<ToolResult>> = vec![None; host_calls.len()];
-        for settled in &results {
+        for settled in results {
             let position = host_calls
                 .iter()
                 .enumerate()
                 .position(|(i, call)| call.id == settled.call_id && filled[i].is_none());
             match position {
-                Some(i) => filled[i] = Some(result_for(&host_calls[i], settled.output.clone())),
+                Some(i) => filled[i] = Some(result_for(&host_calls[i], settled.output)),
                 None => {
                     return Err(Misuse::new(
                         MisuseKind::WrongCalls,

@@ -26,7 +26,17 @@ use verity_core::provider::offline::{OFFLINE_MODEL_NAME, OfflineModel};
 use verity_core::provider::{Provider, ProviderTransport};
 use verity_core::retrieve::{Bm25Index, Corpus, Retriever, retrieve};
 use verity_core::{ClaimFailureKind, RetryPolicy, ToolCall, ToolOutput, Tools, Transport, drive};
-use verity_tests::http::BlockingClient;
+/// The transport to a real provider: the codecs over a blocking HTTP client (native only; the
+/// crate is also built for wasm, where its suite runs, but this command is not).
+#[cfg(not(target_arch = "wasm32"))]
+fn transport(provider: Provider) -> ProviderTransport<verity_tests::http::BlockingClient> {
+    ProviderTransport::new(provider, verity_tests::http::BlockingClient::sleeping())
+}
+
+#[cfg(target_arch = "wasm32")]
+fn transport(_: Provider) -> OfflineModel {
+    unreachable!("eval runs natively")
+}
 
 const LABELS: [&str; 3] = ["supported", "contradicted", "insufficient"];
 
@@ -136,7 +146,7 @@ fn run() -> Result<Value, String> {
                 Provider::Anthropic(config) => format!("anthropic {}", config.model),
                 _ => "a provider".to_owned(),
             };
-            evaluate(&options, &ProviderTransport::new(provider, BlockingClient::sleeping()), &name)
+            evaluate(&options, &transport(provider), &name)
         }
     }
 }
