@@ -315,7 +315,7 @@ fn message_chars(message: &Message) -> usize {
             .iter()
             .map(|block| match block {
                 crate::message::ContentBlock::Text { text } => text.chars().count(),
-                crate::message::ContentBlock::Thinking { thinking } => thinking.chars().count(),
+                crate::message::ContentBlock::Thinking { thinking, .. } => thinking.chars().count(),
                 crate::message::ContentBlock::ToolCall(call) => {
                     call.name.len() + call.arguments.to_string().chars().count()
                 }

@@ -70,6 +70,10 @@ pub enum ContentBlock {
     Thinking {
         /// The reasoning text.
         thinking: String,
+        /// The provider's signature of the reasoning (Anthropic), which must be sent back
+        /// unchanged for the reasoning to be accepted in a later turn.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
     },
     /// A tool call.
     ToolCall(ToolCall),

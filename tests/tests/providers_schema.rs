@@ -258,7 +258,14 @@ fn result(id: &str, name: &str, content: &str, is_error: bool) -> Message {
 fn conversations() -> Vec<(&'static str, String, Vec<Message>)> {
     let task = Message::User { text: "What is six times seven? ✓ «unicode»".into() };
     let mut calls = AssistantMessage::from_content(vec![
-        ContentBlock::Thinking { thinking: "Multiply.".into() },
+        ContentBlock::Thinking {
+            thinking: "Multiply.".into(),
+            signature: Some("EqQBCgIYAhIM".into()),
+        },
+        ContentBlock::Thinking {
+            thinking: "Unsigned, not sent to Anthropic.".into(),
+            signature: None,
+        },
         ContentBlock::Text { text: "I'll submit.".into() },
         call("call_1", "submit", json!({"answer": 42})),
         call("call:2/odd id", "lookup_evidence", json!({"query": "six"})),

@@ -17,13 +17,13 @@
 //! Arguments that are not a JSON object (a model's invalid output kept as text) are sent as
 //! `{"_invalid_arguments": text}`, since `input` must be an object.
 //!
-//! Reasoning is not sent back: the core keeps thinking text without Anthropic's signature, so
-//! with extended thinking and tool use the API may refuse the second turn. Leave `thinking`
-//! off for multi-turn tool use unless the model accepts it.
+//! Reasoning is sent back when it carries Anthropic's signature (kept from `thinking` blocks and
+//! `signature_delta`s), as the API requires for extended thinking with tool use; reasoning
+//! without a signature (from another provider) is not sent.
 //!
 //! Streaming events: `message_start` (input and cache usage), `content_block_start`,
-//! `content_block_delta` (`text_delta`, `input_json_delta`, `thinking_delta`; signatures and
-//! citations are skipped), `message_delta` (stop reason, output usage), `message_stop`, `ping`,
+//! `content_block_delta` (`text_delta`, `input_json_delta`, `thinking_delta`,
+//! `signature_delta`; citations are skipped), `message_delta` (stop reason, output usage), `message_stop`, `ping`,
 //! `error`. A stream is complete only with its `message_stop`.
 
 use std::fmt;
@@ -272,6 +272,13 @@ fn messages(request: &ModelRequest<'_>) -> Vec<Value> {
                         ContentBlock::Text { text } if !text.is_empty() => {
                             push("assistant", json!({"type": "text", "text": text}));
                         }
+                        ContentBlock::Thinking { thinking, signature: Some(signature) } => {
+                            push(
+                                "assistant",
+                                json!({"type": "thinking", "thinking": thinking,
+                                    "signature": signature}),
+                            );
+                        }
                         ContentBlock::ToolCall(call) => {
                             let input = match &call.arguments {
                                 Value::Object(_) => call.arguments.clone(),
@@ -327,7 +334,10 @@ pub fn decode(response: &HttpResponse, config: &AnthropicConfig) -> AssistantMes
         let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or_default();
         match text("type") {
             "text" => blocks.text(text("text")),
-            "thinking" => blocks.thinking(text("thinking")),
+            "thinking" => {
+                blocks.thinking(text("thinking"));
+                blocks.signature(text("signature"));
+            }
             "tool_use" => {
                 blocks.call(index, text("id"), text("name"));
                 let input = block.get("input").cloned().unwrap_or(Value::Null);
@@ -534,6 +544,7 @@ impl AnthropicStream {
         match text("type") {
             "text_delta" => self.text(text("text"), deltas),
             "thinking_delta" => self.thinking(text("thinking"), deltas),
+            "signature_delta" => self.blocks.signature(text("signature")),
             "input_json_delta" => {
                 let piece = text("partial_json");
                 if self.blocks.call(index, "", "") {
@@ -581,6 +592,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::super::testing::{conversation, request};
+    use super::messages as messages_of;
     use super::*;
     use crate::StopReason;
     use crate::message::ToolCall;
@@ -641,6 +653,30 @@ mod tests {
         assert_eq!(input_schema(&json!(true)), json!({"type": "object"}));
     }
 
+    #[test]
+    fn signed_reasoning_is_sent_back_and_unsigned_is_not() {
+        use crate::message::{AssistantMessage, Message};
+        let turn = AssistantMessage::from_content(vec![
+            ContentBlock::Thinking { thinking: "signed".into(), signature: Some("sig".into()) },
+            ContentBlock::Thinking { thinking: "unsigned".into(), signature: None },
+            ContentBlock::ToolCall(ToolCall {
+                id: "t1".into(),
+                name: "submit".into(),
+                arguments: json!({}),
+            }),
+        ]);
+        let messages = vec![Message::User { text: "task".into() }, Message::Assistant(turn)];
+        let request = crate::ModelRequest { system: "s", messages: &messages, tools: &[] };
+        let wire = messages_of(&request);
+        assert_eq!(
+            wire[1]["content"],
+            json!([
+                {"type": "thinking", "thinking": "signed", "signature": "sig"},
+                {"type": "tool_use", "id": "t1", "name": "submit", "input": {}}
+            ])
+        );
+    }
+
     fn ok(body: &str) -> HttpResponse {
         HttpResponse::new(200, body).with_header("content-type", "application/json")
     }
@@ -666,7 +702,7 @@ mod tests {
         assert_eq!(
             response.content,
             vec![
-                ContentBlock::Thinking { thinking: "hmm".into() },
+                ContentBlock::Thinking { thinking: "hmm".into(), signature: Some("sig".into()) },
                 ContentBlock::Text { text: "Calling.".into() },
                 ContentBlock::ToolCall(ToolCall {
                     id: "toolu_1".into(),
@@ -775,7 +811,10 @@ mod tests {
         assert_eq!(
             response.content,
             vec![
-                ContentBlock::Thinking { thinking: "Weigh it.".into() },
+                ContentBlock::Thinking {
+                    thinking: "Weigh it.".into(),
+                    signature: Some("abc".into())
+                },
                 ContentBlock::Text { text: "Okay — submitting.".into() },
                 ContentBlock::ToolCall(ToolCall {
                     id: "toolu_9".into(),

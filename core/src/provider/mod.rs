@@ -640,7 +640,7 @@ pub(crate) struct Blocks {
 #[derive(Debug, Clone)]
 enum Partial {
     Text(String),
-    Thinking(String),
+    Thinking(String, Option<String>),
     Call { key: usize, id: String, name: String, arguments: String },
 }
 
@@ -660,10 +660,23 @@ impl Blocks {
         if piece.is_empty() {
             return;
         }
-        if let Some(Partial::Thinking(text)) = self.blocks.last_mut() {
+        if let Some(Partial::Thinking(text, None)) = self.blocks.last_mut() {
             text.push_str(piece);
         } else {
-            self.blocks.push(Partial::Thinking(piece.to_owned()));
+            self.blocks.push(Partial::Thinking(piece.to_owned(), None));
+        }
+    }
+
+    /// Adds `piece` to the signature of the latest reasoning block (Anthropic sends it whole
+    /// or in `signature_delta`s after the text).
+    pub(crate) fn signature(&mut self, piece: &str) {
+        if piece.is_empty() {
+            return;
+        }
+        if let Some(Partial::Thinking(_, signature)) =
+            self.blocks.iter_mut().rev().find(|block| matches!(block, Partial::Thinking(..)))
+        {
+            signature.get_or_insert_with(String::new).push_str(piece);
         }
     }
 
@@ -710,7 +723,9 @@ impl Blocks {
             .into_iter()
             .map(|block| match block {
                 Partial::Text(text) => ContentBlock::Text { text },
-                Partial::Thinking(thinking) => ContentBlock::Thinking { thinking },
+                Partial::Thinking(thinking, signature) => {
+                    ContentBlock::Thinking { thinking, signature }
+                }
                 Partial::Call { key, id, name, arguments } => ContentBlock::ToolCall(ToolCall {
                     id: if id.is_empty() { format!("call_{key}") } else { id },
                     name,
@@ -751,7 +766,7 @@ pub(crate) mod testing {
     /// calls, their results (one an error), and a follow-up.
     pub(crate) fn conversation() -> (Vec<Message>, Vec<ToolSpec>) {
         let mut response = AssistantMessage::from_content(vec![
-            ContentBlock::Thinking { thinking: "Let me look.".into() },
+            ContentBlock::Thinking { thinking: "Let me look.".into(), signature: None },
             ContentBlock::Text { text: "Looking it up.".into() },
             ContentBlock::ToolCall(ToolCall {
                 id: "call_1".into(),

@@ -652,7 +652,7 @@ mod tests {
         assert_eq!(
             response.content,
             vec![
-                ContentBlock::Thinking { thinking: "thinking...".into() },
+                ContentBlock::Thinking { thinking: "thinking...".into(), signature: None },
                 ContentBlock::Text { text: "Sure.".into() },
                 ContentBlock::ToolCall(ToolCall {
                     id: "call_a".into(),
