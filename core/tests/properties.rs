@@ -88,6 +88,69 @@ fn first_valid(script: &[Response], consumed: usize) -> Option<Value> {
     })
 }
 
+/// A small reference model of the step's policy (POLICY.md), written from the policy text
+/// without the machine: what a script must produce, as (value or failure kind, requests).
+fn reference(
+    script: &[Response],
+    max_turns: u32,
+    max_attempts: u32,
+) -> (Result<Value, &'static str>, u32) {
+    let (mut requests, mut failed, mut value) = (0u32, 0u32, None::<Value>);
+    let end = loop {
+        requests += 1;
+        let Some(response) = script.get(requests as usize - 1) else { break "provider" };
+        let calls = match response {
+            Response::Failed => break "provider",
+            Response::Prose => break "stopped",
+            Response::Calls { calls, truncated: true } => {
+                failed += calls
+                    .iter()
+                    .filter(|c| matches!(c, Call::ValidSubmit(_) | Call::InvalidSubmit))
+                    .count() as u32;
+                if failed >= max_attempts {
+                    break "halted";
+                }
+                if requests >= max_turns {
+                    break "turn-limit";
+                }
+                continue;
+            }
+            Response::Calls { calls, .. } => calls,
+        };
+        let mut all_terminate = true;
+        for call in calls {
+            match call {
+                Call::ValidSubmit(n) => {
+                    value.get_or_insert_with(|| json!({"answer": n.to_string()}));
+                }
+                Call::InvalidSubmit => {
+                    failed += 1;
+                    all_terminate = false;
+                }
+                Call::Finish => {}
+                Call::Lookup | Call::Unknown => all_terminate = false,
+            }
+        }
+        if failed >= max_attempts {
+            break "halted";
+        }
+        if all_terminate {
+            break "stopped";
+        }
+        if requests >= max_turns {
+            break "turn-limit";
+        }
+    };
+    let outcome = match (value, end) {
+        (Some(value), _) => Ok(value),
+        (None, "halted") => Err("invalid-submissions"),
+        (None, "stopped") if failed > 0 => Err("invalid-submissions"),
+        (None, "stopped") => Err("no-submit"),
+        (None, other) => Err(other),
+    };
+    (outcome, requests)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -118,6 +181,10 @@ proptest! {
         let expected = first_valid(&script, consumed);
         let spent = machine.spent();
         prop_assert_eq!(spent.requests, model.requests());
+        let (reference_outcome, reference_requests) = reference(&script, max_turns, max_attempts);
+        prop_assert_eq!(model.requests(), reference_requests, "requests differ from the reference model");
+        let outcome = machine.clone().finish().map_err(|failed| failed.kind().as_str());
+        prop_assert_eq!(outcome, reference_outcome, "outcome differs from the reference model");
         match machine.finish() {
             Ok(value) => {
                 prop_assert!(schema.is_valid(&value));
