@@ -147,14 +147,22 @@ fn drive_session_and_a_host_write_the_same_log() {
     assert_eq!(rebuilt.finish().unwrap(), json!({"answer": "42"}));
 }
 
-#[test]
-fn a_recorded_response_is_never_requested_again() {
-    let model = ScriptedModel::new(script());
+/// A session whose first response is recorded (its tool batch is open).
+fn past_the_first_response(model: &ScriptedModel) -> Session<ValueStep> {
     let mut session = Session::start(machine()).unwrap();
-    let SessionOutput::CallModel(c) = session.poll() else { panic!() };
+    let SessionOutput::CallModel(c) = session.poll() else {
+        panic!("a step starts with a model call")
+    };
     let id = c.id;
     let response = model.answer(c.request);
     session.record_response(id, response).unwrap();
+    session
+}
+
+#[test]
+fn a_recorded_response_is_never_requested_again() {
+    let model = ScriptedModel::new(script());
+    let session = past_the_first_response(&model);
     // Crash: only the log survives.
     let saved = session.log().to_jsonl();
     drop(session);
@@ -170,11 +178,7 @@ fn a_recorded_response_is_never_requested_again() {
 fn a_started_call_without_a_result_is_an_unknown_outcome_unless_replay_safe() {
     let model = ScriptedModel::new(script());
     let tools = Counting::default();
-    let mut session = Session::start(machine()).unwrap();
-    let SessionOutput::CallModel(c) = session.poll() else { panic!() };
-    let id = c.id;
-    let response = model.answer(c.request);
-    session.record_response(id, response).unwrap();
+    let mut session = past_the_first_response(&model);
     let SessionOutput::RunTools { batch, pending, .. } = session.poll() else { panic!() };
     let calls: Vec<ToolCall> = pending.iter().map(|p| p.call.clone()).collect();
     // l1 finishes; p1 (replay-safe) and l2 start and run, then the host dies.
@@ -222,11 +226,7 @@ fn abandon_leaves_a_session_that_can_be_stepped_again_or_cancelled() {
     for then_cancel in [false, true] {
         let model = ScriptedModel::new(script());
         let tools = Counting::default();
-        let mut session = Session::start(machine()).unwrap();
-        let SessionOutput::CallModel(c) = session.poll() else { panic!() };
-        let id = c.id;
-        let response = model.answer(c.request);
-        session.record_response(id, response).unwrap();
+        let mut session = past_the_first_response(&model);
         let SessionOutput::RunTools { batch, .. } = session.poll() else { panic!() };
         session.start_tool(batch, "l1").unwrap();
         session.start_tool(batch, "p1").unwrap();

@@ -862,49 +862,13 @@ mod fuzz {
     use crate::provider::sse::fuzz::split;
     use proptest::prelude::*;
 
-    fn decode_chunks(chunks: &[&[u8]]) -> AssistantMessage {
-        let mut stream = AnthropicStream::new(&AnthropicConfig::default(), 200);
-        for chunk in chunks {
-            let _ = stream.feed(chunk);
-        }
-        stream.finish()
-    }
+    crate::provider::stream_properties!(
+        AnthropicStream,
+        AnthropicConfig,
+        "{\"type\":\"message_stop\"}"
+    );
 
     proptest! {
-        #[test]
-        fn any_chunking_of_a_valid_stream_decodes_the_same(
-            cuts in proptest::collection::vec(any::<usize>(), 0..24),
-            crlf in any::<bool>(),
-        ) {
-            let stream = if crlf { STREAM.replace('\n', "\r\n") } else { STREAM.to_owned() };
-            let whole = decode_chunks(&[stream.as_bytes()]);
-            prop_assert_eq!(whole.stop_reason(), crate::StopReason::ToolUse);
-            prop_assert_eq!(decode_chunks(&split(stream.as_bytes(), &cuts)), whole);
-        }
-
-        #[test]
-        fn a_cut_stream_fails_typed_unless_message_stop_arrived(cut in 0usize..STREAM.len()) {
-            let response = decode_chunks(&[&STREAM.as_bytes()[..cut]]);
-            let stop_at = STREAM.find("{\"type\":\"message_stop\"}").unwrap()
-                + "{\"type\":\"message_stop\"}".len();
-            if cut >= stop_at {
-                prop_assert_eq!(response.stop_reason(), crate::StopReason::ToolUse);
-            } else {
-                prop_assert_eq!(response.stop_reason(), crate::StopReason::Error);
-                prop_assert!(response.error.is_some());
-            }
-        }
-
-        #[test]
-        fn arbitrary_bytes_never_panic(
-            bytes in proptest::collection::vec(any::<u8>(), 0..600),
-            cuts in proptest::collection::vec(any::<usize>(), 0..8),
-            status in 100u16..600,
-        ) {
-            let _ = decode_chunks(&split(&bytes, &cuts));
-            let _ = decode(&HttpResponse::new(status, bytes.clone()), &AnthropicConfig::default());
-        }
-
         #[test]
         fn arbitrary_json_events_never_panic(
             events in proptest::collection::vec(

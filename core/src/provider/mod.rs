@@ -754,6 +754,61 @@ impl RawBody {
     }
 }
 
+/// The stream properties both codecs must have, as proptests in the invoking module, which
+/// provides `STREAM` (a valid streamed response ending in a tool call), `split` and `decode`:
+/// any chunking decodes the same, a stream cut before `$final_event` fails typed, and
+/// arbitrary bytes never panic.
+#[cfg(all(test, not(target_arch = "wasm32")))]
+macro_rules! stream_properties {
+    ($stream:ty, $config:ty, $final_event:expr) => {
+        fn decode_chunks(chunks: &[&[u8]]) -> AssistantMessage {
+            let mut stream = <$stream>::new(&<$config>::default(), 200);
+            for chunk in chunks {
+                let _ = stream.feed(chunk);
+            }
+            stream.finish()
+        }
+
+        proptest! {
+            #[test]
+            fn any_chunking_of_a_valid_stream_decodes_the_same(
+                cuts in proptest::collection::vec(any::<usize>(), 0..24),
+                crlf in any::<bool>(),
+            ) {
+                let stream = if crlf { STREAM.replace('\n', "\r\n") } else { STREAM.to_owned() };
+                let whole = decode_chunks(&[stream.as_bytes()]);
+                prop_assert_eq!(whole.stop_reason(), crate::StopReason::ToolUse);
+                prop_assert_eq!(decode_chunks(&split(stream.as_bytes(), &cuts)), whole);
+            }
+
+            #[test]
+            fn a_cut_stream_fails_typed_unless_its_final_event_arrived(cut in 0usize..STREAM.len()) {
+                let response = decode_chunks(&[&STREAM.as_bytes()[..cut]]);
+                let final_at = STREAM.find($final_event).unwrap() + $final_event.len();
+                if cut >= final_at {
+                    prop_assert_eq!(response.stop_reason(), crate::StopReason::ToolUse);
+                } else {
+                    prop_assert_eq!(response.stop_reason(), crate::StopReason::Error);
+                    prop_assert!(response.error.is_some());
+                }
+            }
+
+            #[test]
+            fn arbitrary_bytes_never_panic(
+                bytes in proptest::collection::vec(any::<u8>(), 0..600),
+                cuts in proptest::collection::vec(any::<usize>(), 0..8),
+                status in 100u16..600,
+            ) {
+                let _ = decode_chunks(&split(&bytes, &cuts));
+                let _ = decode(&HttpResponse::new(status, bytes.clone()), &<$config>::default());
+            }
+        }
+    };
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+pub(crate) use stream_properties;
+
 #[cfg(test)]
 pub(crate) mod testing {
     //! Helpers shared by the codecs' tests.

@@ -839,48 +839,9 @@ pub(crate) mod fuzz {
     use crate::provider::sse::fuzz::split;
     use proptest::prelude::*;
 
-    fn decode_chunks(chunks: &[&[u8]]) -> AssistantMessage {
-        let mut stream = OpenAiStream::new(&OpenAiConfig::default(), 200);
-        for chunk in chunks {
-            let _ = stream.feed(chunk);
-        }
-        stream.finish()
-    }
+    crate::provider::stream_properties!(OpenAiStream, OpenAiConfig, "data: [DONE]");
 
     proptest! {
-        #[test]
-        fn any_chunking_of_a_valid_stream_decodes_the_same(
-            cuts in proptest::collection::vec(any::<usize>(), 0..24),
-            crlf in any::<bool>(),
-        ) {
-            let stream = if crlf { STREAM.replace('\n', "\r\n") } else { STREAM.to_owned() };
-            let whole = decode_chunks(&[stream.as_bytes()]);
-            prop_assert_eq!(whole.stop_reason(), crate::StopReason::ToolUse);
-            prop_assert_eq!(decode_chunks(&split(stream.as_bytes(), &cuts)), whole);
-        }
-
-        #[test]
-        fn a_cut_stream_fails_typed_unless_done_arrived(cut in 0usize..STREAM.len()) {
-            let response = decode_chunks(&[&STREAM.as_bytes()[..cut]]);
-            let done_at = STREAM.find("data: [DONE]").unwrap() + "data: [DONE]".len();
-            if cut >= done_at {
-                prop_assert_eq!(response.stop_reason(), crate::StopReason::ToolUse);
-            } else {
-                prop_assert_eq!(response.stop_reason(), crate::StopReason::Error);
-                prop_assert!(response.error.is_some());
-            }
-        }
-
-        #[test]
-        fn arbitrary_bytes_never_panic(
-            bytes in proptest::collection::vec(any::<u8>(), 0..600),
-            cuts in proptest::collection::vec(any::<usize>(), 0..8),
-            status in 100u16..600,
-        ) {
-            let _ = decode_chunks(&split(&bytes, &cuts));
-            let _ = decode(&HttpResponse::new(status, bytes.clone()), &OpenAiConfig::default());
-        }
-
         #[test]
         fn arbitrary_json_events_never_panic(
             events in proptest::collection::vec(arbitrary_json(), 0..12),

@@ -163,7 +163,7 @@ mod tests {
 
     use super::*;
 
-    fn decode(chunks: &[&[u8]]) -> Vec<SseEvent> {
+    pub(super) fn decode(chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut decoder = SseDecoder::new();
         let mut events = Vec::new();
         for chunk in chunks {
@@ -301,7 +301,7 @@ mod tests {
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 pub(crate) mod fuzz {
-    use super::*;
+    use super::tests::decode;
     use proptest::prelude::*;
 
     /// Splits `bytes` at the given cut points (taken modulo its length).
@@ -317,16 +317,6 @@ pub(crate) mod fuzz {
         }
         chunks.push(&bytes[start..]);
         chunks
-    }
-
-    fn decode_chunks(chunks: &[&[u8]]) -> Vec<SseEvent> {
-        let mut decoder = SseDecoder::new();
-        let mut events = Vec::new();
-        for chunk in chunks {
-            events.extend(decoder.feed(chunk));
-        }
-        events.extend(decoder.finish());
-        events
     }
 
     /// Streams built from the format's own pieces, so the interesting cases (CR/LF pairs,
@@ -356,8 +346,8 @@ pub(crate) mod fuzz {
             bytes in stream(),
             cuts in proptest::collection::vec(any::<usize>(), 0..12),
         ) {
-            let whole = decode_chunks(&[&bytes]);
-            prop_assert_eq!(decode_chunks(&split(&bytes, &cuts)), whole);
+            let whole = decode(&[&bytes]);
+            prop_assert_eq!(decode(&split(&bytes, &cuts)), whole);
         }
 
         #[test]
@@ -365,8 +355,8 @@ pub(crate) mod fuzz {
             bytes in proptest::collection::vec(any::<u8>(), 0..512),
             cuts in proptest::collection::vec(any::<usize>(), 0..8),
         ) {
-            let events = decode_chunks(&split(&bytes, &cuts));
-            prop_assert_eq!(events, decode_chunks(&[&bytes]));
+            let events = decode(&split(&bytes, &cuts));
+            prop_assert_eq!(events, decode(&[&bytes]));
         }
     }
 }
