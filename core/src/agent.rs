@@ -293,13 +293,14 @@ pub fn compact_oldest_tool_results(messages: &mut [Message], max_chars: usize) -
             break;
         }
         if let Message::ToolResult(result) = message {
-            if result.content == DROPPED {
+            let output = &mut result.output;
+            if output.content == DROPPED {
                 continue;
             }
-            size -= result.content.chars().count();
+            size -= output.content.chars().count();
             size += DROPPED.chars().count();
-            result.content = DROPPED.to_owned();
-            result.details = Value::Null;
+            output.content = DROPPED.to_owned();
+            output.details = Value::Null;
             dropped += 1;
         }
     }
@@ -309,7 +310,7 @@ pub fn compact_oldest_tool_results(messages: &mut [Message], max_chars: usize) -
 fn message_chars(message: &Message) -> usize {
     match message {
         Message::User { text } => text.chars().count(),
-        Message::ToolResult(result) => result.content.chars().count(),
+        Message::ToolResult(result) => result.output.content.chars().count(),
         Message::Assistant(response) => response
             .content
             .iter()
@@ -649,7 +650,7 @@ impl<H: Hooks> Agent<H> {
     }
 
     fn seal(&mut self, results: Vec<ToolResult>, halted: bool) {
-        let all_terminate = results.iter().all(|result| result.terminate);
+        let all_terminate = results.iter().all(|result| result.output.terminate);
         self.messages.extend(results.into_iter().map(Message::ToolResult));
         if let Some(compaction) = self.compaction {
             let dropped = compact_oldest_tool_results(&mut self.messages, compaction.max_chars);
@@ -692,14 +693,7 @@ impl<H: Hooks> Agent<H> {
 }
 
 fn result_for(call: &ToolCall, output: ToolOutput) -> ToolResult {
-    ToolResult {
-        call_id: call.id.clone(),
-        tool_name: call.name.clone(),
-        content: output.content,
-        details: output.details,
-        is_error: output.is_error,
-        terminate: output.terminate,
-    }
+    ToolResult { call_id: call.id.clone(), tool_name: call.name.clone(), output }
 }
 
 fn unexpected(phase: &Phase, got: &str) -> Misuse {

@@ -205,7 +205,8 @@ impl AssistantMessage {
     }
 }
 
-/// The answer to one tool call, recorded in the transcript.
+/// The answer to one tool call, recorded in the transcript: the call it answers and what the
+/// tool produced (the output's fields sit beside the ids on the wire).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResult {
@@ -213,17 +214,9 @@ pub struct ToolResult {
     pub call_id: String,
     /// The name of the tool that was called.
     pub tool_name: String,
-    /// The text the model reads.
-    pub content: String,
-    /// Structured data for the host (never shown to the model).
-    #[serde(default)]
-    pub details: Value,
-    /// The call failed; the content says why.
-    #[serde(default)]
-    pub is_error: bool,
-    /// This result asks the run to end (it ends when every result of the batch asks so).
-    #[serde(default)]
-    pub terminate: bool,
+    /// What the tool produced.
+    #[serde(flatten)]
+    pub output: ToolOutput,
 }
 
 /// What a tool call produced, as the host (or the core) reports it.
@@ -335,5 +328,30 @@ impl ModelRequest<'_> {
             Message::User { text } => Some(text.as_str()),
             _ => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_tool_result_keeps_its_output_fields_beside_the_ids_on_the_wire() {
+        let result = ToolResult {
+            call_id: "c1".into(),
+            tool_name: "lookup".into(),
+            output: ToolOutput::error("boom").terminating(),
+        };
+        let wire = serde_json::to_value(&result).unwrap();
+        assert_eq!(
+            wire,
+            json!({"callId": "c1", "toolName": "lookup", "content": "boom", "details": null,
+                   "isError": true, "terminate": true})
+        );
+        assert_eq!(serde_json::from_value::<ToolResult>(wire).unwrap(), result);
     }
 }

@@ -115,7 +115,7 @@ fn misuse_is_an_error_value_and_changes_nothing() {
         .messages()
         .iter()
         .filter_map(|message| match message {
-            Message::ToolResult(result) => Some(result.content.as_str()),
+            Message::ToolResult(result) => Some(result.output.content.as_str()),
             _ => None,
         })
         .collect();
@@ -158,7 +158,7 @@ fn cancel_settles_every_open_call_as_aborted() {
     let aborted = machine
         .messages()
         .iter()
-        .filter(|m| matches!(m, Message::ToolResult(r) if r.is_error && r.content.starts_with("aborted")))
+        .filter(|m| matches!(m, Message::ToolResult(r) if r.output.is_error && r.output.content.starts_with("aborted")))
         .count();
     assert_eq!(aborted, 2);
     // The submission made before the cancel is kept.
@@ -236,14 +236,14 @@ fn the_model_reads_every_violation_of_a_failed_submit() {
     pollster::block_on(drive(machine, &model, &NoTools)).unwrap();
     let second = &model.recorded()[1];
     let Some(Message::ToolResult(result)) = second.messages.last() else { panic!() };
-    assert!(result.is_error);
+    assert!(result.output.is_error);
     assert!(
-        result.content.starts_with("Validation failed for tool \"submit\":"),
+        result.output.content.starts_with("Validation failed for tool \"submit\":"),
         "{}",
-        result.content
+        result.output.content
     );
-    assert!(result.content.contains("\n  - answer: "), "{}", result.content);
-    assert!(result.content.contains("\n  - (root): "), "{}", result.content);
+    assert!(result.output.content.contains("\n  - answer: "), "{}", result.output.content);
+    assert!(result.output.content.contains("\n  - (root): "), "{}", result.output.content);
     // The system prompt, the task and both tools reach the model.
     assert_eq!(second.system, "system");
     assert_eq!(second.tools[0].name, "submit");

@@ -216,7 +216,7 @@ fn a_started_call_without_a_result_is_an_unknown_outcome_unless_replay_safe() {
             _ => None,
         })
         .unwrap();
-    assert!(l2.is_error && l2.content == UNKNOWN_OUTCOME, "{l2:?}");
+    assert!(l2.output.is_error && l2.output.content == UNKNOWN_OUTCOME, "{l2:?}");
     assert_one_result_per_call(resumed.machine().messages());
     assert_eq!(resumed.finish().unwrap(), json!({"answer": "42"}));
 }
@@ -455,7 +455,7 @@ fn compaction_drops_the_oldest_tool_results_and_keeps_the_task() {
         .messages()
         .iter()
         .filter_map(|m| match m {
-            Message::ToolResult(r) if r.tool_name == "lookup" => Some(r.content.as_str()),
+            Message::ToolResult(r) if r.tool_name == "lookup" => Some(r.output.content.as_str()),
             _ => None,
         })
         .collect();

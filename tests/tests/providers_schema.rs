@@ -22,7 +22,7 @@ use verity_core::provider::openai::{self, MaxTokensField};
 use verity_core::retrieve::Corpus;
 use verity_core::{
     AnthropicConfig, AssistantMessage, ContentBlock, Machine, Message, ModelRequest, OpenAiConfig,
-    Output, StopReason, ToolCall, ToolChoice, ToolResult, ToolSpec, step,
+    Output, StopReason, ToolCall, ToolChoice, ToolOutput, ToolResult, ToolSpec, step,
 };
 use verity_tests::http::workspace_root;
 
@@ -244,14 +244,9 @@ fn call(id: &str, name: &str, arguments: Value) -> ContentBlock {
 }
 
 fn result(id: &str, name: &str, content: &str, is_error: bool) -> Message {
-    Message::ToolResult(ToolResult {
-        call_id: id.into(),
-        tool_name: name.into(),
-        content: content.into(),
-        details: Value::Null,
-        is_error,
-        terminate: false,
-    })
+    let output =
+        if is_error { ToolOutput::error(content) } else { ToolOutput::ok(content, Value::Null) };
+    Message::ToolResult(ToolResult { call_id: id.into(), tool_name: name.into(), output })
 }
 
 /// Conversations covering every message shape the codecs map.

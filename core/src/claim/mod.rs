@@ -601,10 +601,12 @@ pub fn new_evidence(messages: &[Message], corpus: &Corpus, known: &[String]) -> 
     let mut new: Vec<String> = Vec::new();
     for message in messages {
         let Message::ToolResult(result) = message else { continue };
-        if result.tool_name != LOOKUP_EVIDENCE || result.is_error {
+        if result.tool_name != LOOKUP_EVIDENCE || result.output.is_error {
             continue;
         }
-        let Some(hits) = result.details.get("hits").and_then(Value::as_array) else { continue };
+        let Some(hits) = result.output.details.get("hits").and_then(Value::as_array) else {
+            continue;
+        };
         for id in hits.iter().filter_map(Value::as_str) {
             let Some(passage) = corpus.get(id) else { continue };
             if !known.contains(&passage.text) && !new.contains(&passage.text) {

@@ -299,9 +299,9 @@ fn messages(request: &ModelRequest<'_>) -> Vec<Value> {
                 let mut block = json!({
                     "type": "tool_result",
                     "tool_use_id": wire_id(&result.call_id),
-                    "content": result.content,
+                    "content": result.output.content,
                 });
-                if result.is_error {
+                if result.output.is_error {
                     block["is_error"] = json!(true);
                 }
                 push("user", block);

@@ -295,7 +295,7 @@ fn messages(request: &ModelRequest<'_>) -> Vec<Value> {
             Message::ToolResult(result) => out.push(json!({
                 "role": "tool",
                 "tool_call_id": result.call_id,
-                "content": result.content,
+                "content": result.output.content,
             })),
         }
     }
