@@ -33,10 +33,10 @@ use serde_json::{Map, Value, json};
 
 use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
-use super::sse::{SseDecoder, SseEvent};
+use super::sse::SseEvent;
 use super::{
-    Blocks, Delta, Ending, RawBody, ToolChoice, assemble, embedded_error, error_fields, http_error,
-    interrupted, malformed, parse_body,
+    Blocks, Delta, Ending, StreamState, ToolChoice, assemble, embedded_error, error_fields,
+    http_error, malformed, parse_body,
 };
 use crate::message::{AssistantMessage, ContentBlock, Message, ModelRequest, Usage};
 
@@ -382,15 +382,9 @@ fn read_usage(usage: &mut Usage, reported: &Value) {
 /// Decodes a streamed response as its bytes arrive.
 #[derive(Debug)]
 pub struct AnthropicStream {
-    sse: SseDecoder,
-    status: u16,
-    price: Option<Price>,
-    blocks: Blocks,
+    state: StreamState,
     stop_reason: Option<String>,
     usage: Usage,
-    done: bool,
-    failure: Option<AssistantMessage>,
-    raw: RawBody,
 }
 
 impl AnthropicStream {
@@ -398,80 +392,56 @@ impl AnthropicStream {
     #[must_use]
     pub fn new(config: &AnthropicConfig, status: u16) -> Self {
         Self {
-            sse: SseDecoder::new(),
-            status,
-            price: config.price,
-            blocks: Blocks::default(),
+            state: StreamState::new(status, config.price),
             stop_reason: None,
             usage: Usage::default(),
-            done: false,
-            failure: None,
-            raw: RawBody::default(),
         }
     }
 
     /// Feeds the next bytes; returns what they added.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Delta> {
-        self.raw.push(bytes);
-        let events = self.sse.feed(bytes);
+        let events = self.state.feed(bytes);
         self.handle(&events, false)
     }
 
     /// The stream ended: the final message.
     #[must_use]
     pub fn finish(mut self) -> AssistantMessage {
-        let events = self.sse.finish();
+        let events = self.state.end();
         self.handle(&events, true);
-        if let Some(failed) = self.failure {
+        if let Some(failed) = self.state.failure_at_end("the stream ended before message_stop") {
             return failed;
-        }
-        if !self.done {
-            return interrupted(
-                self.status,
-                self.raw.bytes(),
-                "the stream ended before message_stop",
-            );
         }
         let ending = ending(self.stop_reason.as_deref());
         assemble(
-            self.blocks.into_content(),
+            self.state.blocks.into_content(),
             ending,
             self.usage,
-            self.price.as_ref(),
+            self.state.price.as_ref(),
             None,
-            self.status,
+            self.state.status,
         )
     }
 
     /// The status of the response head.
     #[must_use]
     pub fn status(&self) -> u16 {
-        self.status
+        self.state.status
     }
 
     /// The body so far (up to [`super::RAW_BODY_LIMIT`]).
     #[must_use]
     pub fn raw(&self) -> &[u8] {
-        self.raw.bytes()
+        self.state.raw()
     }
 
     fn handle(&mut self, events: &[SseEvent], at_end: bool) -> Vec<Delta> {
         let mut deltas = Vec::new();
         for event in events {
-            if self.done || self.failure.is_some() {
+            if self.state.stopped() {
                 break;
             }
-            let value: Value = match serde_json::from_str(&event.data) {
-                Ok(value) => value,
-                Err(error) => {
-                    self.failure = Some(if at_end && error.is_eof() {
-                        interrupted(self.status, self.raw.bytes(), "the stream ended mid-event")
-                    } else {
-                        malformed(self.status, self.raw.bytes(), "a stream event is not JSON")
-                    });
-                    break;
-                }
-            };
+            let Some(value) = self.state.parse(&event.data, at_end) else { break };
             let kind = value.get("type").and_then(Value::as_str).unwrap_or(&event.event);
             match kind {
                 "message_start" => {
@@ -491,14 +461,14 @@ impl AnthropicStream {
                         read_usage(&mut self.usage, usage);
                     }
                 }
-                "message_stop" => self.done = true,
+                "message_stop" => self.state.done = true,
                 "error" => {
                     let (kind, message, code) = error_fields(&value).unwrap_or((
                         None,
                         "an error event without details".to_owned(),
                         None,
                     ));
-                    self.failure = Some(embedded_error(kind.as_deref(), &message, code));
+                    self.state.failure = Some(embedded_error(kind.as_deref(), &message, code));
                 }
                 // `ping`, `content_block_stop` and events added later.
                 _ => {}
@@ -516,7 +486,7 @@ impl AnthropicStream {
             "thinking" => self.thinking(text("thinking"), deltas),
             "tool_use" => {
                 let (id, name) = (text("id"), text("name"));
-                if self.blocks.call(index, id, name) {
+                if self.state.blocks.call(index, id, name) {
                     deltas.push(Delta::ToolCallStart {
                         index,
                         id: id.to_owned(),
@@ -529,7 +499,7 @@ impl AnthropicStream {
                     .filter(|input| input.as_object().is_some_and(|fields| !fields.is_empty()))
                 {
                     let piece = input.to_string();
-                    self.blocks.arguments(index, &piece);
+                    self.state.blocks.arguments(index, &piece);
                     deltas.push(Delta::ToolCallArguments { index, arguments: piece });
                 }
             }
@@ -544,10 +514,10 @@ impl AnthropicStream {
         match text("type") {
             "text_delta" => self.text(text("text"), deltas),
             "thinking_delta" => self.thinking(text("thinking"), deltas),
-            "signature_delta" => self.blocks.signature(text("signature")),
+            "signature_delta" => self.state.blocks.signature(text("signature")),
             "input_json_delta" => {
                 let piece = text("partial_json");
-                if self.blocks.call(index, "", "") {
+                if self.state.blocks.call(index, "", "") {
                     deltas.push(Delta::ToolCallStart {
                         index,
                         id: String::new(),
@@ -555,7 +525,7 @@ impl AnthropicStream {
                     });
                 }
                 if !piece.is_empty() {
-                    self.blocks.arguments(index, piece);
+                    self.state.blocks.arguments(index, piece);
                     deltas.push(Delta::ToolCallArguments { index, arguments: piece.to_owned() });
                 }
             }
@@ -565,14 +535,14 @@ impl AnthropicStream {
 
     fn text(&mut self, piece: &str, deltas: &mut Vec<Delta>) {
         if !piece.is_empty() {
-            self.blocks.text(piece);
+            self.state.blocks.text(piece);
             deltas.push(Delta::Text { text: piece.to_owned() });
         }
     }
 
     fn thinking(&mut self, piece: &str, deltas: &mut Vec<Delta>) {
         if !piece.is_empty() {
-            self.blocks.thinking(piece);
+            self.state.blocks.thinking(piece);
             deltas.push(Delta::Thinking { thinking: piece.to_owned() });
         }
     }

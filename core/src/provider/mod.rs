@@ -736,6 +736,81 @@ impl Blocks {
     }
 }
 
+/// What both streaming decoders share: the SSE framing, the raw body kept for error reports,
+/// the content assembled so far, and whether the stream completed or failed. Each decoder adds
+/// its protocol's events on top.
+#[derive(Debug)]
+pub(crate) struct StreamState {
+    sse: SseDecoder,
+    raw: RawBody,
+    pub(crate) status: u16,
+    pub(crate) price: Option<Price>,
+    pub(crate) blocks: Blocks,
+    /// The protocol's final event arrived.
+    pub(crate) done: bool,
+    pub(crate) failure: Option<AssistantMessage>,
+}
+
+impl StreamState {
+    pub(crate) fn new(status: u16, price: Option<Price>) -> Self {
+        Self {
+            sse: SseDecoder::new(),
+            raw: RawBody::default(),
+            status,
+            price,
+            blocks: Blocks::default(),
+            done: false,
+            failure: None,
+        }
+    }
+
+    /// Keeps `bytes` for the raw body and returns the events they complete.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+        self.raw.push(bytes);
+        self.sse.feed(bytes)
+    }
+
+    /// The events the end of the body completes.
+    pub(crate) fn end(&mut self) -> Vec<SseEvent> {
+        self.sse.finish()
+    }
+
+    /// The body so far (up to [`RAW_BODY_LIMIT`]).
+    pub(crate) fn raw(&self) -> &[u8] {
+        self.raw.bytes()
+    }
+
+    /// No more events are read once the stream completed or failed.
+    pub(crate) fn stopped(&self) -> bool {
+        self.done || self.failure.is_some()
+    }
+
+    /// An event's JSON data, or `None` after recording the failure: a stream that ended inside
+    /// an event was interrupted, any other bad data is malformed.
+    pub(crate) fn parse(&mut self, data: &str, at_end: bool) -> Option<Value> {
+        match serde_json::from_str(data) {
+            Ok(value) => Some(value),
+            Err(error) => {
+                self.failure = Some(if at_end && error.is_eof() {
+                    interrupted(self.status, self.raw.bytes(), "the stream ended mid-event")
+                } else {
+                    malformed(self.status, self.raw.bytes(), "a stream event is not JSON")
+                });
+                None
+            }
+        }
+    }
+
+    /// After the last event: the recorded failure, or an interruption named `missing` if the
+    /// final event never came; `None` for a complete stream.
+    pub(crate) fn failure_at_end(&mut self, missing: &str) -> Option<AssistantMessage> {
+        if self.failure.is_none() && !self.done {
+            return Some(interrupted(self.status, self.raw.bytes(), missing));
+        }
+        self.failure.take()
+    }
+}
+
 /// The bytes of a streamed body, kept (up to [`RAW_BODY_LIMIT`]) for a failure report.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RawBody {

@@ -28,10 +28,10 @@ use serde_json::{Map, Value, json};
 
 use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
-use super::sse::{SseDecoder, SseEvent};
+use super::sse::SseEvent;
 use super::{
-    Blocks, Delta, Ending, RawBody, ToolChoice, arguments_text, assemble, embedded_error,
-    error_fields, http_error, interrupted, malformed, parse_body,
+    Blocks, Delta, Ending, StreamState, ToolChoice, arguments_text, assemble, embedded_error,
+    error_fields, http_error, malformed, parse_body,
 };
 use crate::message::{AssistantMessage, Message, ModelRequest, Usage};
 
@@ -394,102 +394,72 @@ fn usage(value: Option<&Value>) -> (Usage, Option<f64>) {
 /// Decodes a streamed response as its bytes arrive.
 #[derive(Debug)]
 pub struct OpenAiStream {
-    sse: SseDecoder,
-    status: u16,
-    price: Option<Price>,
-    blocks: Blocks,
+    state: StreamState,
     finish_reason: Option<String>,
     usage: Option<Value>,
-    done: bool,
-    failure: Option<AssistantMessage>,
-    raw: RawBody,
 }
 
 impl OpenAiStream {
     /// A decoder for a stream whose response head had `status` (2xx).
     #[must_use]
     pub fn new(config: &OpenAiConfig, status: u16) -> Self {
-        Self {
-            sse: SseDecoder::new(),
-            status,
-            price: config.price,
-            blocks: Blocks::default(),
-            finish_reason: None,
-            usage: None,
-            done: false,
-            failure: None,
-            raw: RawBody::default(),
-        }
+        Self { state: StreamState::new(status, config.price), finish_reason: None, usage: None }
     }
 
     /// Feeds the next bytes; returns what they added.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Delta> {
-        self.raw.push(bytes);
-        let events = self.sse.feed(bytes);
+        let events = self.state.feed(bytes);
         self.handle(&events, false)
     }
 
     /// The stream ended: the final message.
     #[must_use]
     pub fn finish(mut self) -> AssistantMessage {
-        let events = self.sse.finish();
+        let events = self.state.end();
         self.handle(&events, true);
-        if let Some(failed) = self.failure {
+        if let Some(failed) = self.state.failure_at_end("the stream ended before [DONE]") {
             return failed;
-        }
-        if !self.done {
-            return interrupted(self.status, self.raw.bytes(), "the stream ended before [DONE]");
         }
         let ending = ending(self.finish_reason.as_deref());
         let (usage, reported_cost) = usage(self.usage.as_ref());
         assemble(
-            self.blocks.into_content(),
+            self.state.blocks.into_content(),
             ending,
             usage,
-            self.price.as_ref(),
+            self.state.price.as_ref(),
             reported_cost,
-            self.status,
+            self.state.status,
         )
     }
 
     /// The status of the response head.
     #[must_use]
     pub fn status(&self) -> u16 {
-        self.status
+        self.state.status
     }
 
     /// The body so far (up to [`super::RAW_BODY_LIMIT`]).
     #[must_use]
     pub fn raw(&self) -> &[u8] {
-        self.raw.bytes()
+        self.state.raw()
     }
 
     fn handle(&mut self, events: &[SseEvent], at_end: bool) -> Vec<Delta> {
         let mut deltas = Vec::new();
         for event in events {
-            if self.done || self.failure.is_some() {
+            if self.state.stopped() {
                 break;
             }
             let data = event.data.trim();
             if data == "[DONE]" {
-                self.done = true;
+                self.state.done = true;
                 continue;
             }
-            let chunk: Value = match serde_json::from_str(data) {
-                Ok(chunk) => chunk,
-                Err(error) => {
-                    self.failure = Some(if at_end && error.is_eof() {
-                        interrupted(self.status, self.raw.bytes(), "the stream ended mid-event")
-                    } else {
-                        malformed(self.status, self.raw.bytes(), "a stream event is not JSON")
-                    });
-                    break;
-                }
-            };
+            let Some(chunk) = self.state.parse(data, at_end) else { break };
             if chunk.get("error").is_some()
                 && let Some((kind, message, code)) = error_fields(&chunk)
             {
-                self.failure = Some(embedded_error(kind.as_deref(), &message, code));
+                self.state.failure = Some(embedded_error(kind.as_deref(), &message, code));
                 break;
             }
             self.chunk(&chunk, &mut deltas);
@@ -511,19 +481,19 @@ impl OpenAiStream {
         let Some(delta) = choice.get("delta") else { return };
         for key in ["reasoning_content", "reasoning"] {
             if let Some(piece) = delta.get(key).and_then(Value::as_str).filter(|p| !p.is_empty()) {
-                self.blocks.thinking(piece);
+                self.state.blocks.thinking(piece);
                 deltas.push(Delta::Thinking { thinking: piece.to_owned() });
                 break;
             }
         }
         if let Some(piece) = delta.get("content").and_then(Value::as_str).filter(|p| !p.is_empty())
         {
-            self.blocks.text(piece);
+            self.state.blocks.text(piece);
             deltas.push(Delta::Text { text: piece.to_owned() });
         }
         if let Some(piece) = delta.get("refusal").and_then(Value::as_str).filter(|p| !p.is_empty())
         {
-            self.blocks.text(piece);
+            self.state.blocks.text(piece);
             deltas.push(Delta::Text { text: piece.to_owned() });
         }
         let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) else { return };
@@ -537,7 +507,7 @@ impl OpenAiStream {
             let function = call.get("function");
             let name =
                 function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or_default();
-            if self.blocks.call(index, id, name) {
+            if self.state.blocks.call(index, id, name) {
                 deltas.push(Delta::ToolCallStart {
                     index,
                     id: id.to_owned(),
@@ -550,7 +520,7 @@ impl OpenAiStream {
                 Some(other) => other.to_string(),
             };
             if !piece.is_empty() {
-                self.blocks.arguments(index, &piece);
+                self.state.blocks.arguments(index, &piece);
                 deltas.push(Delta::ToolCallArguments { index, arguments: piece });
             }
         }
