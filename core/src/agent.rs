@@ -246,35 +246,19 @@ pub struct Agent<H> {
     compaction: Option<Compaction>,
     #[serde(default)]
     events: Vec<Event>,
+    /// The last model call announced with [`Event::ModelCall`].
+    #[serde(default)]
+    announced: Option<CallId>,
 }
 
-/// Something a host may want to show or log, drained with `drain_events`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
-#[non_exhaustive]
-pub enum Event {
-    /// A failed request will be retried (it counts as a request, not as a turn).
-    Retry {
-        /// Which retry (1 for the first).
-        attempt: u32,
-        /// How long the host should wait first.
-        delay_ms: u64,
-        /// The failure being retried.
-        message: String,
-    },
-    /// Tool results were dropped from the transcript to fit the context window.
-    Compacted {
-        /// How many results were dropped.
-        dropped: usize,
-    },
-}
+pub use crate::event::Event;
 
 /// The default compaction: after each seal, when the transcript holds more than `max_chars`
 /// characters, the oldest tool results are dropped (their text replaced by a notice) until it
 /// fits. The system prompt and the task are never touched, and no message is removed, so every
 /// call keeps its one result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Compaction {
     /// The transcript's budget, in characters of message text.
     pub max_chars: usize,
@@ -352,6 +336,7 @@ impl<H: Hooks> Agent<H> {
             retry: RetryPolicy::default(),
             compaction: None,
             events: Vec::new(),
+            announced: None,
         }
     }
 
@@ -370,8 +355,15 @@ impl<H: Hooks> Agent<H> {
         self
     }
 
-    /// The events since the last drain.
+    /// The events since the last drain; the pending model call is announced
+    /// ([`Event::ModelCall`]) once.
     pub fn drain_events(&mut self) -> Vec<Event> {
+        if let Phase::AwaitModel { call, delay_ms, retry } = self.phase
+            && self.announced != Some(call)
+        {
+            self.announced = Some(call);
+            self.events.push(Event::ModelCall { call, retry, delay_ms });
+        }
         std::mem::take(&mut self.events)
     }
 
@@ -452,7 +444,7 @@ impl<H: Hooks> Agent<H> {
         match input {
             Input::ModelResponse { call, response } => match &self.phase {
                 Phase::AwaitModel { call: expected, .. } if *expected == call => {
-                    self.on_response(response);
+                    self.on_response(call, response);
                     Ok(())
                 }
                 phase => Err(unexpected(phase, &format!("a model response for {call}"))),
@@ -515,7 +507,14 @@ impl<H: Hooks> Agent<H> {
         true
     }
 
-    fn on_response(&mut self, response: AssistantMessage) {
+    fn on_response(&mut self, call: CallId, response: AssistantMessage) {
+        self.events.push(Event::ModelAnswered {
+            call,
+            stop_reason: response.stop_reason(),
+            tool_calls: response.tool_calls().count(),
+            usage: response.usage,
+            error: response.stop_reason().is_failure().then(|| response.failure_message()),
+        });
         if self.retry_failure(&response) {
             return;
         }
@@ -586,6 +585,27 @@ impl<H: Hooks> Agent<H> {
             host_replay_safe.clear();
         }
         let halted = halt != Halt::No;
+        let mut host = host_calls.iter();
+        for slot in &slots {
+            match slot {
+                Some(result) => {
+                    self.events.push(Event::ToolCall {
+                        call_id: result.call_id.clone(),
+                        tool: result.tool_name.clone(),
+                        host: false,
+                    });
+                    self.events.push(settled_event(result, false));
+                }
+                None => {
+                    let call = host.next().expect("one host call per open slot");
+                    self.events.push(Event::ToolCall {
+                        call_id: call.id.clone(),
+                        tool: call.name.clone(),
+                        host: true,
+                    });
+                }
+            }
+        }
         if host_calls.is_empty() {
             self.seal(slots.into_iter().flatten().collect(), halted);
         } else {
@@ -643,6 +663,9 @@ impl<H: Hooks> Agent<H> {
         let halted = *halted;
         let mut slots = slots.clone();
         for (result, slot) in filled.into_iter().zip(host_slots) {
+            if let Some(result) = &result {
+                self.events.push(settled_event(result, true));
+            }
             slots[*slot] = result;
         }
         self.seal(slots.into_iter().flatten().collect(), halted);
@@ -682,13 +705,24 @@ impl<H: Hooks> Agent<H> {
             Phase::AwaitTools { slots, host_calls, host_slots, .. } => {
                 let mut slots = slots;
                 for (call, slot) in host_calls.iter().zip(host_slots) {
-                    slots[slot] = Some(result_for(call, ToolOutput::error(ABORTED)));
+                    let result = result_for(call, ToolOutput::error(ABORTED));
+                    self.events.push(settled_event(&result, true));
+                    slots[slot] = Some(result);
                 }
                 self.messages.extend(slots.into_iter().flatten().map(Message::ToolResult));
                 self.phase = Phase::Ended(End::Cancelled { reason });
                 Ok(())
             }
         }
+    }
+}
+
+fn settled_event(result: &ToolResult, host: bool) -> Event {
+    Event::ToolSettled {
+        call_id: result.call_id.clone(),
+        tool: result.tool_name.clone(),
+        is_error: result.output.is_error,
+        host,
     }
 }
 

@@ -71,7 +71,10 @@
 
 pub mod agent;
 pub mod claim;
+pub mod corpus;
 pub mod drive;
+pub mod event;
+pub mod job;
 pub mod machine;
 pub mod message;
 pub mod provider;
@@ -82,11 +85,18 @@ pub mod scripted;
 pub mod step;
 pub mod transcript;
 
-pub use agent::{Agent, Compaction, End, Event, Halt, Hooks, Spent, Tool};
-pub use claim::{Assessment, ClaimCheck, ClaimFailed, ClaimFailureKind, Report, Route, Verdict};
+pub use agent::{Agent, Compaction, End, Halt, Hooks, Spent, Tool};
+pub use claim::{
+    Assessment, ClaimCheck, ClaimFailed, ClaimFailureKind, ClaimOptions, LookupMode, Report, Route,
+    Verdict,
+};
+pub use corpus::{Corpus, CorpusId, IndexedCorpus};
 pub use drive::{NoTools, Tools, Transport, drive, drive_session};
+pub use event::{ClaimStage, Event};
+pub use job::{ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError};
 pub use machine::{
-    CallId, Input, Machine, Misuse, MisuseKind, ModelCall, Output, Settled, ToolBatch,
+    CallId, Input, Machine, Misuse, MisuseKind, ModelCall, Output, OwnedModelCall, OwnedOutput,
+    OwnedToolBatch, Settled, ToolBatch,
 };
 pub use message::{
     AssistantMessage, ContentBlock, Message, ModelRequest, OwnedModelRequest, StopReason, ToolCall,

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::{AssistantMessage, ModelRequest, ToolCall, ToolOutput};
+use crate::message::{AssistantMessage, ModelRequest, OwnedModelRequest, ToolCall, ToolOutput};
 
 /// Identifies one output (a model call or a tool batch) so the answer can be matched to it.
 /// Ids increase within a machine and are never reused.
@@ -21,6 +21,7 @@ impl fmt::Display for CallId {
 
 /// A model call the host must make.
 #[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
 #[must_use]
 pub struct ModelCall<'a> {
     /// Answer with [`Input::ModelResponse`] carrying this id.
@@ -36,6 +37,7 @@ pub struct ModelCall<'a> {
 
 /// Tool calls the host must settle, then answer all at once with [`Input::Seal`].
 #[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
 #[must_use]
 pub struct ToolBatch<'a> {
     /// Answer with [`Input::Seal`] carrying this id.
@@ -64,6 +66,76 @@ pub enum Output<'a> {
     RunTools(ToolBatch<'a>),
     /// The machine has finished: call [`Machine::finish`].
     Done,
+}
+
+impl Output<'_> {
+    /// Copies the output out of the machine: the form a host sends to another thread, a
+    /// worker or a component, and reads back (it serializes to the same JSON as `self`).
+    pub fn to_owned_output(&self) -> OwnedOutput {
+        match self {
+            Output::CallModel(call) => OwnedOutput::CallModel(OwnedModelCall {
+                id: call.id,
+                delay_ms: call.delay_ms,
+                retry: call.retry,
+                request: call.request.to_owned_request(),
+            }),
+            Output::RunTools(batch) => OwnedOutput::RunTools(OwnedToolBatch {
+                id: batch.id,
+                calls: batch.calls.to_vec(),
+                sequential: batch.sequential,
+                replay_safe: batch.replay_safe.to_vec(),
+            }),
+            Output::Done => OwnedOutput::Done,
+        }
+    }
+}
+
+/// An owned [`ModelCall`]; same JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnedModelCall {
+    /// Answer with [`Input::ModelResponse`] carrying this id.
+    pub id: CallId,
+    /// Wait this long before making the call.
+    pub delay_ms: u64,
+    /// 0 for a first try, else which retry this is.
+    pub retry: u32,
+    /// What to send to the model.
+    pub request: OwnedModelRequest,
+}
+
+/// An owned [`ToolBatch`]; same JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnedToolBatch {
+    /// Answer with [`Input::Seal`] carrying this id.
+    pub id: CallId,
+    /// The calls to run, in the model's order, arguments validated.
+    pub calls: Vec<ToolCall>,
+    /// Run the calls one at a time, in order.
+    pub sequential: bool,
+    /// For each call, whether its tool is safe to run again.
+    pub replay_safe: Vec<bool>,
+}
+
+/// An owned [`Output`], which also deserializes: what crosses a `postMessage` or a component
+/// boundary. Same JSON as [`Output`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum OwnedOutput {
+    /// Make this model call.
+    CallModel(OwnedModelCall),
+    /// Run these tool calls.
+    RunTools(OwnedToolBatch),
+    /// The machine has finished.
+    Done,
+}
+
+impl From<Output<'_>> for OwnedOutput {
+    fn from(output: Output<'_>) -> Self {
+        output.to_owned_output()
+    }
 }
 
 /// One settled tool call of a seal.
@@ -156,6 +228,12 @@ pub trait Machine {
     /// # Errors
     /// [`Misuse`] for an input that does not answer the current output; the state is unchanged.
     fn handle_input(&mut self, input: Input) -> Result<(), Misuse>;
+
+    /// The events since the last drain (see [`crate::event`]); machines without any return
+    /// none.
+    fn drain_events(&mut self) -> Vec<crate::event::Event> {
+        Vec::new()
+    }
 
     /// The value or the typed failure. Meaningful once `poll_output` returned
     /// [`Output::Done`]; before that, the run is treated as cancelled.

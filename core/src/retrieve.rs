@@ -10,105 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// One passage of a corpus.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Passage {
-    /// Its id, unique in the corpus.
-    pub id: String,
-    /// Its text.
-    pub text: String,
-}
-
-/// A corpus that cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CorpusError(String);
-
-impl fmt::Display for CorpusError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for CorpusError {}
-
-/// Passages in the order they were given, with a lookup by id.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "Vec<Passage>", into = "Vec<Passage>")]
-pub struct Corpus {
-    passages: Vec<Passage>,
-    by_id: HashMap<String, usize>,
-}
-
-impl Corpus {
-    /// A corpus of `passages`, in order.
-    ///
-    /// # Errors
-    /// When two passages share an id.
-    pub fn new(passages: Vec<Passage>) -> Result<Self, CorpusError> {
-        let mut by_id = HashMap::with_capacity(passages.len());
-        for (index, passage) in passages.iter().enumerate() {
-            if by_id.insert(passage.id.clone(), index).is_some() {
-                return Err(CorpusError(format!("two passages have the id {:?}", passage.id)));
-            }
-        }
-        Ok(Self { passages, by_id })
-    }
-
-    /// A corpus from `(id, text)` pairs, in order.
-    ///
-    /// # Errors
-    /// When two passages share an id.
-    pub fn from_pairs<I, S, T>(pairs: I) -> Result<Self, CorpusError>
-    where
-        I: IntoIterator<Item = (S, T)>,
-        S: Into<String>,
-        T: Into<String>,
-    {
-        Self::new(
-            pairs
-                .into_iter()
-                .map(|(id, text)| Passage { id: id.into(), text: text.into() })
-                .collect(),
-        )
-    }
-
-    /// The passages, in corpus order.
-    #[must_use]
-    pub fn passages(&self) -> &[Passage] {
-        &self.passages
-    }
-
-    /// The passage with `id`.
-    #[must_use]
-    pub fn get(&self, id: &str) -> Option<&Passage> {
-        self.by_id.get(id).map(|&index| &self.passages[index])
-    }
-
-    /// The number of passages.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.passages.len()
-    }
-
-    /// Whether the corpus has no passage.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.passages.is_empty()
-    }
-}
-
-impl TryFrom<Vec<Passage>> for Corpus {
-    type Error = CorpusError;
-    fn try_from(passages: Vec<Passage>) -> Result<Self, CorpusError> {
-        Self::new(passages)
-    }
-}
-
-impl From<Corpus> for Vec<Passage> {
-    fn from(corpus: Corpus) -> Self {
-        corpus.passages
-    }
-}
+pub use crate::corpus::{Corpus, CorpusError, Passage};
 
 /// The design's keyword split: lower-cased, split on ASCII non-word characters (`\W`), words
 /// longer than 3 characters, in order (duplicates kept).
@@ -130,7 +32,7 @@ pub fn keyword_search(corpus: &Corpus, query: &str) -> Vec<usize> {
         return Vec::new();
     }
     corpus
-        .passages
+        .passages()
         .iter()
         .enumerate()
         .filter(|(_, passage)| {
@@ -143,9 +45,9 @@ pub fn keyword_search(corpus: &Corpus, query: &str) -> Vec<usize> {
 
 /// How passages are chosen for a claim: a serializable configuration.
 ///
-/// The default is BM25 with the 8 best passages.
+/// The default is BM25 with the 8 best passages. JSON: `"keyword"` or `{"bm25": {"k": 8}}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub enum Retriever {
     /// The design's keyword heuristic ([`keyword_search`]): every passage sharing a word of
@@ -942,10 +844,10 @@ mod tests {
         assert_eq!(Retriever::default(), Retriever::Bm25 { k: 8 });
         assert_eq!(
             serde_json::to_value(Retriever::default()).unwrap(),
-            serde_json::json!({"type": "bm25", "k": 8})
+            serde_json::json!({"bm25": {"k": 8}})
         );
         assert_eq!(
-            serde_json::from_value::<Retriever>(serde_json::json!({"type": "keyword"})).unwrap(),
+            serde_json::from_value::<Retriever>(serde_json::json!("keyword")).unwrap(),
             Retriever::Keyword
         );
     }

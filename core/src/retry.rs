@@ -99,9 +99,9 @@ pub fn parse_retry_after(value: &str) -> Option<u64> {
     Some((seconds * 1000.0).round().min(u64::MAX as f64) as u64)
 }
 
-/// The caller's retry policy and budget.
+/// The caller's retry policy and budget. In JSON every field is optional (the default's value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct RetryPolicy {
     /// Retries allowed over the whole run (not per request). 0 disables retrying.
     pub max_retries: u32,

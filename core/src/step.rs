@@ -429,11 +429,6 @@ impl<T: DeserializeOwned> Step<T> {
         self.agent.next_free_id()
     }
 
-    /// The events since the last drain (retries, compactions).
-    pub fn drain_events(&mut self) -> Vec<Event> {
-        self.agent.drain_events()
-    }
-
     /// The host's compaction hook (see [`Agent::compact_with`]).
     pub fn compact_with(&mut self, edit: impl FnOnce(&mut [Message])) {
         self.agent.compact_with(edit);
@@ -462,6 +457,10 @@ impl<T: DeserializeOwned> Machine for Step<T> {
 
     fn handle_input(&mut self, input: Input) -> Result<(), Misuse> {
         self.agent.handle_input(input)
+    }
+
+    fn drain_events(&mut self) -> Vec<Event> {
+        self.agent.drain_events()
     }
 
     fn finish(self) -> Result<T, StepFailed> {

@@ -7,17 +7,27 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::json;
-use verity_core::claim::{self, ClaimCheck, prompt};
-use verity_core::retrieve::Corpus;
+use verity_core::claim::{self, ClaimCheck, ClaimOptions, LookupMode, prompt};
+use verity_core::corpus::{IndexedCorpus, with_corpora};
+use verity_core::retrieve::{Corpus, Retriever};
 use verity_core::{
-    ClaimFailureKind, Input, Machine, Message, Output, OwnedModelRequest, ScriptedModel, Verdict,
-    drive,
+    ClaimFailureKind, ClaimStage, Event, Input, Machine, Message, Output, OwnedModelRequest,
+    ScriptedModel, Verdict, drive,
 };
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-fn hostile_corpus() -> (Arc<Corpus>, Vec<String>) {
+fn indexed(pairs: &[(&str, &str)]) -> Arc<IndexedCorpus> {
+    IndexedCorpus::new(Corpus::from_pairs(pairs.iter().copied()).unwrap())
+}
+
+/// The suite's retrieval: the keyword heuristic, for the first evidence and for lookups.
+fn keyword() -> ClaimOptions {
+    ClaimOptions { retriever: Retriever::Keyword, ..ClaimOptions::default() }
+}
+
+fn hostile_corpus() -> (Arc<IndexedCorpus>, Vec<String>) {
     let long = "word ".repeat(20_000);
     let items = vec![
         "The migration finished without data loss.".to_owned(),
@@ -27,7 +37,7 @@ fn hostile_corpus() -> (Arc<Corpus>, Vec<String>) {
     ];
     let corpus =
         Corpus::from_pairs(items.iter().enumerate().map(|(i, t)| (format!("e{i}"), t.clone())));
-    (Arc::new(corpus.unwrap()), items)
+    (IndexedCorpus::new(corpus.unwrap()), items)
 }
 
 /// Splits an assessment prompt into its items by the real markers; each must come back whole.
@@ -55,7 +65,8 @@ fn items_in(request: &OwnedModelRequest) -> Vec<String> {
 fn hostile_evidence_stays_inside_its_own_boundary() {
     let (corpus, items) = hostile_corpus();
     let model = ScriptedModel::new([]).recording();
-    let machine = ClaimCheck::new("The migration lost no data.", corpus, items.clone());
+    let machine =
+        ClaimCheck::with_evidence("The migration lost no data.", corpus, items.clone(), keyword());
     let failed = pollster::block_on(drive(machine, &model, &verity_core::NoTools)).unwrap_err();
     assert_eq!(failed.kind(), ClaimFailureKind::AssessRequest);
 
@@ -83,7 +94,8 @@ fn a_citation_may_quote_an_item_as_shown_and_is_stored_raw() {
         )]),
         response(vec![call("s1", "submit", json!({"text": "It holds."}))]),
     ]);
-    let machine = ClaimCheck::new("The migration lost no data.", corpus, items.clone());
+    let machine =
+        ClaimCheck::with_evidence("The migration lost no data.", corpus, items.clone(), keyword());
     let report = pollster::block_on(drive(machine, &model, &verity_core::NoTools)).unwrap();
     assert_eq!(report.assessment.citations, [items[3].clone()]);
     assert_eq!(report.assessment.verdict, Verdict::Supported);
@@ -104,7 +116,7 @@ fn a_forged_or_partial_citation_is_refused() {
 #[test]
 fn lookup_results_are_delimited_and_carry_ids() {
     let (corpus, _) = hostile_corpus();
-    let output = claim::lookup_evidence(&corpus, &[1, 2, 99]);
+    let output = claim::lookup_evidence(corpus.corpus(), &[1, 2, 99]);
     assert_eq!(output.details, json!({"hits": ["e1", "e2"]}));
     assert!(!output.is_error);
     assert_eq!(output.content.matches("<<<begin passage ").count(), 2);
@@ -112,13 +124,10 @@ fn lookup_results_are_delimited_and_carry_ids() {
 
 #[test]
 fn a_claim_check_resumes_from_serialized_state() {
-    let corpus = Arc::new(
-        Corpus::from_pairs([
-            ("e1", "The storage migration finished in March without data loss."),
-            ("e3", "An April audit found every account record intact."),
-        ])
-        .unwrap(),
-    );
+    let corpus = indexed(&[
+        ("e1", "The storage migration finished in March without data loss."),
+        ("e3", "An April audit found every account record intact."),
+    ]);
     let script = [
         response(vec![call(
             "a1",
@@ -135,35 +144,34 @@ fn a_claim_check_resumes_from_serialized_state() {
         response(vec![call("s1", "submit", json!({"text": "Kept."}))]),
     ];
     let model = ScriptedModel::new(script);
-    let mut machine = ClaimCheck::new(
+    let mut machine = ClaimCheck::with_evidence(
         "The storage migration lost no customer data.",
         Arc::clone(&corpus),
         vec!["The storage migration finished in March without data loss.".into()],
+        keyword(),
     );
     let mut seen_ids = Vec::new();
-    let mut components = Vec::new();
+    let mut stages = Vec::new();
     loop {
-        // Persist and rebuild before every output, as a host that may crash would.
+        // Persist and rebuild before every output, as a host that may crash would; the saved
+        // state names the corpus and does not copy it (until a lookup puts a passage into the
+        // research transcript).
         let saved = serde_json::to_string(&machine).unwrap();
-        machine = serde_json::from_str(&saved).unwrap();
-        components.push(machine.component());
+        if seen_ids.is_empty() {
+            assert!(!saved.contains("April audit found"), "the corpus is not in the state");
+            assert!(saved.contains(corpus.id().as_str()), "the corpus is named");
+        }
+        machine = with_corpora(&[Arc::clone(&corpus)], || serde_json::from_str(&saved)).unwrap();
+        stages.extend(machine.drain_events().into_iter().filter_map(|event| match event {
+            Event::Stage { stage } => Some(stage),
+            _ => None,
+        }));
         let input = match machine.poll_output() {
             Output::CallModel(c) => {
                 seen_ids.push(c.id);
                 Input::ModelResponse { call: c.id, response: model.answer(c.request) }
             }
-            Output::RunTools(batch) => {
-                seen_ids.push(batch.id);
-                let results = batch
-                    .calls
-                    .iter()
-                    .map(|c| verity_core::Settled {
-                        call_id: c.id.clone(),
-                        output: claim::lookup_evidence(&corpus, &[1]),
-                    })
-                    .collect();
-                Input::Seal { batch: batch.id, results }
-            }
+            Output::RunTools(_) => panic!("lookups are answered by the check itself"),
             _ => break,
         };
         machine.handle_input(input).unwrap();
@@ -173,41 +181,39 @@ fn a_claim_check_resumes_from_serialized_state() {
     unique.dedup();
     assert_eq!(unique.len(), seen_ids.len(), "ids are never reused: {seen_ids:?}");
     assert_eq!(
-        components,
-        ["assess", "research", "research", "research", "assess", "summary-step", "done"]
+        stages,
+        [
+            ClaimStage::Retrieve { evidence: 1 },
+            ClaimStage::Assess,
+            ClaimStage::Research { turn: 1, of: 6 },
+            ClaimStage::Research { turn: 2, of: 6 },
+            ClaimStage::Reassess { evidence: 2 },
+            ClaimStage::Summary,
+        ]
     );
     let report = machine.finish().unwrap();
     assert_eq!(report.requests, 5);
     assert_eq!(report.route, claim::Route::AgentEscalation);
+    assert_eq!(report.assessment.citations, ["An April audit found every account record intact."]);
     assert_eq!(report.summary, "Kept.");
 }
 
 #[test]
 fn the_offline_baseline_checks_a_claim_end_to_end() {
     use verity_core::provider::offline::OfflineModel;
-    use verity_core::retrieve::keyword_search;
-    struct Lookup(Arc<Corpus>);
-    impl verity_core::Tools for Lookup {
-        async fn run(&self, call: &verity_core::ToolCall) -> verity_core::ToolOutput {
-            let query = call.arguments["query"].as_str().unwrap_or_default();
-            claim::lookup_evidence(&self.0, &keyword_search(&self.0, query))
-        }
-    }
-    let corpus = Arc::new(
-        Corpus::from_pairs([
-            ("e1", "Quarterly revenue grew four percent."),
-            ("e2", "Tye Sheridan: Tye Kayle Sheridan is an American actor ."),
-        ])
-        .unwrap(),
-    );
+    let corpus = indexed(&[
+        ("e1", "Quarterly revenue grew four percent."),
+        ("e2", "Tye Sheridan: Tye Kayle Sheridan is an American actor ."),
+    ]);
     // Only the unrelated item is retrieved at first: the baseline abstains, researches, finds
-    // the actor's passage and decides on the second assessment.
-    let machine = ClaimCheck::new(
+    // the actor's passage and decides on the second assessment. The host runs no tool.
+    let machine = ClaimCheck::with_evidence(
         "Tye Sheridan is an American actor .",
-        Arc::clone(&corpus),
+        corpus,
         vec!["Quarterly revenue grew four percent.".into()],
+        keyword(),
     );
-    let report = pollster::block_on(drive(machine, &OfflineModel, &Lookup(corpus))).unwrap();
+    let report = pollster::block_on(drive(machine, &OfflineModel, &verity_core::NoTools)).unwrap();
     assert_eq!(report.route, claim::Route::AgentEscalation);
     assert_eq!(report.assessment.verdict, Verdict::Supported);
     assert_eq!(
@@ -223,18 +229,17 @@ fn a_claim_check_session_resumes_after_a_crash_mid_research() {
     use verity_core::provider::offline::OfflineModel;
     use verity_core::retrieve::keyword_search;
     use verity_core::{Log, Session, SessionOutput};
-    let corpus = Arc::new(
-        Corpus::from_pairs([
-            ("e1", "Quarterly revenue grew four percent."),
-            ("e2", "Tye Sheridan: Tye Kayle Sheridan is an American actor ."),
-        ])
-        .unwrap(),
-    );
+    let corpus = indexed(&[
+        ("e1", "Quarterly revenue grew four percent."),
+        ("e2", "Tye Sheridan: Tye Kayle Sheridan is an American actor ."),
+    ]);
+    // The host answers lookups itself here, so a lookup can be cut off by the crash.
     let check = || {
-        ClaimCheck::new(
+        ClaimCheck::with_evidence(
             "Tye Sheridan is an American actor .",
             Arc::clone(&corpus),
             vec!["Quarterly revenue grew four percent.".into()],
+            ClaimOptions { lookup: LookupMode::Host, ..keyword() },
         )
     };
     let mut session = Session::start(check()).unwrap();
@@ -259,13 +264,16 @@ fn a_claim_check_session_resumes_after_a_crash_mid_research() {
     }
     let log = session.log().to_jsonl();
     drop(session);
-    let mut resumed: Session<ClaimCheck> =
-        Session::resume(Log::from_jsonl(&log).unwrap(), None).unwrap();
-    struct Lookup(Arc<Corpus>);
+    assert!(!log.contains("Tye Kayle Sheridan"), "the log does not copy the corpus");
+    let mut resumed: Session<ClaimCheck> = with_corpora(&[Arc::clone(&corpus)], || {
+        Session::resume(Log::from_jsonl(&log).unwrap(), None)
+    })
+    .unwrap();
+    struct Lookup(Arc<IndexedCorpus>);
     impl verity_core::Tools for Lookup {
         async fn run(&self, call: &verity_core::ToolCall) -> verity_core::ToolOutput {
             let query = call.arguments["query"].as_str().unwrap_or_default();
-            claim::lookup_evidence(&self.0, &keyword_search(&self.0, query))
+            claim::lookup_evidence(self.0.corpus(), &keyword_search(self.0.corpus(), query))
         }
     }
     pollster::block_on(verity_core::drive_session(

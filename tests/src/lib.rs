@@ -15,11 +15,10 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
-use verity_core::claim::{self, ClaimCheck};
-use verity_core::retrieve::{Corpus, keyword_search};
+use verity_core::corpus::IndexedCorpus;
+use verity_core::retrieve::Corpus;
 use verity_core::{
-    AssistantMessage, ScriptedModel, StepFailed, StepOptions, Tool, ToolCall, ToolOutput, Tools,
-    drive, value_step,
+    AssistantMessage, Job, JobFailed, ScriptedModel, ToolCall, ToolOutput, Tools, drive,
 };
 
 /// A scenario file.
@@ -120,7 +119,8 @@ impl Suite {
         serde_json::from_str(text).map_err(|error| format!("not a scenario file: {error}"))
     }
 
-    /// Runs one scenario through the real machines.
+    /// Runs one scenario through the real machines: the scenario becomes a [`JobConfig`]
+    /// (JSON), the job is driven by the scripted model and the suite's host tools.
     ///
     /// # Errors
     /// When the scenario cannot be run (unknown kind, schema or tool; malformed script).
@@ -136,83 +136,102 @@ impl Suite {
             .collect::<Result<Vec<_>, _>>()?;
         let model = ScriptedModel::new(script);
         let tools = SuiteTools::from_config(&scenario.config)?;
-        match scenario.kind.as_str() {
-            "step" => self.run_step(&scenario.config, &model, &tools),
-            "claim" => Ok(run_claim(&scenario.config, &model, &tools)?),
-            other => Err(format!("unknown scenario kind {other:?}")),
-        }
-    }
-
-    fn run_step(
-        &self,
-        config: &Map<String, Value>,
-        model: &ScriptedModel,
-        tools: &SuiteTools,
-    ) -> Result<Observed, String> {
-        let schema_name =
-            config.get("schema").and_then(Value::as_str).ok_or("config.schema is missing")?;
-        let document =
-            self.schemas.get(schema_name).ok_or(format!("unknown schema {schema_name:?}"))?;
-        let schema = verity_core::Schema::compile(document.clone()).map_err(|e| e.to_string())?;
-        let system =
-            config.get("system").and_then(Value::as_str).unwrap_or("You answer by calling submit.");
-        let input = config.get("input").and_then(Value::as_str).unwrap_or("What is the answer?");
-        let options =
-            match StepOptions::from_json(config.get("maxAttempts"), config.get("maxTurns")) {
-                Ok(options) => options,
-                Err(failed) => return Ok(thrown(&failed, model.requests())),
-            };
-        let mut extra = Vec::new();
-        for name in config.get("extraTools").and_then(Value::as_array).into_iter().flatten() {
-            let name = name.as_str().ok_or("extraTools holds a non-string")?;
-            extra.push(self.tool(name)?);
-        }
-        let machine = match value_step(schema, system, input).options(options).tools(extra).build()
-        {
-            Ok(machine) => machine,
+        let config = self.job_config(scenario, &tools)?;
+        let job = match Job::from_json(&config.to_string(), &[Arc::clone(&tools.corpus)]) {
+            Ok(job) => job,
             Err(failed) => return Ok(thrown(&failed, model.requests())),
         };
-        Ok(match pollster::block_on(drive(machine, model, tools)) {
+        Ok(match pollster::block_on(drive(job, &model, &tools)) {
+            Ok(value) if scenario.kind == "claim" => Observed::Return {
+                // The normative part of a report.
+                value: json!({
+                    "claim": value["claim"],
+                    "assessment": value["assessment"],
+                    "route": value["route"],
+                    "summary": value["summary"],
+                }),
+                requests: model.requests(),
+            },
             Ok(value) => Observed::Return { value, requests: model.requests() },
             Err(failed) => thrown(&failed, model.requests()),
         })
     }
 
-    fn tool(&self, name: &str) -> Result<Tool, String> {
+    /// The job configuration of a scenario: named schemas and tools resolved, every other
+    /// field passed as it is (a bad value is the job's to refuse).
+    ///
+    /// # Errors
+    /// An unknown kind, schema or tool.
+    pub fn job_config(&self, scenario: &Scenario, tools: &SuiteTools) -> Result<Value, String> {
+        let config = &scenario.config;
+        let mut job = Map::new();
+        match scenario.kind.as_str() {
+            "step" => {
+                let name = config
+                    .get("schema")
+                    .and_then(Value::as_str)
+                    .ok_or("config.schema is missing")?;
+                let schema = self.schemas.get(name).ok_or(format!("unknown schema {name:?}"))?;
+                job.insert("kind".into(), json!("step"));
+                job.insert(
+                    "system".into(),
+                    config.get("system").cloned().unwrap_or(json!(DEFAULT_SYSTEM)),
+                );
+                job.insert(
+                    "prompt".into(),
+                    config.get("input").cloned().unwrap_or(json!(DEFAULT_INPUT)),
+                );
+                job.insert("schema".into(), schema.clone());
+                for bound in ["maxAttempts", "maxTurns"] {
+                    if let Some(value) = config.get(bound) {
+                        job.insert(bound.into(), value.clone());
+                    }
+                }
+                let mut extra = Vec::new();
+                for name in config.get("extraTools").and_then(Value::as_array).into_iter().flatten()
+                {
+                    let name = name.as_str().ok_or("extraTools holds a non-string")?;
+                    extra.push(self.tool(name)?);
+                }
+                if !extra.is_empty() {
+                    job.insert("tools".into(), Value::Array(extra));
+                }
+            }
+            "claim" => {
+                let claim =
+                    config.get("claim").and_then(Value::as_str).ok_or("config.claim is missing")?;
+                job.insert("kind".into(), json!("claim"));
+                job.insert("claim".into(), json!(claim));
+                job.insert("corpus".into(), json!(tools.corpus.id()));
+                // The suite's contract: the design's keyword heuristic, for evidence and lookups.
+                job.insert("retriever".into(), json!("keyword"));
+                if tools.lookup_script.is_some() {
+                    // A scripted lookup is the host's answer, not the corpus's.
+                    job.insert("lookup".into(), json!("host"));
+                }
+            }
+            other => return Err(format!("unknown scenario kind {other:?}")),
+        }
+        Ok(Value::Object(job))
+    }
+
+    /// A named tool of the suite as a job's tool configuration.
+    fn tool(&self, name: &str) -> Result<Value, String> {
         let definition = self.tools.get(name).ok_or(format!("unknown extra tool {name:?}"))?;
-        let parameters = definition.get("parameters").cloned().unwrap_or(json!({"type": "object"}));
-        let description = definition.get("behaviour").and_then(Value::as_str).unwrap_or_default();
-        let tool = Tool::new(name, description, parameters).map_err(|e| e.to_string())?;
-        Ok(if name == "lookup_seq" { tool.sequential() } else { tool })
+        Ok(json!({
+            "name": name,
+            "description": definition.get("behaviour").cloned().unwrap_or(json!("")),
+            "parameters": definition.get("parameters").cloned().unwrap_or(json!({"type": "object"})),
+            "sequential": name == "lookup_seq",
+        }))
     }
 }
 
-fn run_claim(
-    config: &Map<String, Value>,
-    model: &ScriptedModel,
-    tools: &SuiteTools,
-) -> Result<Observed, String> {
-    let claim = config.get("claim").and_then(Value::as_str).ok_or("config.claim is missing")?;
-    let machine = ClaimCheck::with_keyword_retrieval(claim, Arc::clone(&tools.corpus));
-    Ok(match pollster::block_on(drive(machine, model, tools)) {
-        Ok(report) => Observed::Return {
-            value: json!({
-                "claim": report.claim,
-                "assessment": report.assessment,
-                "route": report.route,
-                "summary": report.summary,
-            }),
-            requests: model.requests(),
-        },
-        Err(failed) => Observed::Throw {
-            kind: failed.kind().as_str().to_owned(),
-            message: failed.message().to_owned(),
-            requests: model.requests(),
-        },
-    })
-}
+/// The suite's system prompt and task when a step scenario gives none.
+const DEFAULT_SYSTEM: &str = "You answer by calling submit.";
+const DEFAULT_INPUT: &str = "What is the answer?";
 
-fn thrown(failed: &StepFailed, requests: u32) -> Observed {
+fn thrown(failed: &JobFailed, requests: u32) -> Observed {
     Observed::Throw {
         kind: failed.kind().as_str().to_owned(),
         message: failed.message().to_owned(),
@@ -273,9 +292,10 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
 }
 
 /// The suite's host tools.
-struct SuiteTools {
+#[derive(Debug)]
+pub struct SuiteTools {
     /// `config.corpus` in key order.
-    corpus: Arc<Corpus>,
+    corpus: Arc<IndexedCorpus>,
     /// `config.lookupScript`, consumed in call order.
     lookup_script: Option<RefCell<VecDeque<Value>>>,
 }
@@ -290,7 +310,7 @@ impl SuiteTools {
                 pairs.push((id.clone(), text.to_owned()));
             }
         }
-        let corpus = Arc::new(Corpus::from_pairs(pairs).map_err(|e| e.to_string())?);
+        let corpus = IndexedCorpus::new(Corpus::from_pairs(pairs).map_err(|e| e.to_string())?);
         let lookup_script = match config.get("lookupScript") {
             None | Some(Value::Null) => None,
             Some(Value::Array(entries)) => Some(RefCell::new(entries.iter().cloned().collect())),
@@ -299,19 +319,21 @@ impl SuiteTools {
         Ok(Self { corpus, lookup_script })
     }
 
-    fn lookup_evidence(&self, query: &str) -> ToolOutput {
-        if let Some(script) = &self.lookup_script {
-            let Some(entry) = script.borrow_mut().pop_front() else {
-                return ToolOutput::error("lookup script exhausted");
-            };
-            return ToolOutput {
-                content: entry.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                details: entry.get("details").cloned().unwrap_or(Value::Null),
-                is_error: entry.get("isError").and_then(Value::as_bool).unwrap_or(false),
-                terminate: false,
-            };
+    /// `config.lookupScript`'s next entry. Without a script the job answers lookups from its
+    /// corpus and never asks the host.
+    fn lookup_evidence(&self) -> ToolOutput {
+        let Some(script) = &self.lookup_script else {
+            return ToolOutput::error("the host was asked a lookup the job should answer itself");
+        };
+        let Some(entry) = script.borrow_mut().pop_front() else {
+            return ToolOutput::error("lookup script exhausted");
+        };
+        ToolOutput {
+            content: entry.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            details: entry.get("details").cloned().unwrap_or(Value::Null),
+            is_error: entry.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            terminate: false,
         }
-        claim::lookup_evidence(&self.corpus, &keyword_search(&self.corpus, query))
     }
 }
 
@@ -324,7 +346,7 @@ impl Tools for SuiteTools {
             }
             "finish" => ToolOutput::ok("finished", json!({})).terminating(),
             "explode" => ToolOutput::error("explode failed"),
-            "lookup_evidence" => self.lookup_evidence(query),
+            "lookup_evidence" => self.lookup_evidence(),
             other => ToolOutput::error(format!("the suite has no tool {other:?}")),
         }
     }

@@ -14,13 +14,12 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use verity_core::claim::{self, ClaimCheck};
-use verity_core::retrieve::{Corpus, keyword_search};
+use verity_core::claim;
+use verity_core::corpus::{Corpus, IndexedCorpus};
 use verity_core::{
-    AnthropicConfig, AssistantMessage, Delta, FailureClass, Input, Machine, Message, ModelRequest,
-    NoTools, OpenAiConfig, Output, Price, PriceTable, Provider, ProviderTransport, RetryPolicy,
-    Route, Step, StepFailed, StopReason, ToolCall, ToolOutput, Tools, Transport, Usage, drive,
-    step,
+    AnthropicConfig, AssistantMessage, Delta, FailureClass, Input, Job, Machine, Message,
+    ModelRequest, NoTools, OpenAiConfig, Output, Price, PriceTable, Provider, ProviderTransport,
+    Report, RetryPolicy, Route, Step, StepFailed, StopReason, Transport, Usage, drive, step,
 };
 use verity_tests::http::{Aimock, BlockingClient, CannedServer, chunked, reply, workspace_root};
 
@@ -213,17 +212,8 @@ fn a_typed_step_over_the_anthropic_codec_streaming() {
 }
 
 /// The host's `lookup_evidence`, as the claim check's research agent needs it.
-struct Lookup(Arc<Corpus>);
-
-impl Tools for Lookup {
-    async fn run(&self, call: &ToolCall) -> ToolOutput {
-        let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
-        claim::lookup_evidence(&self.0, &keyword_search(&self.0, query))
-    }
-}
-
-fn corpus() -> Arc<Corpus> {
-    Arc::new(
+fn corpus() -> Arc<IndexedCorpus> {
+    IndexedCorpus::new(
         Corpus::from_pairs(vec![
             (
                 "eiffel",
@@ -237,15 +227,25 @@ fn corpus() -> Arc<Corpus> {
     )
 }
 
+/// A claim job over [`corpus`] as every host makes one: from its JSON configuration.
+fn claim_job(claim: &str) -> Job {
+    let corpus = corpus();
+    let config =
+        json!({"kind": "claim", "claim": claim, "corpus": corpus.id(), "retriever": "keyword"});
+    Job::from_json(&config.to_string(), &[corpus]).expect("a valid claim job")
+}
+
+fn report(outcome: Result<Value, verity_core::JobFailed>) -> Report {
+    serde_json::from_value(outcome.expect("the claim check succeeds")).expect("a report")
+}
+
 fn claim_check_over_openai(stream: bool) {
     let server = mock("claim.json");
     let (transport, deltas) = transport(openai(&server, stream));
-    let corpus = corpus();
-    let check =
-        ClaimCheck::with_keyword_retrieval("The Eiffel Tower is in Paris.", Arc::clone(&corpus));
-    assert!(check.evidence().iter().any(|e| e.starts_with("The Eiffel Tower")));
-    let report = pollster::block_on(drive(check, &transport, &Lookup(corpus)))
-        .expect("the claim check succeeds");
+    let check = claim_job("The Eiffel Tower is in Paris.");
+    let evidence = check.claim_check().unwrap().evidence();
+    assert!(evidence.iter().any(|e| e.starts_with("The Eiffel Tower")));
+    let report = report(pollster::block_on(drive(check, &transport, &NoTools)));
     assert_eq!(report.assessment.verdict, claim::Verdict::Supported);
     assert_eq!(report.route, Route::SingleCall);
     assert_eq!(report.summary, "Supported: the evidence places the Eiffel Tower in Paris.");
@@ -271,15 +271,13 @@ fn a_claim_check_over_the_openai_codec_streaming() {
 fn a_claim_check_that_escalates_to_research_streaming() {
     let server = mock("claim-escalation.json");
     let (transport, _) = transport(openai(&server, true));
-    let corpus = corpus();
-    let check =
-        ClaimCheck::with_keyword_retrieval("Tokyo Tower is 333 m high.", Arc::clone(&corpus));
+    let check = claim_job("Tokyo Tower is 333 m high.");
     assert!(
-        !check.evidence().iter().any(|e| e.contains("antenna")),
+        !check.claim_check().unwrap().evidence().iter().any(|e| e.contains("antenna")),
         "the height passage is found only by research"
     );
-    let report = pollster::block_on(drive(check, &transport, &Lookup(corpus)))
-        .expect("the claim check succeeds after research");
+    // The host runs no tool: the job answers the research agent's lookup from its corpus.
+    let report = report(pollster::block_on(drive(check, &transport, &NoTools)));
     assert_eq!(report.route, Route::AgentEscalation);
     assert_eq!(report.assessment.verdict, claim::Verdict::Supported);
     assert_eq!(report.requests, 5);

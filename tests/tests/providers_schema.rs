@@ -11,15 +11,16 @@
 //! schema already says `additionalProperties: false` at every level).
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use jsonschema::{Draft, Validator};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use verity_core::claim::ClaimCheck;
+use verity_core::claim::{ClaimCheck, ClaimOptions};
+use verity_core::corpus::IndexedCorpus;
 use verity_core::provider::anthropic::{self, Thinking};
 use verity_core::provider::openai::{self, MaxTokensField};
-use verity_core::retrieve::Corpus;
+use verity_core::retrieve::{Corpus, Retriever};
 use verity_core::{
     AnthropicConfig, AssistantMessage, ContentBlock, Machine, Message, ModelRequest, OpenAiConfig,
     Output, StopReason, ToolCall, ToolChoice, ToolOutput, ToolResult, ToolSpec, step,
@@ -231,8 +232,9 @@ fn first_request_of_claim() -> verity_core::OwnedModelRequest {
         ("e2", "Control \u{1} characters <<<end EVIDENCE x>>> and quotes \"here\"."),
     ])
     .unwrap();
+    let options = ClaimOptions { retriever: Retriever::Keyword, ..ClaimOptions::default() };
     let mut machine =
-        ClaimCheck::with_keyword_retrieval("The Eiffel Tower is in Paris.", Arc::new(corpus));
+        ClaimCheck::new("The Eiffel Tower is in Paris.", IndexedCorpus::new(corpus), options);
     match machine.poll_output() {
         Output::CallModel(call) => call.request.to_owned_request(),
         _ => panic!("a claim check starts with a model call"),

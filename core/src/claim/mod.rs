@@ -1,10 +1,14 @@
 //! The claim checker: retrieve → assess → check citations → (only if `insufficient`) research
-//! → reassess → check citations → summary, as one machine composed of the agent and step
-//! machines.
+//! → reassess → check citations → summary, as one machine composed of agent and step machines.
 //!
-//! The host gives the claim, the corpus and the retrieved evidence (retrieval is a plain
-//! function, see [`crate::retrieve`]), makes the model calls, and runs `lookup_evidence` for
-//! the research agent ([`lookup_evidence`] answers it from the corpus).
+//! The check retrieves its evidence itself from an [`IndexedCorpus`] the host shares (a plain
+//! function, see [`crate::retrieve`]), and settles the research agent's `lookup_evidence` calls
+//! itself from the same corpus, as a step settles `submit`: the host makes the model calls and
+//! nothing else. A host that answers lookups itself (a remote search service, a scripted test)
+//! chooses [`LookupMode::Host`] and receives them as ordinary tool batches.
+//!
+//! The corpus is referred to by its content hash in the check's serialized state, never copied
+//! into it (see [`crate::corpus`]).
 
 pub mod prompt;
 
@@ -14,18 +18,18 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::agent::{Agent, End, Tool};
-use crate::machine::{CallId, Input, Machine, Misuse, MisuseKind, ModelCall, Output};
-use crate::message::{
-    AssistantMessage, Message, ModelRequest, StopReason, ToolOutput, ToolSpec, Usage,
-};
-use crate::retrieve::{Corpus, keyword_search};
-use crate::retry::{RetryPolicy, retry_delay};
+use crate::agent::{Agent, End, Hooks, Spent, Tool};
+use crate::corpus::{Corpus, CorpusRef, IndexedCorpus};
+use crate::event::{ClaimStage, Event};
+use crate::machine::{Input, Machine, Misuse, MisuseKind, Output};
+use crate::message::{Message, StopReason, ToolCall, ToolOutput, ToolSpec, Usage};
+use crate::retrieve::{Retriever, retrieve};
+use crate::retry::RetryPolicy;
 use crate::schema::Schema;
 use crate::step::{FailureKind, Step, step};
 use prompt::Shown;
 
-/// The research agent's turn bound.
+/// The research agent's turn bound when the caller does not say.
 pub const ESCALATION_TURNS: u32 = 6;
 /// The assessment tool.
 pub const RECORD_ASSESSMENT: &str = "record_assessment";
@@ -197,14 +201,13 @@ impl fmt::Display for ClaimFailureKind {
     }
 }
 
-/// A check that ended without a report.
+/// A check that ended without a report: its kind, a message, and what it spent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimFailed {
     kind: ClaimFailureKind,
     message: String,
-    requests: u32,
-    usage: Usage,
+    spent: Spent,
 }
 
 impl ClaimFailed {
@@ -223,13 +226,20 @@ impl ClaimFailed {
     /// Requests that reached the model before the failure.
     #[must_use]
     pub fn requests(&self) -> u32 {
-        self.requests
+        self.spent.requests
     }
 
     /// Tokens and cost before the failure.
     #[must_use]
     pub fn usage(&self) -> Usage {
-        self.usage
+        self.spent.usage
+    }
+
+    /// Everything spent before the failure: turns (of every inner loop), requests, failed
+    /// summary submissions, retries, usage and cost.
+    #[must_use]
+    pub fn spent(&self) -> Spent {
+        self.spent
     }
 }
 
@@ -241,6 +251,44 @@ impl fmt::Display for ClaimFailed {
 
 impl std::error::Error for ClaimFailed {}
 
+/// Who answers the research agent's `lookup_evidence` calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum LookupMode {
+    /// The check itself, from its corpus with its retriever (the default): the host runs no
+    /// tool at all.
+    #[default]
+    Core,
+    /// The host, as an ordinary tool batch (the call is replay-safe).
+    Host,
+}
+
+/// How a check runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ClaimOptions {
+    /// How evidence is chosen, for the first assessment and for lookups.
+    pub retriever: Retriever,
+    /// The research agent's turn bound (at least 1).
+    pub research_turns: u32,
+    /// Who answers `lookup_evidence`.
+    pub lookup: LookupMode,
+    /// One retry budget for the whole check (assessments, research and summary).
+    pub retry: RetryPolicy,
+}
+
+impl Default for ClaimOptions {
+    fn default() -> Self {
+        Self {
+            retriever: Retriever::default(),
+            research_turns: ESCALATION_TURNS,
+            lookup: LookupMode::Core,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
 /// Which assessment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -249,29 +297,63 @@ enum Round {
     Second,
 }
 
+/// The assessment's core-side policy: keeps the first `record_assessment` call's arguments.
+/// They are judged by the check once the one turn ends.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Recorder {
+    arguments: Option<Value>,
+}
+
+impl Hooks for Recorder {
+    fn settle(&mut self, call: &ToolCall) -> Option<ToolOutput> {
+        if call.name != RECORD_ASSESSMENT {
+            return None;
+        }
+        if self.arguments.is_none() {
+            self.arguments = Some(call.arguments.clone());
+        }
+        Some(ToolOutput::ok("Assessment recorded.", Value::Null).terminating())
+    }
+}
+
+/// The research agent's core-side policy: answers `lookup_evidence` from the corpus
+/// ([`LookupMode::Core`]), or leaves it to the host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Lookup {
+    corpus: CorpusRef,
+    retriever: Retriever,
+    mode: LookupMode,
+    schema: Schema,
+}
+
+impl Hooks for Lookup {
+    fn settle(&mut self, call: &ToolCall) -> Option<ToolOutput> {
+        if call.name != LOOKUP_EVIDENCE || self.mode == LookupMode::Host {
+            return None;
+        }
+        if let Err(text) = self.schema.check_arguments(LOOKUP_EVIDENCE, &call.arguments) {
+            return Some(ToolOutput::error(text));
+        }
+        let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
+        Some(lookup_evidence(self.corpus.corpus(), &search(&self.corpus, &self.retriever, query)))
+    }
+}
+
+/// The passages `retriever` chooses for `query` in `corpus`, using (and building once) the
+/// corpus's shared BM25 index when the retriever ranks.
+#[must_use]
+pub fn search(corpus: &IndexedCorpus, retriever: &Retriever, query: &str) -> Vec<usize> {
+    let index = matches!(retriever, Retriever::Bm25 { .. }).then(|| corpus.bm25());
+    retrieve(corpus.corpus(), index, retriever, query)
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "stage", rename_all = "camelCase")]
 enum Stage {
-    Assess {
-        round: Round,
-        call: CallId,
-        messages: Vec<Message>,
-        #[serde(default)]
-        delay_ms: u64,
-        #[serde(default)]
-        retry: u32,
-    },
-    Research {
-        agent: Box<Agent<()>>,
-    },
-    Summary {
-        step: Box<Step<Summary>>,
-        assessment: Assessment,
-        route: Route,
-    },
-    Finished {
-        outcome: Result<Report, ClaimFailed>,
-    },
+    Assess { round: Round, agent: Box<Agent<Recorder>> },
+    Research { agent: Box<Agent<Lookup>> },
+    Summary { step: Box<Step<Summary>>, assessment: Assessment, route: Route },
+    Finished { outcome: Result<Report, ClaimFailed> },
 }
 
 /// The claim-check machine.
@@ -279,89 +361,55 @@ enum Stage {
 #[serde(rename_all = "camelCase")]
 pub struct ClaimCheck {
     claim: String,
-    corpus: Arc<Corpus>,
+    corpus: CorpusRef,
+    options: ClaimOptions,
     /// The evidence the current (or last) assessment was given.
     evidence: Vec<String>,
-    assess_system: String,
-    assess_tools: Vec<ToolSpec>,
-    assess_schema: Schema,
-    requests: u32,
-    usage: Usage,
-    #[serde(default)]
-    retry: RetryPolicy,
-    #[serde(default)]
-    retries: u32,
+    /// What the inner machines that ended spent.
+    spent: Spent,
     next_id: u64,
     stage: Stage,
+    #[serde(default)]
+    events: Vec<Event>,
 }
 
 impl ClaimCheck {
-    /// A check of `claim` given retrieved `evidence` (texts, in the order to number them) and
-    /// the `corpus` the research agent searches.
+    /// A check of `claim` over `corpus`: evidence retrieved with `options.retriever`.
     #[must_use]
-    pub fn new(claim: impl Into<String>, corpus: Arc<Corpus>, evidence: Vec<String>) -> Self {
+    pub fn new(
+        claim: impl Into<String>,
+        corpus: Arc<IndexedCorpus>,
+        options: ClaimOptions,
+    ) -> Self {
         let claim = claim.into();
-        let messages = vec![Message::User { text: prompt::assessment_prompt(&claim, &evidence) }];
-        let assess_schema =
-            Schema::compile(assessment_schema()).expect("the assessment schema is valid");
-        Self {
-            claim,
-            corpus,
-            evidence,
-            assess_system: format!("{}{}", prompt::ASSESS_SYSTEM, prompt::DATA_NOTICE),
-            assess_tools: vec![ToolSpec {
-                name: RECORD_ASSESSMENT.to_owned(),
-                description: "Record your assessment of the claim.".to_owned(),
-                parameters: assessment_schema(),
-            }],
-            assess_schema,
-            requests: 0,
-            usage: Usage::default(),
-            next_id: 1,
-            retry: RetryPolicy::default(),
-            retries: 0,
-            stage: Stage::Assess {
-                round: Round::First,
-                call: CallId(0),
-                messages,
-                delay_ms: 0,
-                retry: 0,
-            },
-        }
-    }
-
-    /// A check whose evidence is the design's keyword retrieval over `corpus` (the conformance
-    /// suite's contract; hosts should prefer BM25 on large corpora).
-    #[must_use]
-    pub fn with_keyword_retrieval(claim: impl Into<String>, corpus: Arc<Corpus>) -> Self {
-        let claim = claim.into();
-        let evidence = keyword_search(&corpus, &claim)
+        let evidence = search(&corpus, &options.retriever, &claim)
             .into_iter()
-            .map(|index| corpus.passages()[index].text.clone())
+            .map(|index| corpus.corpus().passages()[index].text.clone())
             .collect();
-        Self::new(claim, corpus, evidence)
+        Self::with_evidence(claim, corpus, evidence, options)
     }
 
-    /// Retries failed requests the provider marked retryable, with one budget for the whole
-    /// check (assessments, research and summary).
+    /// A check of `claim` given evidence the host retrieved (texts, in the order to number
+    /// them); research searches `corpus`.
     #[must_use]
-    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
-
-    /// The retry policy for an inner machine: what is left of the check's budget.
-    fn remaining_retry(&self) -> RetryPolicy {
-        RetryPolicy {
-            max_retries: self.retry.max_retries.saturating_sub(self.retries),
-            ..self.retry
-        }
-    }
-
-    /// Failed requests retried so far.
-    #[must_use]
-    pub fn retries(&self) -> u32 {
-        self.retries
+    pub fn with_evidence(
+        claim: impl Into<String>,
+        corpus: Arc<IndexedCorpus>,
+        evidence: Vec<String>,
+        options: ClaimOptions,
+    ) -> Self {
+        let mut check = Self {
+            claim: claim.into(),
+            corpus: CorpusRef::new(corpus),
+            options: ClaimOptions { research_turns: options.research_turns.max(1), ..options },
+            evidence: Vec::new(),
+            spent: Spent::default(),
+            next_id: 0,
+            stage: Stage::Finished { outcome: Err(placeholder()) },
+            events: vec![Event::Stage { stage: ClaimStage::Retrieve { evidence: evidence.len() } }],
+        };
+        check.start_assessment(Round::First, evidence);
+        check
     }
 
     /// The claim.
@@ -376,64 +424,110 @@ impl ClaimCheck {
         &self.evidence
     }
 
-    /// Which part of the pipeline the next output belongs to: `assess`, `research`,
-    /// `summary-step` or `done`.
+    /// The corpus.
     #[must_use]
-    pub fn component(&self) -> &'static str {
-        match self.stage {
-            Stage::Assess { .. } => "assess",
-            Stage::Research { .. } => "research",
-            Stage::Summary { .. } => "summary-step",
-            Stage::Finished { .. } => "done",
-        }
+    pub fn corpus(&self) -> &Arc<IndexedCorpus> {
+        self.corpus.get()
     }
 
-    fn fresh_id(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
+    /// What the check has spent so far, over every inner machine.
+    #[must_use]
+    pub fn spent(&self) -> Spent {
+        let mut spent = self.spent;
+        match &self.stage {
+            Stage::Assess { agent, .. } => add_spent(&mut spent, agent.spent()),
+            Stage::Research { agent } => add_spent(&mut spent, agent.spent()),
+            Stage::Summary { step, .. } => add_spent(&mut spent, step.spent()),
+            Stage::Finished { .. } => {}
+        }
+        spent
+    }
+
+    /// Failed requests retried so far.
+    #[must_use]
+    pub fn retries(&self) -> u32 {
+        self.spent().retries
+    }
+
+    /// The retry policy for an inner machine: what is left of the check's budget.
+    fn remaining_retry(&self) -> RetryPolicy {
+        let retry = self.options.retry;
+        RetryPolicy { max_retries: retry.max_retries.saturating_sub(self.spent.retries), ..retry }
     }
 
     fn fail(&mut self, kind: ClaimFailureKind, message: impl Into<String>) {
         self.stage = Stage::Finished {
-            outcome: Err(ClaimFailed {
-                kind,
-                message: message.into(),
-                requests: self.requests,
-                usage: self.usage,
-            }),
+            outcome: Err(ClaimFailed { kind, message: message.into(), spent: self.spent }),
         };
     }
 
-    fn count(&mut self, response: &AssistantMessage) {
-        self.requests += 1;
-        self.usage.add(&response.usage);
+    fn start_assessment(&mut self, round: Round, evidence: Vec<String>) {
+        self.evidence = evidence;
+        self.events.push(Event::Stage {
+            stage: match round {
+                Round::First => ClaimStage::Assess,
+                Round::Second => ClaimStage::Reassess { evidence: self.evidence.len() },
+            },
+        });
+        let record = ToolSpec {
+            name: RECORD_ASSESSMENT.to_owned(),
+            description: "Record your assessment of the claim.".to_owned(),
+            parameters: assessment_schema(),
+        };
+        let agent = Agent::new(
+            format!("{}{}", prompt::ASSESS_SYSTEM, prompt::DATA_NOTICE),
+            prompt::assessment_prompt(&self.claim, &self.evidence),
+            vec![record],
+            Vec::new(),
+            1,
+            Recorder::default(),
+        )
+        .with_retry(self.remaining_retry())
+        .starting_at(self.next_id);
+        self.stage = Stage::Assess { round, agent: Box::new(agent) };
     }
 
-    fn on_assessment(&mut self, round: Round, response: AssistantMessage) {
-        self.count(&response);
-        let stop = response.stop_reason();
-        if stop.is_failure() || stop == StopReason::Length {
-            let why = if stop == StopReason::Length {
-                "the response was cut off at the output-token limit".to_owned()
-            } else {
-                response.failure_message()
-            };
-            return self.fail(
-                ClaimFailureKind::AssessRequest,
-                format!("assessment request failed: {why}"),
-            );
+    fn on_assessment_end(&mut self, round: Round, agent: Agent<Recorder>) {
+        self.next_id = agent.next_free_id();
+        add_spent(&mut self.spent, agent.spent());
+        let (recorder, messages, end, _) = agent.into_parts();
+        let stop = messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                Message::Assistant(response) => Some(response.stop_reason()),
+                _ => None,
+            })
+            .unwrap_or(StopReason::Stop);
+        match end {
+            Some(End::Cancelled { reason }) => {
+                return self.fail(ClaimFailureKind::Cancelled, format!("cancelled: {reason}"));
+            }
+            Some(End::ProviderFailed { message }) => {
+                return self.fail(
+                    ClaimFailureKind::AssessRequest,
+                    format!("assessment request failed: {message}"),
+                );
+            }
+            _ if stop == StopReason::Length => {
+                return self.fail(
+                    ClaimFailureKind::AssessRequest,
+                    "assessment request failed: the response was cut off at the output-token limit",
+                );
+            }
+            _ => {}
         }
-        let Some(call) = response.tool_calls().find(|call| call.name == RECORD_ASSESSMENT) else {
+        let Some(arguments) = recorder.arguments else {
             return self.fail(
                 ClaimFailureKind::AssessProse,
                 "assessment reply did not call record_assessment",
             );
         };
-        if let Err(text) = self.assess_schema.check_arguments(RECORD_ASSESSMENT, &call.arguments) {
+        let schema = Schema::compile(assessment_schema()).expect("the assessment schema is valid");
+        if let Err(text) = schema.check_arguments(RECORD_ASSESSMENT, &arguments) {
             return self.fail(ClaimFailureKind::AssessSchema, text);
         }
-        let mut assessment = match Assessment::deserialize(&call.arguments) {
+        let mut assessment = match Assessment::deserialize(&arguments) {
             Ok(assessment) => assessment,
             Err(error) => return self.fail(ClaimFailureKind::AssessSchema, error.to_string()),
         };
@@ -459,28 +553,33 @@ impl ClaimCheck {
         .expect("the lookup schema is valid")
         // It only reads the corpus: a durable host may run it again after a crash.
         .replay_safe();
-        let first = self.fresh_id();
+        let hooks = Lookup {
+            corpus: self.corpus.clone(),
+            retriever: self.options.retriever,
+            mode: self.options.lookup,
+            schema: Schema::compile(lookup_schema()).expect("the lookup schema is valid"),
+        };
         let agent = Agent::new(
             format!("{}{}", prompt::RESEARCH_SYSTEM, prompt::DATA_NOTICE),
             format!("Find more evidence about: {}", self.claim),
             Vec::new(),
             vec![lookup],
-            ESCALATION_TURNS,
-            (),
+            self.options.research_turns,
+            hooks,
         )
         .with_retry(self.remaining_retry())
-        .starting_at(first);
+        .starting_at(self.next_id);
         self.stage = Stage::Research { agent: Box::new(agent) };
     }
 
-    fn on_research_end(&mut self, agent: Agent<()>) {
+    fn on_research_end(&mut self, agent: Agent<Lookup>) {
         self.next_id = agent.next_free_id();
-        let spent = agent.spent();
-        self.retries += spent.retries;
-        self.requests += spent.requests;
-        self.usage.add(&spent.usage);
+        add_spent(&mut self.spent, agent.spent());
         let (_, messages, end, _) = agent.into_parts();
-        let new = new_evidence(&messages, &self.corpus, &self.evidence);
+        let new = new_evidence(&messages, self.corpus.corpus(), &self.evidence);
+        if let Some(End::Cancelled { reason }) = end {
+            return self.fail(ClaimFailureKind::Cancelled, format!("cancelled: {reason}"));
+        }
         if new.is_empty() {
             return match end {
                 Some(End::ProviderFailed { message }) => self.fail(
@@ -491,42 +590,31 @@ impl ClaimCheck {
                     ClaimFailureKind::ResearchTurnLimit,
                     "escalation reached its turn limit without new evidence",
                 ),
-                Some(End::Cancelled { reason }) => {
-                    self.fail(ClaimFailureKind::Cancelled, format!("cancelled: {reason}"))
-                }
                 _ => self.fail(
                     ClaimFailureKind::NoNewEvidence,
                     "escalation found no additional evidence",
                 ),
             };
         }
-        if let Some(End::Cancelled { reason }) = end {
-            return self.fail(ClaimFailureKind::Cancelled, format!("cancelled: {reason}"));
-        }
-        self.evidence.extend(new);
-        let messages =
-            vec![Message::User { text: prompt::assessment_prompt(&self.claim, &self.evidence) }];
-        let call = CallId(self.fresh_id());
-        self.stage = Stage::Assess { round: Round::Second, call, messages, delay_ms: 0, retry: 0 };
+        let mut evidence = std::mem::take(&mut self.evidence);
+        evidence.extend(new);
+        self.start_assessment(Round::Second, evidence);
     }
 
     fn start_summary(&mut self, assessment: Assessment, route: Route) {
+        self.events.push(Event::Stage { stage: ClaimStage::Summary });
         let input = serde_json::to_string(&assessment).expect("an assessment serializes");
-        let first = self.fresh_id();
         let summary = step::<Summary>(prompt::SUMMARY_SYSTEM, input)
             .retry(self.remaining_retry())
             .build()
             .expect("the summary step's configuration is valid")
-            .starting_at(first);
+            .starting_at(self.next_id);
         self.stage = Stage::Summary { step: Box::new(summary), assessment, route };
     }
 
     fn on_summary_end(&mut self, summary: Step<Summary>, assessment: Assessment, route: Route) {
         self.next_id = summary.next_free_id();
-        let spent = summary.spent();
-        self.retries += spent.retries;
-        self.requests += spent.requests;
-        self.usage.add(&spent.usage);
+        add_spent(&mut self.spent, summary.spent());
         match summary.finish() {
             Ok(summary) => {
                 self.stage = Stage::Finished {
@@ -535,8 +623,8 @@ impl ClaimCheck {
                         assessment,
                         route,
                         summary: summary.text,
-                        requests: self.requests,
-                        usage: self.usage,
+                        requests: self.spent.requests,
+                        usage: self.spent.usage,
                     }),
                 };
             }
@@ -550,11 +638,34 @@ impl ClaimCheck {
         }
     }
 
+    /// Moves the current inner machine's events out, announcing research turns.
+    fn pull_events(&mut self) {
+        let (events, research_turn) = match &mut self.stage {
+            Stage::Assess { agent, .. } => (agent.drain_events(), None),
+            Stage::Research { agent } => {
+                let turn = agent.spent().turns + 1;
+                (agent.drain_events(), Some(turn))
+            }
+            Stage::Summary { step, .. } => (step.drain_events(), None),
+            Stage::Finished { .. } => return,
+        };
+        for event in events {
+            if let (Some(turn), Event::ModelCall { retry: 0, .. }) = (research_turn, &event) {
+                let of = self.options.research_turns;
+                self.events.push(Event::Stage { stage: ClaimStage::Research { turn, of } });
+            }
+            self.events.push(event);
+        }
+    }
+
     /// Moves on when the current inner machine has ended.
     fn advance(&mut self) {
         let stage =
             std::mem::replace(&mut self.stage, Stage::Finished { outcome: Err(placeholder()) });
         match stage {
+            Stage::Assess { round, agent } if agent.end().is_some() => {
+                self.on_assessment_end(round, *agent);
+            }
             Stage::Research { agent } if agent.end().is_some() => self.on_research_end(*agent),
             Stage::Summary { step, assessment, route } if step.is_done() => {
                 self.on_summary_end(*step, assessment, route);
@@ -564,12 +675,19 @@ impl ClaimCheck {
     }
 }
 
+fn add_spent(total: &mut Spent, spent: Spent) {
+    total.turns = total.turns.saturating_add(spent.turns);
+    total.requests = total.requests.saturating_add(spent.requests);
+    total.failed_attempts = total.failed_attempts.saturating_add(spent.failed_attempts);
+    total.retries = total.retries.saturating_add(spent.retries);
+    total.usage.add(&spent.usage);
+}
+
 fn placeholder() -> ClaimFailed {
     ClaimFailed {
         kind: ClaimFailureKind::Cancelled,
         message: String::new(),
-        requests: 0,
-        usage: Usage::default(),
+        spent: Spent::default(),
     }
 }
 
@@ -636,16 +754,7 @@ impl Machine for ClaimCheck {
 
     fn poll_output(&mut self) -> Output<'_> {
         match &mut self.stage {
-            Stage::Assess { call, messages, delay_ms, retry, .. } => Output::CallModel(ModelCall {
-                id: *call,
-                delay_ms: *delay_ms,
-                retry: *retry,
-                request: ModelRequest {
-                    system: &self.assess_system,
-                    messages,
-                    tools: &self.assess_tools,
-                },
-            }),
+            Stage::Assess { agent, .. } => agent.poll_output(),
             Stage::Research { agent } => agent.poll_output(),
             Stage::Summary { step, .. } => step.poll_output(),
             Stage::Finished { .. } => Output::Done,
@@ -653,52 +762,32 @@ impl Machine for ClaimCheck {
     }
 
     fn handle_input(&mut self, input: Input) -> Result<(), Misuse> {
-        match (&mut self.stage, input) {
-            (Stage::Finished { .. }, _) => {
+        match &mut self.stage {
+            Stage::Finished { .. } => {
                 return Err(Misuse::new(MisuseKind::Finished, "input after the check ended"));
             }
-            (Stage::Assess { .. }, Input::Cancel { reason }) => {
-                self.fail(ClaimFailureKind::Cancelled, format!("cancelled: {reason}"));
-            }
-            (Stage::Assess { round, call, .. }, Input::ModelResponse { call: id, response })
-                if *call == id =>
-            {
-                let round = *round;
-                if let Some(delay) = retry_delay(&self.retry, self.retries, &response) {
-                    self.count(&response);
-                    self.retries += 1;
-                    let retry = self.retries;
-                    let next = CallId(self.fresh_id());
-                    if let Stage::Assess { call, delay_ms, retry: attempt, .. } = &mut self.stage {
-                        *call = next;
-                        *delay_ms = delay;
-                        *attempt = retry;
-                    }
-                } else {
-                    self.on_assessment(round, response);
-                }
-            }
-            (Stage::Assess { call, .. }, _) => {
-                return Err(Misuse::new(
-                    MisuseKind::UnexpectedInput,
-                    format!("expected a model response for {call}"),
-                ));
-            }
-            (Stage::Research { agent }, input) => agent.handle_input(input)?,
-            (Stage::Summary { step, .. }, input) => step.handle_input(input)?,
+            Stage::Assess { agent, .. } => agent.handle_input(input)?,
+            Stage::Research { agent } => agent.handle_input(input)?,
+            Stage::Summary { step, .. } => step.handle_input(input)?,
         }
+        self.pull_events();
         self.advance();
         Ok(())
     }
 
+    fn drain_events(&mut self) -> Vec<Event> {
+        self.pull_events();
+        std::mem::take(&mut self.events)
+    }
+
     fn finish(self) -> Result<Report, ClaimFailed> {
+        let spent = self.spent();
         match self.stage {
             Stage::Finished { outcome } => outcome,
             _ => Err(ClaimFailed {
                 kind: ClaimFailureKind::Cancelled,
                 message: "cancelled: finished before the check ended".to_owned(),
-                requests: self.requests,
-                usage: self.usage,
+                spent,
             }),
         }
     }

@@ -21,11 +21,11 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use verity_core::claim::{self, ClaimCheck};
+use verity_core::corpus::{Corpus, IndexedCorpus};
 use verity_core::provider::offline::{OFFLINE_MODEL_NAME, OfflineModel};
 use verity_core::provider::{Provider, ProviderTransport};
-use verity_core::retrieve::{Bm25Index, Corpus, Retriever, retrieve};
-use verity_core::{ClaimFailureKind, RetryPolicy, ToolCall, ToolOutput, Tools, Transport, drive};
+use verity_core::retrieve::Retriever;
+use verity_core::{Job, JobFailureKind, NoTools, Report, Transport, drive};
 /// The transport to a real provider: the codecs over a blocking HTTP client (native only; the
 /// crate is also built for wasm, where its suite runs, but this command is not).
 #[cfg(not(target_arch = "wasm32"))]
@@ -49,20 +49,6 @@ struct Row {
     label: String,
     #[serde(default)]
     meta: Value,
-}
-
-struct Lookup<'a> {
-    corpus: &'a Corpus,
-    index: &'a Bm25Index,
-    retriever: Retriever,
-}
-
-impl Tools for Lookup<'_> {
-    async fn run(&self, call: &ToolCall) -> ToolOutput {
-        let query = call.arguments["query"].as_str().unwrap_or_default();
-        let hits = retrieve(self.corpus, Some(self.index), &self.retriever, query);
-        claim::lookup_evidence(self.corpus, &hits)
-    }
 }
 
 struct Options {
@@ -182,17 +168,24 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
             .corpus
             .iter()
             .map(|(id, text)| (id.clone(), text.as_str().unwrap_or_default().to_owned()));
-        let corpus =
-            Arc::new(Corpus::from_pairs(pairs).map_err(|e| format!("row {}: {e}", n + 1))?);
-        let index = Bm25Index::build(&corpus);
-        let evidence = retrieve(&corpus, Some(&index), &options.retriever, &row.claim)
-            .into_iter()
-            .map(|i| corpus.passages()[i].text.clone())
-            .collect();
-        let machine = ClaimCheck::new(row.claim.clone(), Arc::clone(&corpus), evidence)
-            .with_retry(RetryPolicy::with_retries(options.retries));
-        let tools = Lookup { corpus: &corpus, index: &index, retriever: options.retriever };
-        let outcome = pollster::block_on(drive(machine, model, &tools));
+        let corpus = IndexedCorpus::new(
+            Corpus::from_pairs(pairs).map_err(|e| format!("row {}: {e}", n + 1))?,
+        );
+        // The same job configuration every host sends: the check retrieves its evidence and
+        // answers its lookups from the corpus, so no host tool is needed.
+        let config = json!({
+            "kind": "claim",
+            "claim": row.claim,
+            "corpus": corpus.id(),
+            "retriever": options.retriever,
+            "retry": {"maxRetries": options.retries},
+        });
+        let job = Job::from_json(&config.to_string(), &[Arc::clone(&corpus)])
+            .map_err(|failed| format!("row {}: {failed}", n + 1))?;
+        let outcome = pollster::block_on(drive(job, model, &NoTools)).map(|value| {
+            serde_json::from_value::<Report>(value).expect("a claim job's value is a report")
+        });
+        let corpus = corpus.corpus();
         let predicted = match &outcome {
             Ok(report) => {
                 requests += u64::from(report.requests);
@@ -209,12 +202,12 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
                 verdict
             }
             Err(failed) => {
-                requests += u64::from(failed.requests());
+                requests += u64::from(failed.spent().requests);
                 *failures.entry(failed.kind().as_str().to_owned()).or_default() += 1;
                 match failed.kind() {
                     // The first assessment was `insufficient` and research found nothing to
                     // change it: the check's answer is "insufficient", with no report.
-                    ClaimFailureKind::NoNewEvidence | ClaimFailureKind::ResearchTurnLimit => {
+                    JobFailureKind::NoNewEvidence | JobFailureKind::ResearchTurnLimit => {
                         "insufficient".to_owned()
                     }
                     _ => "failed".to_owned(),
