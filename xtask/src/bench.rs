@@ -1,4 +1,6 @@
-//! `cargo xtask bench step`: the step benchmark natively and in wasm under Node, side by side.
+//! `cargo xtask bench step|claim [SECONDS]`: the step or claim-check benchmark natively and in
+//! wasm under Node, side by side, one JSON object per case and target with the TypeScript
+//! design's figure and the ratio to it.
 //! `cargo xtask bench retrieve FILE [--corpus CORPUS]`: retrieval (our BM25 and keyword
 //! heuristic, natively and in wasm, against MiniSearch in Node), one JSON object.
 
@@ -6,18 +8,19 @@ use crate::{Result, cargo, output, root, run, setup};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const USAGE: &str =
-    "usage: cargo xtask bench step [SECONDS] | cargo xtask bench retrieve FILE [--corpus CORPUS]";
+const USAGE: &str = "usage: cargo xtask bench step [SECONDS] | cargo xtask bench claim [SECONDS] \
+                     | cargo xtask bench retrieve FILE [--corpus CORPUS]";
 
 pub fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
-        Some("step") => step(args.get(1).map_or("2", String::as_str)),
+        Some(suite @ ("step" | "claim")) => cases(suite, args.get(1).map_or("2", String::as_str)),
         Some("retrieve") => retrieve(&args[1..]),
         _ => Err(USAGE.to_owned()),
     }
 }
 
-fn step(seconds: &str) -> Result {
+/// A suite of cases (`step` or `claim`, see `verity_bench::suite`), natively then in wasm.
+fn cases(suite: &str, seconds: &str) -> Result {
     run(cargo().args([
         "run",
         "--quiet",
@@ -25,13 +28,18 @@ fn step(seconds: &str) -> Result {
         "-p",
         "verity-bench",
         "--bin",
-        "bench-step",
+        "bench-cases",
         "--",
+        suite,
         seconds,
     ]))?;
 
     let module = wasm_bench_module()?;
-    run(Command::new("node").arg(root().join("bench/step.mjs")).arg(module).arg(seconds))
+    run(Command::new("node")
+        .arg(root().join("bench/cases.mjs"))
+        .arg(module)
+        .arg(suite)
+        .arg(seconds))
 }
 
 /// Builds verity-bench for wasm32 (the shipped `wasm-release` profile) and binds it for Node;
