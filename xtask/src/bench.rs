@@ -47,7 +47,8 @@ fn cases(suite: &str, seconds: &str) -> Result {
 fn wasm_bench_module() -> Result<PathBuf> {
     setup::node()?;
     setup::wasm_bindgen_cli()?;
-    let wasm_dir = root().join("target/bench-wasm");
+    let target = target_dir();
+    let wasm_dir = target.join("bench-wasm");
     run(cargo().args([
         "build",
         "--quiet",
@@ -59,12 +60,20 @@ fn wasm_bench_module() -> Result<PathBuf> {
         "--profile",
         "wasm-release",
     ]))?;
-    let module = root().join("target/wasm32-unknown-unknown/wasm-release/verity_bench.wasm");
+    let module = target.join("wasm32-unknown-unknown/wasm-release/verity_bench.wasm");
     run(Command::new("wasm-bindgen")
         .args(["--target", "nodejs", "--out-dir"])
         .arg(&wasm_dir)
         .arg(&module))?;
     Ok(wasm_dir.join("verity_bench.js"))
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the workspace root, where cargo
+/// runs) when set, else `target/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| root().join("target"), |dir| root().join(dir))
 }
 
 fn retrieve(args: &[String]) -> Result {
