@@ -1,4 +1,6 @@
-//! `cargo xtask bench step`: the step benchmark natively and in wasm under Node, side by side.
+//! `cargo xtask bench step|claim [SECONDS]`: the step or claim-check benchmark natively and in
+//! wasm under Node, side by side, one JSON object per case and target with the TypeScript
+//! design's figure and the ratio to it.
 //! `cargo xtask bench retrieve FILE [--corpus CORPUS]`: retrieval (our BM25 and keyword
 //! heuristic, natively and in wasm, against MiniSearch in Node), one JSON object.
 
@@ -6,18 +8,19 @@ use crate::{Result, cargo, output, root, run, setup};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const USAGE: &str =
-    "usage: cargo xtask bench step [SECONDS] | cargo xtask bench retrieve FILE [--corpus CORPUS]";
+const USAGE: &str = "usage: cargo xtask bench step [SECONDS] | cargo xtask bench claim [SECONDS] \
+                     | cargo xtask bench retrieve FILE [--corpus CORPUS]";
 
 pub fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
-        Some("step") => step(args.get(1).map_or("2", String::as_str)),
+        Some(suite @ ("step" | "claim")) => cases(suite, args.get(1).map_or("2", String::as_str)),
         Some("retrieve") => retrieve(&args[1..]),
         _ => Err(USAGE.to_owned()),
     }
 }
 
-fn step(seconds: &str) -> Result {
+/// A suite of cases (`step` or `claim`, see `verity_bench::suite`), natively then in wasm.
+fn cases(suite: &str, seconds: &str) -> Result {
     run(cargo().args([
         "run",
         "--quiet",
@@ -25,13 +28,18 @@ fn step(seconds: &str) -> Result {
         "-p",
         "verity-bench",
         "--bin",
-        "bench-step",
+        "bench-cases",
         "--",
+        suite,
         seconds,
     ]))?;
 
     let module = wasm_bench_module()?;
-    run(Command::new("node").arg(root().join("bench/step.mjs")).arg(module).arg(seconds))
+    run(Command::new("node")
+        .arg(root().join("bench/cases.mjs"))
+        .arg(module)
+        .arg(suite)
+        .arg(seconds))
 }
 
 /// Builds verity-bench for wasm32 (the shipped `wasm-release` profile) and binds it for Node;
@@ -39,7 +47,8 @@ fn step(seconds: &str) -> Result {
 fn wasm_bench_module() -> Result<PathBuf> {
     setup::node()?;
     setup::wasm_bindgen_cli()?;
-    let wasm_dir = root().join("target/bench-wasm");
+    let target = target_dir();
+    let wasm_dir = target.join("bench-wasm");
     run(cargo().args([
         "build",
         "--quiet",
@@ -51,12 +60,20 @@ fn wasm_bench_module() -> Result<PathBuf> {
         "--profile",
         "wasm-release",
     ]))?;
-    let module = root().join("target/wasm32-unknown-unknown/wasm-release/verity_bench.wasm");
+    let module = target.join("wasm32-unknown-unknown/wasm-release/verity_bench.wasm");
     run(Command::new("wasm-bindgen")
         .args(["--target", "nodejs", "--out-dir"])
         .arg(&wasm_dir)
         .arg(&module))?;
     Ok(wasm_dir.join("verity_bench.js"))
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the workspace root, where cargo
+/// runs) when set, else `target/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| root().join("target"), |dir| root().join(dir))
 }
 
 fn retrieve(args: &[String]) -> Result {

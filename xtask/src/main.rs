@@ -4,6 +4,7 @@
 //! - `conformance FILE...`: replays scenario files through the real machines.
 //! - `eval FILE.jsonl [FLAGS]`: claim-check accuracy on a labelled claim file.
 //! - `bench step [SECONDS]`: the step benchmark, natively and in wasm under Node.
+//! - `bench claim [SECONDS]`: the claim-check benchmark (cheap and escalation routes), likewise.
 //! - `bench retrieve FILE [--corpus CORPUS]`: retrieval figures beside MiniSearch's.
 //! - `serve`: serves the app on <http://127.0.0.1:8080>.
 //!
@@ -17,8 +18,8 @@ mod serve;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
-const USAGE: &str =
-    "usage: cargo xtask <test | conformance FILE... | bench step | serve [--port N]>";
+const USAGE: &str = "usage: cargo xtask <test | conformance FILE... | eval FILE.jsonl | bench step|claim|retrieve \
+     | serve [--port N]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

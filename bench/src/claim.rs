@@ -1,0 +1,92 @@
+//! The claim-check cases: the design's conformance scenarios `claim/cheap-route` and
+//! `claim/escalation-route` (the same 4-item corpus, claim and script), driven through the real
+//! [`ClaimCheck`] with keyword retrieval and a host `lookup_evidence` that searches the corpus.
+
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use serde_json::json;
+use verity_core::claim::{self, Route};
+use verity_core::retrieve::{Corpus, keyword_search};
+use verity_core::{
+    AssistantMessage, ClaimCheck, ScriptedModel, ToolCall, ToolOutput, Tools, Verdict, drive,
+};
+
+const CORPUS: [(&str, &str); 4] = [
+    ("e1", "The storage migration finished in March without data loss."),
+    ("e2", "Two earlier attempts at the migration were rolled back."),
+    ("e3", "An April audit found every account record intact."),
+    ("e4", "Quarterly revenue grew four percent."),
+];
+const CLAIM: &str = "The storage migration lost no customer data.";
+const SUMMARY: &str = "The migration kept all data.";
+
+/// The machine a case drives, and the corpus its host searches. The only place that knows how
+/// a claim check is built (built whole on every run, corpus included, as from a config).
+fn claim_check() -> (ClaimCheck, Arc<Corpus>) {
+    let corpus = Arc::new(Corpus::from_pairs(CORPUS).expect("a valid corpus"));
+    (ClaimCheck::with_keyword_retrieval(CLAIM, Arc::clone(&corpus)), corpus)
+}
+
+/// The host side of `lookup_evidence`: the design's keyword search over the corpus.
+struct Lookup(Arc<Corpus>);
+
+impl Tools for Lookup {
+    async fn run(&self, call: &ToolCall) -> ToolOutput {
+        let query = call.arguments["query"].as_str().unwrap_or_default();
+        claim::lookup_evidence(&self.0, &keyword_search(&self.0, query))
+    }
+}
+
+fn assessment(id: &str, verdict: &str, confidence: f64, citations: &[&str]) -> AssistantMessage {
+    AssistantMessage::tool_call(
+        id,
+        claim::RECORD_ASSESSMENT,
+        json!({"verdict": verdict, "confidence": confidence, "citations": citations}),
+    )
+}
+
+/// Runs a claim case once; `None` if `case` is not one.
+///
+/// # Panics
+/// If the check does not end with the scenario's verdict, route, citations, summary and request
+/// count.
+pub fn run_once(case: &str) -> Option<()> {
+    let submit = AssistantMessage::tool_call("s1", "submit", json!({"text": SUMMARY}));
+    let (script, route, citations) = match case {
+        "claim-cheap" => {
+            (vec![assessment("a1", "supported", 0.8, &[CORPUS[0].1]), submit], Route::SingleCall, 1)
+        }
+        "claim-escalation" => (
+            vec![
+                assessment("a1", "insufficient", 0.3, &[]),
+                AssistantMessage::tool_call(
+                    "r1",
+                    claim::LOOKUP_EVIDENCE,
+                    json!({"query": "audit records"}),
+                ),
+                AssistantMessage::text("Found an audit."),
+                assessment("a2", "supported", 0.9, &[CORPUS[0].1, CORPUS[2].1]),
+                submit,
+            ],
+            Route::AgentEscalation,
+            2,
+        ),
+        _ => return None,
+    };
+    let requests = u32::try_from(script.len()).expect("a short script");
+    let model = ScriptedModel::new(script);
+    let (machine, corpus) = claim_check();
+    let outcome = drive(machine, &model, &Lookup(corpus)).now_or_never();
+    let report = match outcome.expect("scripted futures never wait") {
+        Ok(report) => report,
+        Err(failed) => panic!("{case}: the check failed: {failed}"),
+    };
+    assert_eq!(report.route, route, "{case}: route");
+    assert_eq!(report.assessment.verdict, Verdict::Supported, "{case}: verdict");
+    assert_eq!(report.assessment.citations.len(), citations, "{case}: citations");
+    assert_eq!(report.summary, SUMMARY, "{case}: summary");
+    assert_eq!(report.requests, requests, "{case}: requests the check counted");
+    assert_eq!(model.requests(), requests, "{case}: requests the model answered");
+    Some(())
+}
