@@ -1,16 +1,15 @@
 //! The claim-check cases: the design's conformance scenarios `claim/cheap-route` and
-//! `claim/escalation-route` (the same 4-item corpus, claim and script), driven through the real
-//! [`ClaimCheck`] with keyword retrieval and a host `lookup_evidence` that searches the corpus.
+//! `claim/escalation-route` (the same 4-item corpus, claim and script), driven through a real
+//! [`Job`] made from its JSON configuration, with keyword retrieval; the job answers
+//! `lookup_evidence` from its corpus, so the host runs no tool.
 
 use std::sync::Arc;
 
 use futures_util::FutureExt;
 use serde_json::json;
 use verity_core::claim::{self, Route};
-use verity_core::retrieve::{Corpus, keyword_search};
-use verity_core::{
-    AssistantMessage, ClaimCheck, ScriptedModel, ToolCall, ToolOutput, Tools, Verdict, drive,
-};
+use verity_core::corpus::{Corpus, IndexedCorpus};
+use verity_core::{AssistantMessage, Job, NoTools, Report, ScriptedModel, Verdict, drive};
 
 const CORPUS: [(&str, &str); 4] = [
     ("e1", "The storage migration finished in March without data loss."),
@@ -21,21 +20,14 @@ const CORPUS: [(&str, &str); 4] = [
 const CLAIM: &str = "The storage migration lost no customer data.";
 const SUMMARY: &str = "The migration kept all data.";
 
-/// The machine a case drives, and the corpus its host searches. The only place that knows how
-/// a claim check is built (built whole on every run, corpus included, as from a config).
-fn claim_check() -> (ClaimCheck, Arc<Corpus>) {
-    let corpus = Arc::new(Corpus::from_pairs(CORPUS).expect("a valid corpus"));
-    (ClaimCheck::with_keyword_retrieval(CLAIM, Arc::clone(&corpus)), corpus)
-}
-
-/// The host side of `lookup_evidence`: the design's keyword search over the corpus.
-struct Lookup(Arc<Corpus>);
-
-impl Tools for Lookup {
-    async fn run(&self, call: &ToolCall) -> ToolOutput {
-        let query = call.arguments["query"].as_str().unwrap_or_default();
-        claim::lookup_evidence(&self.0, &keyword_search(&self.0, query))
-    }
+/// The machine a case drives. The only place that knows how a claim check is built: the
+/// corpus is indexed and the job made from its configuration on every run, as a host would for
+/// a new corpus.
+fn claim_job() -> Job {
+    let corpus = IndexedCorpus::new(Corpus::from_pairs(CORPUS).expect("a valid corpus"));
+    let config =
+        json!({"kind": "claim", "claim": CLAIM, "corpus": corpus.id(), "retriever": "keyword"});
+    Job::from_json(&config.to_string(), &[Arc::clone(&corpus)]).expect("a valid job")
 }
 
 fn assessment(id: &str, verdict: &str, confidence: f64, citations: &[&str]) -> AssistantMessage {
@@ -76,10 +68,9 @@ pub fn run_once(case: &str) -> Option<()> {
     };
     let requests = u32::try_from(script.len()).expect("a short script");
     let model = ScriptedModel::new(script);
-    let (machine, corpus) = claim_check();
-    let outcome = drive(machine, &model, &Lookup(corpus)).now_or_never();
-    let report = match outcome.expect("scripted futures never wait") {
-        Ok(report) => report,
+    let outcome = drive(claim_job(), &model, &NoTools).now_or_never();
+    let report: Report = match outcome.expect("scripted futures never wait") {
+        Ok(value) => serde_json::from_value(value).expect("a claim job's value is a report"),
         Err(failed) => panic!("{case}: the check failed: {failed}"),
     };
     assert_eq!(report.route, route, "{case}: route");
