@@ -462,7 +462,7 @@ impl ClaimCheck {
         let first = self.fresh_id();
         let agent = Agent::new(
             format!("{}{}", prompt::RESEARCH_SYSTEM, prompt::DATA_NOTICE),
-            format!("Find more evidence about: {}", self.claim),
+            prompt::research_prompt(&self.claim),
             Vec::new(),
             vec![lookup],
             ESCALATION_TURNS,
@@ -513,7 +513,8 @@ impl ClaimCheck {
     fn start_summary(&mut self, assessment: Assessment, route: Route) {
         let input = serde_json::to_string(&assessment).expect("an assessment serializes");
         let first = self.fresh_id();
-        let summary = step::<Summary>(prompt::SUMMARY_SYSTEM, input)
+        let system = format!("{}{}", prompt::SUMMARY_SYSTEM, prompt::DATA_NOTICE);
+        let summary = step::<Summary>(system, prompt::summary_prompt(&input))
             .retry(self.remaining_retry())
             .build()
             .expect("the summary step's configuration is valid")
