@@ -19,7 +19,6 @@ pub const CASES: [&str; 2] = ["step-1-turn", "step-5-turns"];
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct Answer {
-    #[allow(dead_code)]
     answer: String,
 }
 
@@ -70,7 +69,8 @@ pub fn run_once(case: &str, lookup: &Tool) {
         }
         other => panic!("unknown case {other:?}"),
     };
-    assert!(value.expect("scripted futures never wait").is_ok(), "the step must succeed");
+    let answer = value.expect("scripted futures never wait").expect("the step must succeed");
+    assert_eq!(answer.answer, "42", "the step returns the submitted value");
 }
 
 /// Runs `case` `iterations` times.
