@@ -116,7 +116,8 @@ impl Schema {
     }
 
     /// At most `limit` violations: only those are formatted (each message is a string built
-    /// from the offending value), however many the instance has.
+    /// from the offending value), however many the instance has. (jsonschema 0.61 still
+    /// gathers its error values before iterating; what is bounded here is our side.)
     fn first_violations(&self, instance: &Value, limit: usize) -> Vec<Violation> {
         self.0
             .validator
