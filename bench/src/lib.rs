@@ -55,7 +55,6 @@ pub fn suite(name: &str) -> Option<&'static [Case]> {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct Answer {
-    #[allow(dead_code)]
     answer: String,
 }
 
@@ -106,7 +105,8 @@ fn run_step_once(case: &str, lookup: &Tool) {
         }
         other => panic!("unknown case {other:?}"),
     };
-    assert!(value.expect("scripted futures never wait").is_ok(), "the step must succeed");
+    let answer = value.expect("scripted futures never wait").expect("the step must succeed");
+    assert_eq!(answer.answer, "42", "the step returns the submitted value");
 }
 
 /// Runs `case` `iterations` times.

@@ -96,13 +96,18 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Adds `other` into `self`.
+    /// Adds `other` into `self`. Counts saturate at `u64::MAX` (a server may report anything)
+    /// and the cost stays finite: it saturates at `f64::MAX`, and a cost that is not a number
+    /// is not added.
     pub fn add(&mut self, other: &Usage) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
-        self.cost += other.cost;
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+        let cost = self.cost + other.cost;
+        if !cost.is_nan() {
+            self.cost = cost.clamp(f64::MIN, f64::MAX);
+        }
     }
 }
 
@@ -338,6 +343,25 @@ mod tests {
 
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn usage_adds_without_overflow_and_cost_stays_finite() {
+        // Counts as a hostile or broken server may report them.
+        let huge: Usage = serde_json::from_value(json!({
+            "input": u64::MAX - 1, "output": u64::MAX, "cacheRead": u64::MAX / 2 + 1,
+            "cacheWrite": 7, "cost": f64::MAX
+        }))
+        .unwrap();
+        let mut total = huge;
+        total.add(&huge);
+        total.add(&Usage { input: 5, output: 1, cache_read: u64::MAX, cache_write: 1, cost: 1.0 });
+        assert_eq!(total.input, u64::MAX);
+        assert_eq!(total.output, u64::MAX);
+        assert_eq!(total.cache_read, u64::MAX);
+        assert_eq!(total.cache_write, 15);
+        assert!(total.cost.is_finite(), "{}", total.cost);
+        assert_eq!(total.cost, f64::MAX);
+    }
 
     #[test]
     fn a_tool_result_keeps_its_output_fields_beside_the_ids_on_the_wire() {

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-/// At most this many violations are listed in one error text; the rest are counted.
+/// At most this many violations are collected and listed in one error text; an instance with
+/// more (a huge array of bad items) costs no more than this many.
 const MAX_LISTED_VIOLATIONS: usize = 20;
 
 /// Compiled schemas kept for reuse; the cache is emptied when it reaches this size.
@@ -108,12 +109,20 @@ impl Schema {
         self.0.validator.is_valid(instance)
     }
 
-    /// Every violation of `instance`, in the validator's order.
+    /// The first violations of `instance` (at most 20), in the validator's order.
     #[must_use]
     pub fn violations(&self, instance: &Value) -> Vec<Violation> {
+        self.first_violations(instance, MAX_LISTED_VIOLATIONS)
+    }
+
+    /// At most `limit` violations: only those are formatted (each message is a string built
+    /// from the offending value), however many the instance has. (jsonschema 0.61 still
+    /// gathers its error values before iterating; what is bounded here is our side.)
+    fn first_violations(&self, instance: &Value, limit: usize) -> Vec<Violation> {
         self.0
             .validator
             .iter_errors(instance)
+            .take(limit)
             .map(|error| Violation {
                 path: error.instance_path().as_str().trim_start_matches('/').to_owned(),
                 message: error.to_string(),
@@ -130,11 +139,13 @@ impl Schema {
         if self.is_valid(arguments) {
             return Ok(());
         }
-        Err(format_violations(tool, &self.violations(arguments)))
+        // One more than is listed, to tell the model the list is cut.
+        Err(format_violations(tool, &self.first_violations(arguments, MAX_LISTED_VIOLATIONS + 1)))
     }
 }
 
-/// The text a model receives for invalid arguments.
+/// The text a model receives for invalid arguments: at most 20 violations; given more, it
+/// says that only the first 20 are shown.
 #[must_use]
 pub fn format_violations(tool: &str, violations: &[Violation]) -> String {
     let mut text = format!("Validation failed for tool \"{tool}\":");
@@ -143,8 +154,7 @@ pub fn format_violations(tool: &str, violations: &[Violation]) -> String {
         text.push_str(&violation.to_string());
     }
     if violations.len() > MAX_LISTED_VIOLATIONS {
-        let more = violations.len() - MAX_LISTED_VIOLATIONS;
-        text.push_str(&format!("\n  ... and {more} more"));
+        text.push_str(&format!("\n  ... and more (the first {MAX_LISTED_VIOLATIONS} are shown)"));
     }
     text
 }
@@ -236,10 +246,50 @@ mod tests {
         assert!(text.contains("  - (root): "), "{text}");
     }
 
+    /// The referenced schema is served on loopback, so a fetch would succeed and be seen.
+    #[cfg(not(target_arch = "wasm32"))]
     #[test]
     fn remote_refs_are_not_fetched() {
-        let result = Schema::compile(json!({"$ref": "https://example.com/schema.json"}));
-        assert!(result.is_err(), "a remote $ref must fail to compile, not be fetched");
+        use std::io::{Read, Write};
+        use std::net::TcpListener;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::time::Duration;
+
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let address = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let server = {
+            let (stop, connections) = (Arc::clone(&stop), Arc::clone(&connections));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    match listener.accept() {
+                        Ok((mut stream, _)) => {
+                            connections.fetch_add(1, Ordering::SeqCst);
+                            stream.set_nonblocking(false).unwrap();
+                            let mut request = [0u8; 4096];
+                            let _ = stream.read(&mut request);
+                            let body = r#"{"type": "string"}"#;
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                                body.len()
+                            );
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+            })
+        };
+        let url = format!("http://{address}/schema.json");
+        let result = Schema::compile(json!({"$ref": url}));
+        // Give a fetch that might run in the background the time to arrive.
+        std::thread::sleep(Duration::from_millis(100));
+        stop.store(true, Ordering::SeqCst);
+        server.join().unwrap();
+        assert_eq!(connections.load(Ordering::SeqCst), 0, "the referenced schema was fetched");
+        assert!(result.is_err(), "an unresolved remote $ref fails to compile");
     }
 
     #[test]
@@ -248,7 +298,22 @@ mod tests {
             Schema::compile(json!({"type": "array", "items": {"type": "string"}})).unwrap();
         let instance = Value::Array((0..50).map(|n| json!(n)).collect());
         let text = schema.check_arguments("submit", &instance).unwrap_err();
-        assert!(text.ends_with("... and 30 more"), "{text}");
+        assert!(text.ends_with("... and more (the first 20 are shown)"), "{text}");
+    }
+
+    #[test]
+    fn violations_are_collected_only_up_to_the_bound() {
+        let schema =
+            Schema::compile(json!({"type": "array", "items": {"type": "string"}})).unwrap();
+        // A few MB of bad items: only as many violations as are listed are built.
+        let instance = Value::Array((0..500_000).map(|n| json!(n)).collect());
+        assert_eq!(schema.violations(&instance).len(), MAX_LISTED_VIOLATIONS);
+        let text = schema.check_arguments("submit", &instance).unwrap_err();
+        assert_eq!(text.matches("\n  - ").count(), MAX_LISTED_VIOLATIONS, "{text}");
+        assert!(
+            text.ends_with(&format!("(the first {MAX_LISTED_VIOLATIONS} are shown)")),
+            "{text}"
+        );
     }
 
     #[test]

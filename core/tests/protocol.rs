@@ -72,12 +72,15 @@ fn misuse_is_an_error_value_and_changes_nothing() {
         panic!("expected a model call")
     };
     let id = model_call.id;
+    let state = |machine: &Step<serde_json::Value>| serde_json::to_value(machine).unwrap();
+    let before = state(&machine);
 
     // A seal while a model call is open.
     let misuse = machine
         .handle_input(Input::Seal { batch: id, results: vec![] })
         .expect_err("a seal answers no model call");
     assert_eq!(misuse.kind, MisuseKind::UnexpectedInput);
+    assert_eq!(state(&machine), before, "a refused seal changes nothing");
 
     // A response with the wrong id.
     let wrong = verity_core::CallId(id.0 + 7);
@@ -86,6 +89,7 @@ fn misuse_is_an_error_value_and_changes_nothing() {
         .expect_err("wrong id");
     assert_eq!(misuse.kind, MisuseKind::UnexpectedInput);
     assert!(matches!(machine.poll_output(), Output::CallModel(c) if c.id == id));
+    assert_eq!(state(&machine), before, "a refused response changes nothing");
 
     let two_lookups = response(vec![
         call("a", "lookup", json!({"query": "1"})),
@@ -95,6 +99,7 @@ fn misuse_is_an_error_value_and_changes_nothing() {
     let Output::RunTools(batch) = machine.poll_output() else { panic!("expected tools") };
     let batch_id = batch.id;
     let ok = |id: &str| Settled { call_id: id.into(), output: ToolOutput::ok("r", json!(null)) };
+    let before = state(&machine);
 
     // A seal missing a call, one with a stranger, one with a duplicate.
     for results in [vec![ok("a")], vec![ok("a"), ok("z")], vec![ok("a"), ok("a")]] {
@@ -103,6 +108,7 @@ fn misuse_is_an_error_value_and_changes_nothing() {
             .expect_err("a different set of calls");
         assert_eq!(misuse.kind, MisuseKind::WrongCalls);
         assert!(matches!(machine.poll_output(), Output::RunTools(b) if b.id == batch_id));
+        assert_eq!(state(&machine), before, "a refused seal changes nothing");
     }
 
     // The right set, in the wrong order: recorded in the model's order.
@@ -129,10 +135,12 @@ fn misuse_is_an_error_value_and_changes_nothing() {
     let submit = response(vec![call_block_submit()]);
     machine.handle_input(Input::ModelResponse { call: id, response: submit }).unwrap();
     assert!(matches!(machine.poll_output(), Output::Done));
+    let before = state(&machine);
     let misuse = machine
         .handle_input(Input::Cancel { reason: "late".into() })
         .expect_err("input after done");
     assert_eq!(misuse.kind, MisuseKind::Finished);
+    assert_eq!(state(&machine), before, "input after the end changes nothing");
     assert_eq!(machine.finish().unwrap(), json!({"answer": "42"}));
 }
 

@@ -72,7 +72,8 @@ fn a_turn_split_by_a_host_records_the_same_transcript_as_drive() {
     let (_, driven) = run_sync(machine(), &model, |call| tools.output(call));
     // The same run, answered by `drive` itself.
     let model_b = ScriptedModel::new(script());
-    let value = pollster::block_on(drive(machine(), &model_b, &Counting::default())).unwrap();
+    let tools_b = Counting::default();
+    let value = pollster::block_on(drive(machine(), &model_b, &tools_b)).unwrap();
     assert_eq!(value, json!({"answer": "42"}));
 
     // A host that defers, then settles the calls one at a time in reverse order.
@@ -103,6 +104,14 @@ fn a_turn_split_by_a_host_records_the_same_transcript_as_drive() {
         serde_json::to_value(&driven).unwrap(),
         "serialized machine level"
     );
+    // Every host tool ran exactly once in each of the three runs.
+    let once: HashMap<String, u32> = [("l1", 1), ("p1", 1), ("l2", 1)]
+        .into_iter()
+        .map(|(id, runs)| (id.to_owned(), runs))
+        .collect();
+    for (run, tools) in [("by hand", &tools), ("drive", &tools_b), ("split", &tools_c)] {
+        assert_eq!(*tools.runs.borrow(), once, "{run}");
+    }
 }
 
 /// Runs a session by hand the way `drive_session` does (start all, run, settle in order).

@@ -561,7 +561,7 @@ impl ClaimCheck {
         };
         let agent = Agent::new(
             format!("{}{}", prompt::RESEARCH_SYSTEM, prompt::DATA_NOTICE),
-            format!("Find more evidence about: {}", self.claim),
+            prompt::research_prompt(&self.claim),
             Vec::new(),
             vec![lookup],
             self.options.research_turns,
@@ -604,7 +604,8 @@ impl ClaimCheck {
     fn start_summary(&mut self, assessment: Assessment, route: Route) {
         self.events.push(Event::Stage { stage: ClaimStage::Summary });
         let input = serde_json::to_string(&assessment).expect("an assessment serializes");
-        let summary = step::<Summary>(prompt::SUMMARY_SYSTEM, input)
+        let system = format!("{}{}", prompt::SUMMARY_SYSTEM, prompt::DATA_NOTICE);
+        let summary = step::<Summary>(system, prompt::summary_prompt(&input))
             .retry(self.remaining_retry())
             .build()
             .expect("the summary step's configuration is valid")

@@ -36,7 +36,7 @@ use super::price::Price;
 use super::sse::SseEvent;
 use super::{
     Blocks, Delta, Ending, StreamState, ToolChoice, assemble, embedded_error, error_fields,
-    http_error, malformed, parse_body,
+    http_error, malformed, parse_body, redact, secrets,
 };
 use crate::message::{AssistantMessage, ContentBlock, Message, ModelRequest, Usage};
 
@@ -314,6 +314,13 @@ fn messages(request: &ModelRequest<'_>) -> Vec<Value> {
 /// Decodes a whole (not streamed) response.
 #[must_use]
 pub fn decode(response: &HttpResponse, config: &AnthropicConfig) -> AssistantMessage {
+    redact(
+        decode_unredacted(response, config),
+        &secrets(config.api_key.as_deref(), &config.headers),
+    )
+}
+
+fn decode_unredacted(response: &HttpResponse, config: &AnthropicConfig) -> AssistantMessage {
     if !response.is_success() {
         return http_error(response);
     }
@@ -392,7 +399,11 @@ impl AnthropicStream {
     #[must_use]
     pub fn new(config: &AnthropicConfig, status: u16) -> Self {
         Self {
-            state: StreamState::new(status, config.price),
+            state: StreamState::new(
+                status,
+                config.price,
+                secrets(config.api_key.as_deref(), &config.headers),
+            ),
             stop_reason: None,
             usage: Usage::default(),
         }
@@ -407,6 +418,11 @@ impl AnthropicStream {
     /// The stream ended: the final message.
     #[must_use]
     pub fn finish(mut self) -> AssistantMessage {
+        let secrets = std::mem::take(&mut self.state.secrets);
+        redact(self.finish_unredacted(), &secrets)
+    }
+
+    fn finish_unredacted(mut self) -> AssistantMessage {
         let events = self.state.end();
         self.handle(&events, true);
         if let Some(failed) = self.state.failure_at_end("the stream ended before message_stop") {

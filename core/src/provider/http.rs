@@ -5,21 +5,80 @@
 //! hands the answer back as an [`HttpResponse`] (or, streaming, as a head and body chunks; see
 //! [`super::StreamDecoder`]).
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+/// What `Debug` and serialization show instead of a credential.
+pub const REDACTED: &str = "<redacted>";
+
+/// Whether a header carries a credential (`authorization`, `proxy-authorization`,
+/// `x-api-key`, `api-key`; any case): its value is never shown.
+#[must_use]
+pub fn is_secret_header(name: &str) -> bool {
+    ["authorization", "proxy-authorization", "x-api-key", "api-key"]
+        .iter()
+        .any(|secret| name.eq_ignore_ascii_case(secret))
+}
 
 /// A request a codec built. The body is always JSON text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its headers carry the API key. `Debug` and `Serialize` show the value of every credential
+/// header ([`is_secret_header`]) as `<redacted>`, so a request can be logged or stored; a host
+/// sends the request from its fields, never from its serialization (which has no key).
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRequest {
     /// `POST` for every provider call.
     pub method: String,
     /// The full URL.
     pub url: String,
-    /// Header names and values, in the order to send them. Contains the API key: never log
-    /// it as is.
+    /// Header names and values, in the order to send them. Contains the API key.
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: String,
+}
+
+impl HttpRequest {
+    /// The headers with credential values replaced by `<redacted>`.
+    fn shown_headers(&self) -> Vec<(&str, &str)> {
+        self.headers
+            .iter()
+            .map(|(name, value)| {
+                (name.as_str(), if is_secret_header(name) { REDACTED } else { value.as_str() })
+            })
+            .collect()
+    }
+}
+
+impl fmt::Debug for HttpRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpRequest")
+            .field("method", &self.method)
+            .field("url", &self.url)
+            .field("headers", &self.shown_headers())
+            .field("body", &self.body)
+            .finish()
+    }
+}
+
+impl Serialize for HttpRequest {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            method: &'a str,
+            url: &'a str,
+            headers: Vec<(&'a str, &'a str)>,
+            body: &'a str,
+        }
+        Shown {
+            method: &self.method,
+            url: &self.url,
+            headers: self.shown_headers(),
+            body: &self.body,
+        }
+        .serialize(serializer)
+    }
 }
 
 impl HttpRequest {

@@ -28,6 +28,7 @@ pub mod openai;
 pub mod price;
 pub mod sse;
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -145,7 +146,15 @@ impl Provider {
                 }
             }
         };
-        StreamDecoder { inner, received: 0 }
+        StreamDecoder { inner, received: 0, secrets: self.secrets() }
+    }
+
+    /// The credentials this provider sends, to keep out of error reports.
+    fn secrets(&self) -> Secrets {
+        match self {
+            Provider::OpenAi(config) => secrets(config.api_key.as_deref(), &config.headers),
+            Provider::Anthropic(config) => secrets(config.api_key.as_deref(), &config.headers),
+        }
     }
 
     /// The model asked for.
@@ -185,6 +194,8 @@ pub struct StreamDecoder {
     /// Bytes fed so far; past [`MAX_RESPONSE_BYTES`] the rest is dropped and the response
     /// fails.
     received: usize,
+    /// Kept out of every failure it reports.
+    secrets: Secrets,
 }
 
 /// The largest response body a decoder accepts (64 MiB), so a runaway server cannot exhaust
@@ -221,7 +232,12 @@ impl StreamDecoder {
 
     /// The body ended normally: the final message (a failed one if the body was incomplete).
     #[must_use]
-    pub fn finish(self) -> AssistantMessage {
+    pub fn finish(mut self) -> AssistantMessage {
+        let secrets = std::mem::take(&mut self.secrets);
+        redact(self.finish_unredacted(), &secrets)
+    }
+
+    fn finish_unredacted(self) -> AssistantMessage {
         if self.received > MAX_RESPONSE_BYTES {
             let (status, raw) = self.head_and_raw();
             return malformed(status, raw, "the response exceeds 64 MiB");
@@ -252,7 +268,8 @@ impl StreamDecoder {
     #[must_use]
     pub fn fail(self, error: &str) -> AssistantMessage {
         let (status, raw) = self.head_and_raw();
-        interrupted(status, raw, &format!("reading the response failed: {error}"))
+        let failed = interrupted(status, raw, &format!("reading the response failed: {error}"));
+        redact(failed, &self.secrets)
     }
 
     fn head_and_raw(&self) -> (u16, &[u8]) {
@@ -358,7 +375,7 @@ impl<C: HttpClient> Transport for ProviderTransport<C> {
         let http = self.provider.encode(&request);
         let (head, mut body) = match self.client.send(&http).await {
             Ok(sent) => sent,
-            Err(error) => return unreachable_provider(&error),
+            Err(error) => return redact(unreachable_provider(&error), &self.provider.secrets()),
         };
         let mut decoder = self.provider.decoder(head.status, &head.headers);
         loop {
@@ -413,6 +430,53 @@ pub(crate) fn retry_after(headers: &[(String, String)]) -> Option<u64> {
         return Some(ms.round() as u64);
     }
     http::find_header(headers, "retry-after").and_then(parse_retry_after)
+}
+
+/// The credentials among a configuration's key and headers: the key, and the value of each
+/// credential header, with its scheme (`Bearer`) and without.
+pub(crate) fn secrets(api_key: Option<&str>, headers: &[(String, String)]) -> Secrets {
+    let mut secrets: Vec<String> = api_key.into_iter().map(str::to_owned).collect();
+    for (name, value) in headers {
+        if http::is_secret_header(name) {
+            secrets.push(value.clone());
+            if let Some((_, credential)) = value.trim().split_once(' ') {
+                secrets.push(credential.trim().to_owned());
+            }
+        }
+    }
+    secrets.retain(|secret| !secret.trim().is_empty());
+    // Longest first, so a value is replaced whole before its credential part is.
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    Secrets(secrets)
+}
+
+/// Credentials to keep out of error reports; `Debug` shows only how many there are.
+#[derive(Clone, Default)]
+pub(crate) struct Secrets(Vec<String>);
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secrets({} redacted)", self.0.len())
+    }
+}
+
+/// `message` with every secret replaced by `<redacted>` in its error text and kept raw body:
+/// a server (or a host client) may echo the request's credentials back.
+pub(crate) fn redact(mut message: AssistantMessage, secrets: &Secrets) -> AssistantMessage {
+    let scrub = |text: &mut String| {
+        for secret in &secrets.0 {
+            if text.contains(secret.as_str()) {
+                *text = text.replace(secret.as_str(), http::REDACTED);
+            }
+        }
+    };
+    if let Some(text) = &mut message.error_message {
+        scrub(text);
+    }
+    if let Some(raw) = message.error.as_mut().and_then(|error| error.raw_body.as_mut()) {
+        scrub(raw);
+    }
+    message
 }
 
 pub(crate) fn failure(message: String, error: ProviderError) -> AssistantMessage {
@@ -635,6 +699,9 @@ pub(crate) fn assemble(
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Blocks {
     blocks: Vec<Partial>,
+    /// Where each call's block is, by its key: a piece finds its call in constant time, so a
+    /// stream of many calls is not quadratic. Blocks are only ever appended.
+    calls: HashMap<usize, usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -683,19 +750,18 @@ impl Blocks {
     /// Starts the call with `key` if new (returns true), or fills in an id or name that was
     /// missing.
     pub(crate) fn call(&mut self, key: usize, id: &str, name: &str) -> bool {
-        for block in &mut self.blocks {
-            if let Partial::Call { key: k, id: i, name: n, .. } = block
-                && *k == key
-            {
+        if let Some(&at) = self.calls.get(&key) {
+            if let Partial::Call { id: i, name: n, .. } = &mut self.blocks[at] {
                 if i.is_empty() {
                     id.clone_into(i);
                 }
                 if n.is_empty() {
                     name.clone_into(n);
                 }
-                return false;
             }
+            return false;
         }
+        self.calls.insert(key, self.blocks.len());
         self.blocks.push(Partial::Call {
             key,
             id: id.to_owned(),
@@ -708,12 +774,10 @@ impl Blocks {
     /// Appends a piece of the arguments of the call with `key` (started if new).
     pub(crate) fn arguments(&mut self, key: usize, piece: &str) {
         self.call(key, "", "");
-        for block in &mut self.blocks {
-            if let Partial::Call { key: k, arguments, .. } = block
-                && *k == key
-            {
-                arguments.push_str(piece);
-            }
+        if let Some(Partial::Call { arguments, .. }) =
+            self.calls.get(&key).and_then(|&at| self.blocks.get_mut(at))
+        {
+            arguments.push_str(piece);
         }
     }
 
@@ -749,11 +813,14 @@ pub(crate) struct StreamState {
     /// The protocol's final event arrived.
     pub(crate) done: bool,
     pub(crate) failure: Option<AssistantMessage>,
+    /// The credentials of the request, kept out of the final message.
+    pub(crate) secrets: Secrets,
 }
 
 impl StreamState {
-    pub(crate) fn new(status: u16, price: Option<Price>) -> Self {
+    pub(crate) fn new(status: u16, price: Option<Price>, secrets: Secrets) -> Self {
         Self {
+            secrets,
             sse: SseDecoder::new(),
             raw: RawBody::default(),
             status,
@@ -1059,6 +1126,147 @@ mod tests {
         let failed = decoder.finish();
         assert!(failed.failure_message().contains("exceeds"), "{}", failed.failure_message());
         assert_eq!(failed.error.unwrap().class, FailureClass::NotRetryable);
+    }
+
+    const KEY: &str = "sk-live-0123456789abcdef";
+
+    /// Both providers holding [`KEY`], streaming or not.
+    fn keyed(stream: bool) -> [Provider; 2] {
+        [
+            Provider::OpenAi(OpenAiConfig::openai("gpt-test", KEY).streaming(stream)),
+            Provider::Anthropic(AnthropicConfig::new("claude-test", KEY).streaming(stream)),
+        ]
+    }
+
+    fn assert_no_key(what: &str, text: &str) {
+        assert!(!text.contains(KEY), "{what} shows the key: {text}");
+        assert!(!text.contains("0123456789abcdef"), "{what} shows part of the key: {text}");
+    }
+
+    fn assert_failed_without_key(what: &str, failed: &AssistantMessage) {
+        assert_eq!(failed.stop_reason(), StopReason::Error, "{what}");
+        // The serialized message is what a session log records.
+        assert_no_key(what, &serde_json::to_string(failed).unwrap());
+        assert_no_key(what, &format!("{failed:?}"));
+    }
+
+    #[test]
+    fn the_key_is_never_shown_by_debug_or_serialization_of_a_request() {
+        let (messages, tools) = testing::conversation();
+        for provider in keyed(false) {
+            let request = provider.encode(&testing::request("system", &messages, &tools));
+            assert!(request.headers.iter().any(|(_, value)| value.contains(KEY)), "it is sent");
+            assert_no_key("Debug of the provider", &format!("{provider:?}"));
+            assert_no_key("Debug of the request", &format!("{request:?}"));
+            assert_no_key("Debug of the request", &format!("{request:#?}"));
+            let serialized = serde_json::to_string(&request).unwrap();
+            assert_no_key("the serialized request", &serialized);
+            assert!(serialized.contains("<redacted>"), "{serialized}");
+            assert!(serialized.contains(&request.url), "the rest is kept: {serialized}");
+        }
+        let azure = HttpRequest {
+            method: "POST".into(),
+            url: "http://127.0.0.1:9/".into(),
+            headers: vec![
+                ("api-key".into(), KEY.into()),
+                ("Proxy-Authorization".into(), format!("Basic {KEY}")),
+                ("X-Title".into(), "verity".into()),
+            ],
+            body: "{}".into(),
+        };
+        assert_no_key("Debug", &format!("{azure:?}"));
+        let serialized = serde_json::to_string(&azure).unwrap();
+        assert_no_key("serialization", &serialized);
+        assert!(serialized.contains("verity"), "other headers are kept: {serialized}");
+    }
+
+    #[test]
+    fn a_server_that_echoes_the_key_does_not_get_it_into_an_error() {
+        let echoes = [
+            (
+                401,
+                format!(
+                    r#"{{"error":{{"message":"Invalid header Authorization: Bearer {KEY}","type":"invalid_request_error"}}}}"#
+                ),
+            ),
+            (
+                401,
+                format!(
+                    r#"{{"type":"error","error":{{"type":"authentication_error","message":"bad x-api-key {KEY}"}}}}"#
+                ),
+            ),
+            (403, format!("<html>Forbidden. Your request: Authorization: Bearer {KEY}</html>")),
+            (200, format!("<html>captive portal for {KEY}</html>")),
+            (200, format!(r#"{{"error":{{"message":"key {KEY} revoked","type":"auth"}}}}"#)),
+            (200, format!(r#"{{"truncated": "{KEY}"#)),
+        ];
+        for provider in keyed(false) {
+            for (status, body) in &echoes {
+                let failed = provider.decode(&HttpResponse::new(*status, body.clone()));
+                assert_failed_without_key(&format!("{status} {body}"), &failed);
+                // Streamed or not, the same through the decoder.
+                let mut decoder = provider.decoder(*status, &[]);
+                decoder.feed(body.as_bytes());
+                assert_failed_without_key(body, &decoder.finish());
+            }
+        }
+        for provider in keyed(true) {
+            let event_stream = [("content-type".to_owned(), "text/event-stream".to_owned())];
+            for stream in [
+                format!("data: {{\"error\":{{\"message\":\"bad key {KEY}\",\"type\":\"x\"}}}}\n\n"),
+                format!(
+                    "event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"x\",\"message\":\"bad key {KEY}\"}}}}\n\n"
+                ),
+                format!("data: {{\"echo\": \"{KEY}\"}}\n\n"),
+                format!("data: not json {KEY}\n\n"),
+            ] {
+                let mut decoder = provider.decoder(200, &event_stream);
+                decoder.feed(stream.as_bytes());
+                assert_failed_without_key(&stream, &decoder.finish());
+                let mut decoder = provider.decoder(200, &event_stream);
+                decoder.feed(stream.as_bytes());
+                let reset =
+                    decoder.fail(&format!("reset while sending Authorization: Bearer {KEY}"));
+                assert_failed_without_key(&stream, &reset);
+            }
+        }
+    }
+
+    /// A client that fails with the key in its error, as a careless host client might.
+    struct Echoing;
+
+    struct NoBody;
+
+    impl HttpBody for NoBody {
+        async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, String> {
+            Ok(None)
+        }
+    }
+
+    impl HttpClient for Echoing {
+        type Body = NoBody;
+
+        async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, NoBody), String> {
+            let headers: Vec<String> =
+                request.headers.iter().map(|(name, value)| format!("{name}: {value}")).collect();
+            Err(format!("proxy refused the request with headers {}", headers.join(", ")))
+        }
+
+        async fn wait(&self, _: u64) {}
+    }
+
+    #[test]
+    fn a_host_client_error_that_echoes_the_key_does_not_show_it() {
+        let (messages, tools) = testing::conversation();
+        for provider in keyed(false) {
+            let transport = ProviderTransport::new(provider, Echoing);
+            let failed = futures_util::FutureExt::now_or_never(
+                transport.complete(testing::request("system", &messages, &tools)),
+            )
+            .unwrap();
+            assert!(failed.failure_message().contains("proxy refused"), "{failed:?}");
+            assert_failed_without_key("the client's error", &failed);
+        }
     }
 
     #[test]

@@ -126,7 +126,7 @@ fn delimited<'a>(text: &'a str, label: &str) -> Vec<&'a str> {
 }
 
 fn claim_of_research(task: &str) -> &str {
-    task.strip_prefix("Find more evidence about: ").unwrap_or(task)
+    delimited(task, "claim").first().copied().unwrap_or(task)
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -217,9 +217,10 @@ fn requires_text(schema: &Value) -> bool {
         && schema["required"].as_array().is_some_and(|r| r.iter().any(|v| v == "text"))
 }
 
-/// One sentence from the assessment JSON the summary step is given.
+/// One sentence from the assessment JSON the summary step is given (delimited).
 fn summarize(task: &str) -> String {
-    let assessment: Value = serde_json::from_str(task).unwrap_or(Value::Null);
+    let json = delimited(task, "assessment").first().copied().unwrap_or(task);
+    let assessment: Value = serde_json::from_str(json).unwrap_or(Value::Null);
     let cited = assessment["citations"].as_array().map_or(0, Vec::len);
     match assessment["verdict"].as_str() {
         Some("supported") => {

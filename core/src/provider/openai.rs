@@ -31,7 +31,7 @@ use super::price::Price;
 use super::sse::SseEvent;
 use super::{
     Blocks, Delta, Ending, StreamState, ToolChoice, arguments_text, assemble, embedded_error,
-    error_fields, http_error, malformed, parse_body,
+    error_fields, http_error, malformed, parse_body, redact, secrets,
 };
 use crate::message::{AssistantMessage, Message, ModelRequest, Usage};
 
@@ -305,6 +305,13 @@ fn messages(request: &ModelRequest<'_>) -> Vec<Value> {
 /// Decodes a whole (not streamed) response.
 #[must_use]
 pub fn decode(response: &HttpResponse, config: &OpenAiConfig) -> AssistantMessage {
+    redact(
+        decode_unredacted(response, config),
+        &secrets(config.api_key.as_deref(), &config.headers),
+    )
+}
+
+fn decode_unredacted(response: &HttpResponse, config: &OpenAiConfig) -> AssistantMessage {
     if !response.is_success() {
         return http_error(response);
     }
@@ -403,7 +410,15 @@ impl OpenAiStream {
     /// A decoder for a stream whose response head had `status` (2xx).
     #[must_use]
     pub fn new(config: &OpenAiConfig, status: u16) -> Self {
-        Self { state: StreamState::new(status, config.price), finish_reason: None, usage: None }
+        Self {
+            state: StreamState::new(
+                status,
+                config.price,
+                secrets(config.api_key.as_deref(), &config.headers),
+            ),
+            finish_reason: None,
+            usage: None,
+        }
     }
 
     /// Feeds the next bytes; returns what they added.
@@ -415,6 +430,11 @@ impl OpenAiStream {
     /// The stream ended: the final message.
     #[must_use]
     pub fn finish(mut self) -> AssistantMessage {
+        let secrets = std::mem::take(&mut self.state.secrets);
+        redact(self.finish_unredacted(), &secrets)
+    }
+
+    fn finish_unredacted(mut self) -> AssistantMessage {
         let events = self.state.end();
         self.handle(&events, true);
         if let Some(failed) = self.state.failure_at_end("the stream ended before [DONE]") {
@@ -753,6 +773,51 @@ mod tests {
         assert_eq!(pieces, ["{\"te", "xt\": \"é", "\"}"]);
         assert_eq!(deltas.iter().filter(|d| matches!(d, Delta::ToolCallStart { .. })).count(), 2);
         assert_eq!(deltas[0], Delta::Text { text: "Let me ".into() });
+    }
+
+    #[test]
+    fn a_stream_with_many_interleaved_tool_calls_assembles_each_by_its_index() {
+        const CALLS: usize = 20_000;
+        let piece = |index: usize, start: bool, arguments: &str| {
+            let call = if start {
+                json!({"index": index, "id": format!("id{index}"), "type": "function",
+                       "function": {"name": "t", "arguments": arguments}})
+            } else {
+                json!({"index": index, "function": {"arguments": arguments}})
+            };
+            let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]});
+            format!("data: {chunk}\n\n")
+        };
+        // Calls start in a scrambled order (7919 is prime to 20000, so this is a permutation);
+        // their pieces then arrive interleaved: 5, 3, 5, then every call backwards, then forwards.
+        let order: Vec<usize> = (0..CALLS).map(|i| i * 7919 % CALLS).collect();
+        let mut body: String = order.iter().map(|&i| piece(i, true, "{\"n\":")).collect();
+        body.push_str(&piece(5, false, "[\"a\""));
+        body.push_str(&piece(3, false, "[\"b\""));
+        body.push_str(&piece(5, false, ",\"c\""));
+        for i in (0..CALLS).rev() {
+            let text = if i == 3 || i == 5 { "]".to_owned() } else { i.to_string() };
+            body.push_str(&piece(i, false, &text));
+        }
+        for i in 0..CALLS {
+            body.push_str(&piece(i, false, "}"));
+        }
+        body.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
+        let (deltas, response) = decode_stream(&[body.as_bytes()]);
+        assert_eq!(response.stop_reason(), StopReason::ToolUse);
+        let calls: Vec<&ToolCall> = response.tool_calls().collect();
+        assert_eq!(calls.len(), CALLS);
+        for (call, &index) in calls.iter().zip(&order) {
+            assert_eq!(call.id, format!("id{index}"));
+            let expected = match index {
+                3 => json!({"n": ["b"]}),
+                5 => json!({"n": ["a", "c"]}),
+                other => json!({"n": other}),
+            };
+            assert_eq!(call.arguments, expected, "call {index}");
+        }
+        let starts = deltas.iter().filter(|d| matches!(d, Delta::ToolCallStart { .. })).count();
+        assert_eq!(starts, CALLS, "each index starts one call");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! JSON of `verity_core::provider::Provider`, e.g. `{"api": "openai", "baseUrl":
 //! "http://127.0.0.1:8080/v1", "model": "qwen2.5-7b-instruct"}`); its key, if the file has
 //! none, comes from `VERITY_API_KEY`. This binary's HTTP client has no TLS: it reaches local
-//! servers (llama-server, Ollama, vLLM) over plain HTTP.
+//! servers (llama-server, Ollama, vLLM) over plain HTTP, and refuses (before any request) to
+//! send a key to a host that is not loopback.
 //!
 //! A check that fails with `no-new-evidence` or `research-turn-limit` counts as predicting
 //! `insufficient` (its first assessment was `insufficient` and research found nothing to change
@@ -28,13 +29,17 @@ use verity_core::retrieve::Retriever;
 use verity_core::{Job, JobFailureKind, NoTools, Report, Transport, drive};
 /// The transport to a real provider: the codecs over a blocking HTTP client (native only; the
 /// crate is also built for wasm, where its suite runs, but this command is not).
+/// Refuses, before any request, to send a key over plain HTTP to a host that is not loopback.
 #[cfg(not(target_arch = "wasm32"))]
-fn transport(provider: Provider) -> ProviderTransport<verity_tests::http::BlockingClient> {
-    ProviderTransport::new(provider, verity_tests::http::BlockingClient::sleeping())
+fn transport(
+    provider: Provider,
+) -> Result<ProviderTransport<verity_tests::http::BlockingClient>, String> {
+    verity_tests::http::refuse_key_in_the_clear(&provider)?;
+    Ok(ProviderTransport::new(provider, verity_tests::http::BlockingClient::sleeping()))
 }
 
 #[cfg(target_arch = "wasm32")]
-fn transport(_: Provider) -> OfflineModel {
+fn transport(_: Provider) -> Result<OfflineModel, String> {
     unreachable!("eval runs natively")
 }
 
@@ -132,7 +137,7 @@ fn run() -> Result<Value, String> {
                 Provider::Anthropic(config) => format!("anthropic {}", config.model),
                 _ => "a provider".to_owned(),
             };
-            evaluate(&options, &transport(provider), &name)
+            evaluate(&options, &transport(provider)?, &name)
         }
     }
 }
