@@ -1,0 +1,402 @@
+//! The job protocol: configurations (and their errors), one failure type with what was spent,
+//! the owned outputs' JSON, the event stream, and saving a job without its corpus.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use serde_json::{Value, json};
+use verity_core::corpus::{Corpus, IndexedCorpus};
+use verity_core::{
+    AssistantMessage, CallId, ClaimStage, Delta, Event, Input, Job, JobConfig, JobFailureKind,
+    Machine, NoTools, Output, OwnedOutput, ScriptedModel, Settled, ToolOutput, Usage, drive,
+};
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+fn corpus() -> Arc<IndexedCorpus> {
+    IndexedCorpus::new(
+        Corpus::from_pairs([
+            ("e1", "The storage migration finished in March without data loss."),
+            ("e2", "Two earlier attempts at the migration were rolled back."),
+            ("e3", "An April audit found every account record intact."),
+            ("e4", "Quarterly revenue grew four percent."),
+        ])
+        .unwrap(),
+    )
+}
+
+const CLAIM: &str = "The storage migration lost no customer data.";
+
+fn claim_config(corpus: &IndexedCorpus, extra: Value) -> String {
+    let mut config =
+        json!({"kind": "claim", "claim": CLAIM, "corpus": corpus.id(), "retriever": "keyword"});
+    config.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    config.to_string()
+}
+
+fn assessment(id: &str, verdict: &str, citations: &[&str]) -> AssistantMessage {
+    AssistantMessage::tool_call(
+        id,
+        "record_assessment",
+        json!({"verdict": verdict, "confidence": 0.7, "citations": citations}),
+    )
+}
+
+fn priced(mut response: AssistantMessage, cost: f64) -> AssistantMessage {
+    response.usage = Usage { input: 100, output: 10, cost, ..Usage::default() };
+    response
+}
+
+/// The escalation route: insufficient, one lookup, a note, a second assessment, the summary.
+fn escalation_script() -> Vec<AssistantMessage> {
+    vec![
+        assessment("a1", "insufficient", &[]),
+        AssistantMessage::tool_call("r1", "lookup_evidence", json!({"query": "audit"})),
+        AssistantMessage::text("Found an audit."),
+        assessment("a2", "supported", &["An April audit found every account record intact."]),
+        AssistantMessage::tool_call("s1", "submit", json!({"text": "The audit found it intact."})),
+    ]
+}
+
+fn config_error(config: Value, corpora: &[Arc<IndexedCorpus>]) -> String {
+    let failed = Job::from_json(&config.to_string(), corpora).unwrap_err();
+    assert_eq!(failed.kind(), JobFailureKind::Config, "{failed}");
+    assert_eq!(failed.spent().requests, 0);
+    failed.message().to_owned()
+}
+
+#[test]
+fn a_bad_configuration_names_the_field_and_why() {
+    let corpus = corpus();
+    let step = |extra: Value| {
+        let mut config = json!({"kind": "step", "prompt": "p", "schema": answer_schema()});
+        config.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        config
+    };
+    let cases = [
+        (json!([1]), ".: a job configuration is a JSON object"),
+        (json!({"prompt": "p"}), "kind: missing"),
+        (json!({"kind": "steps"}), "kind: unknown kind \"steps\""),
+        (step(json!({"maxTurns": 0})), "maxTurns: must be a positive integer, not 0"),
+        (step(json!({"maxAttempts": "3"})), "maxAttempts: must be a positive integer, not \"3\""),
+        (step(json!({"maxTurns": 1.5})), "maxTurns: must be a positive integer"),
+        (step(json!({"maxturns": 2})), "maxturns: unknown field `maxturns`"),
+        (step(json!({"retry": {"maxRetries": -1}})), "retry.maxRetries: invalid value"),
+        (step(json!({"schema": {"type": "object", "minProperties": "x"}})), "schema: "),
+        (
+            step(json!({"tools": [{"name": "ok"}, {"name": "bad", "parameters": {"type": 5}}]})),
+            "tools[1].parameters: ",
+        ),
+        (step(json!({"tools": [{"name": "submit"}]})), "tools[0].name: \"submit\" is reserved"),
+        (step(json!({"tools": [{"name": "t", "sequentially": true}]})), "tools[0].sequentially: unknown field"),
+        (json!({"kind": "step", "schema": {}}), ".: missing field `prompt`"),
+        (json!({"kind": "claim", "claim": "c", "corpus": "md5:1"}), "corpus: \"md5:1\" is not"),
+        (
+            json!({"kind": "claim", "claim": "c", "corpus": corpus.id(), "retriever": "bm26"}),
+            "retriever: unknown variant `bm26`",
+        ),
+        (
+            json!({"kind": "claim", "claim": "c", "corpus": corpus.id(), "researchTurns": 0}),
+            "researchTurns: must be a positive integer",
+        ),
+        (
+            json!({"kind": "claim", "claim": "c", "corpus": corpus.id(), "lookup": "remote"}),
+            "lookup: unknown variant `remote`",
+        ),
+    ];
+    for (config, expected) in cases {
+        let message = config_error(config.clone(), &[Arc::clone(&corpus)]);
+        assert!(message.starts_with(expected), "{config}\n  gave {message:?}\n  want {expected:?}");
+    }
+    // A claim job whose corpus the host does not hold.
+    let message = config_error(json!({"kind": "claim", "claim": "c", "corpus": corpus.id()}), &[]);
+    assert_eq!(message, format!("corpus: no corpus {} was given to the job", corpus.id()));
+}
+
+#[test]
+fn a_configuration_reads_back_what_it_writes() {
+    let text = json!({
+        "kind": "step", "system": "s", "prompt": "p", "schema": answer_schema(),
+        "tools": [{"name": "lookup", "description": "d", "parameters": {"type": "object"},
+                   "sequential": true, "replaySafe": true}],
+        "maxAttempts": 2, "maxTurns": 4.0,
+        "retry": {"maxRetries": 2, "baseDelayMs": 100},
+        "compaction": {"maxChars": 1000}
+    });
+    let config = JobConfig::from_value(text).unwrap();
+    let JobConfig::Step(step) = &config else { panic!("a step") };
+    assert_eq!((step.max_attempts, step.max_turns), (Some(2), Some(4)));
+    assert_eq!(step.retry.max_retries, 2);
+    assert_eq!(step.retry.max_delay_ms, 30_000, "unsaid retry fields keep their defaults");
+    let written = serde_json::to_value(&config).unwrap();
+    assert_eq!(written["kind"], "step");
+    assert_eq!(JobConfig::from_value(written).unwrap(), config);
+
+    let corpus = corpus();
+    let claim = JobConfig::from_json(&claim_config(&corpus, json!({"researchTurns": 2}))).unwrap();
+    let written = serde_json::to_value(&claim).unwrap();
+    assert_eq!(written["retriever"], "keyword");
+    assert_eq!(written["lookup"], "core");
+    assert_eq!(serde_json::from_value::<JobConfig>(written).unwrap(), claim);
+    let bm25 = JobConfig::from_value(json!({"kind": "claim", "claim": "c", "corpus": corpus.id(),
+                                             "retriever": {"bm25": {"k": 3}}}));
+    assert!(bm25.is_ok());
+}
+
+#[test]
+fn a_claim_job_runs_with_no_host_tools_and_reports_its_spend() {
+    let corpus = corpus();
+    let job = Job::from_json(&claim_config(&corpus, json!({})), &[Arc::clone(&corpus)]).unwrap();
+    let model = ScriptedModel::new(escalation_script());
+    let report = pollster::block_on(drive(job, &model, &NoTools)).unwrap();
+    assert_eq!(report["route"], "agent escalation");
+    assert_eq!(report["requests"], 5);
+    assert_eq!(
+        report["assessment"]["citations"],
+        json!(["An April audit found every account record intact."])
+    );
+
+    // A failed check says what it cost: research stops without new evidence here.
+    let job = Job::from_json(&claim_config(&corpus, json!({})), &[Arc::clone(&corpus)]).unwrap();
+    let model = ScriptedModel::new([
+        priced(assessment("a1", "insufficient", &[]), 0.25),
+        priced(AssistantMessage::tool_call("r1", "lookup_evidence", json!({"query": "zzzz"})), 0.5),
+        priced(AssistantMessage::text("Nothing."), 1.0),
+    ]);
+    let failed = pollster::block_on(drive(job, &model, &NoTools)).unwrap_err();
+    assert_eq!(failed.kind(), JobFailureKind::NoNewEvidence);
+    let spent = failed.spent();
+    assert_eq!((spent.requests, spent.turns, spent.retries), (3, 3, 0));
+    assert_eq!((spent.usage.input, spent.usage.output), (300, 30));
+    assert!((spent.usage.cost - 1.75).abs() < 1e-9, "{}", spent.usage.cost);
+}
+
+#[test]
+fn a_failed_step_job_reports_kind_and_spend() {
+    let config =
+        json!({"kind": "step", "prompt": "p", "schema": answer_schema(), "maxAttempts": 1});
+    let job = Job::from_json(&config.to_string(), &[]).unwrap();
+    let model = ScriptedModel::new([priced(
+        AssistantMessage::tool_call("c1", "submit", json!({"answer": 42})),
+        0.5,
+    )]);
+    let failed = pollster::block_on(drive(job, &model, &NoTools)).unwrap_err();
+    assert_eq!(failed.kind(), JobFailureKind::InvalidSubmissions);
+    assert_eq!(failed.kind().as_str(), "invalid-submissions");
+    assert_eq!((failed.spent().requests, failed.spent().failed_attempts), (1, 1));
+    assert_eq!(failed.spent().usage.cost, 0.5);
+    let wire = serde_json::to_value(&failed).unwrap();
+    assert_eq!(wire["kind"], "invalid-submissions");
+    assert_eq!(wire["spent"]["failedAttempts"], 1);
+}
+
+/// Drives `job` by hand, checking at every output that the owned form has the borrowed form's
+/// JSON and reads back equal, and that every input reads back equal.
+fn drive_checking_json(mut job: Job, model: &ScriptedModel, run: impl Fn(&str) -> ToolOutput) {
+    let mut kinds = Vec::new();
+    loop {
+        let output = job.poll_output();
+        let owned = output.to_owned_output();
+        let borrowed_json = serde_json::to_value(output).unwrap();
+        assert_eq!(serde_json::to_value(&owned).unwrap(), borrowed_json);
+        assert_eq!(serde_json::from_value::<OwnedOutput>(borrowed_json).unwrap(), owned);
+        let input = match owned {
+            OwnedOutput::CallModel(call) => {
+                kinds.push("callModel");
+                let response = match job.poll_output() {
+                    Output::CallModel(c) => model.answer(c.request),
+                    _ => unreachable!(),
+                };
+                Input::ModelResponse { call: call.id, response }
+            }
+            OwnedOutput::RunTools(batch) => {
+                kinds.push("runTools");
+                let results = batch
+                    .calls
+                    .iter()
+                    .map(|c| Settled { call_id: c.id.clone(), output: run(&c.name) })
+                    .collect();
+                Input::Seal { batch: batch.id, results }
+            }
+            _ => break,
+        };
+        let wire = serde_json::to_string(&input).unwrap();
+        assert_eq!(serde_json::from_str::<Input>(&wire).unwrap(), input);
+        job.handle_input(input).unwrap();
+    }
+    assert_eq!(
+        kinds,
+        ["callModel", "callModel", "runTools", "callModel", "callModel", "callModel"]
+    );
+    assert_eq!(job.finish().unwrap()["route"], "agent escalation");
+}
+
+#[test]
+fn owned_outputs_and_inputs_have_one_json_and_read_back() {
+    let corpus = corpus();
+    // The host answers lookups here, so a tool batch crosses the boundary too.
+    let config = claim_config(&corpus, json!({"lookup": "host"}));
+    let job = Job::from_json(&config, &[Arc::clone(&corpus)]).unwrap();
+    let model = ScriptedModel::new(escalation_script());
+    drive_checking_json(job, &model, |_| {
+        verity_core::claim::lookup_evidence(corpus.corpus(), &[2])
+    });
+    // The JSON a worker posts, as DESIGN.md documents it.
+    let mut job = Job::from_json(&config, &[Arc::clone(&corpus)]).unwrap();
+    let first = serde_json::to_value(job.poll_output()).unwrap();
+    assert_eq!(first["type"], "callModel");
+    assert_eq!(first["id"], 0);
+    assert_eq!((first["delayMs"].clone(), first["retry"].clone()), (json!(0), json!(0)));
+    assert_eq!(first["request"]["tools"][0]["name"], "record_assessment");
+    assert_eq!(serde_json::to_value(OwnedOutput::Done).unwrap(), json!({"type": "done"}));
+}
+
+fn kind(event: &Event) -> String {
+    match event {
+        Event::Stage { stage } => match stage {
+            ClaimStage::Retrieve { evidence } => format!("stage:retrieve({evidence})"),
+            ClaimStage::Assess => "stage:assess".into(),
+            ClaimStage::Research { turn, of } => format!("stage:research({turn}/{of})"),
+            ClaimStage::Reassess { evidence } => format!("stage:reassess({evidence})"),
+            ClaimStage::Summary => "stage:summary".into(),
+            _ => "stage:?".into(),
+        },
+        Event::ModelCall { call, retry, .. } => format!("call({}, retry {retry})", call.0),
+        Event::ModelAnswered { call, tool_calls, .. } => {
+            format!("answered({}, {tool_calls})", call.0)
+        }
+        Event::ToolCall { tool, host, .. } => format!("tool({tool}, host {host})"),
+        Event::ToolSettled { tool, is_error, host, .. } => {
+            format!("settled({tool}, error {is_error}, host {host})")
+        }
+        Event::Retry { attempt, delay_ms, .. } => format!("retry({attempt}, {delay_ms} ms)"),
+        Event::Compacted { dropped } => format!("compacted({dropped})"),
+        Event::Delta { call, .. } => format!("delta({})", call.0),
+        _ => "?".into(),
+    }
+}
+
+/// The whole event transcript of a claim check that escalates, with a retried request.
+const ESCALATION_EVENTS: &[&str] = &[
+    "stage:retrieve(2)",
+    "stage:assess",
+    "call(0, retry 0)",
+    "answered(0, 1)",
+    "tool(record_assessment, host false)",
+    "settled(record_assessment, error false, host false)",
+    "stage:research(1/3)",
+    "call(1, retry 0)",
+    "answered(1, 0)",
+    "retry(1, 700 ms)",
+    "call(2, retry 1)",
+    "delta(2)",
+    "answered(2, 1)",
+    "tool(lookup_evidence, host false)",
+    "settled(lookup_evidence, error false, host false)",
+    "stage:research(2/3)",
+    "call(3, retry 0)",
+    "answered(3, 0)",
+    "stage:reassess(3)",
+    "call(4, retry 0)",
+    "answered(4, 1)",
+    "tool(record_assessment, host false)",
+    "settled(record_assessment, error false, host false)",
+    "stage:summary",
+    "call(5, retry 0)",
+    "answered(5, 1)",
+    "tool(submit, host false)",
+    "settled(submit, error false, host false)",
+];
+
+#[test]
+fn a_claim_job_reports_every_stage_call_and_retry_as_events() {
+    let corpus = corpus();
+    let config = claim_config(&corpus, json!({"researchTurns": 3, "retry": {"maxRetries": 1}}));
+    let mut job = Job::from_json(&config, &[Arc::clone(&corpus)]).unwrap();
+    let mut script = escalation_script();
+    let mut busy = AssistantMessage::failed("busy");
+    busy.error = Some(verity_core::ProviderError {
+        class: verity_core::FailureClass::Retryable,
+        status: Some(503),
+        retry_after_ms: Some(700),
+        raw_body: None,
+    });
+    script.insert(1, busy);
+    let model = ScriptedModel::new(script);
+    let mut events = Vec::new();
+    loop {
+        events.extend(job.drain_events());
+        let input = match job.poll_output() {
+            Output::CallModel(call) => {
+                let id = call.id;
+                let response = model.answer(call.request);
+                if id == CallId(2) {
+                    job.record_delta(id, Delta::Text { text: "look".into() }).unwrap();
+                }
+                Input::ModelResponse { call: id, response }
+            }
+            Output::RunTools(_) => panic!("the job settles its own lookups"),
+            _ => break,
+        };
+        job.handle_input(input).unwrap();
+    }
+    events.extend(job.drain_events());
+    let kinds: Vec<String> = events.iter().map(kind).collect();
+    assert_eq!(kinds, ESCALATION_EVENTS);
+    // A delta for a call that is not pending is refused.
+    assert!(job.record_delta(CallId(0), Delta::Text { text: "late".into() }).is_err());
+    // Events are data: they cross a postMessage as JSON.
+    for event in &events {
+        let wire = serde_json::to_value(event).unwrap();
+        assert_eq!(&serde_json::from_value::<Event>(wire).unwrap(), event);
+    }
+    assert_eq!(
+        serde_json::to_value(&events[6]).unwrap(),
+        json!({"type": "stage", "stage": "research", "turn": 1, "of": 3})
+    );
+    assert_eq!(job.finish().unwrap()["route"], "agent escalation");
+}
+
+#[test]
+fn a_saved_claim_job_names_its_corpus_and_refuses_another() {
+    let corpus = corpus();
+    let config = claim_config(&corpus, json!({}));
+    let mut job = Job::from_json(&config, &[Arc::clone(&corpus)]).unwrap();
+    let model = ScriptedModel::new(escalation_script());
+    // One answer, then save: the first assessment was insufficient, research is next.
+    let Output::CallModel(call) = job.poll_output() else { panic!() };
+    let input = Input::ModelResponse { call: call.id, response: model.answer(call.request) };
+    job.handle_input(input).unwrap();
+    let saved = job.save();
+    assert!(saved.contains(corpus.id().as_str()));
+    assert!(!saved.contains("Quarterly revenue"), "an unretrieved passage is not in the state");
+
+    let other = IndexedCorpus::new(Corpus::from_pairs([("e1", "Another corpus.")]).unwrap());
+    let refused = Job::restore(&saved, &[other]).unwrap_err().to_string();
+    assert!(refused.contains("differs"), "{refused}");
+    assert!(Job::restore(&saved, &[]).unwrap_err().to_string().contains("no corpus was given"));
+
+    let restored = Job::restore(&saved, &[Arc::clone(&corpus)]).unwrap();
+    assert_eq!(restored.save(), saved);
+    let report = pollster::block_on(drive(restored, &model, &NoTools)).unwrap();
+    assert_eq!(report["route"], "agent escalation");
+    assert_eq!(report["requests"], 5);
+}
+
+#[test]
+fn jobs_over_one_corpus_share_its_index() {
+    let corpus = corpus();
+    assert!(!corpus.is_indexed());
+    let config = json!({"kind": "claim", "claim": CLAIM, "corpus": corpus.id()}).to_string();
+    let first = Job::from_json(&config, &[Arc::clone(&corpus)]).unwrap();
+    assert!(corpus.is_indexed(), "BM25 (the default) indexed the corpus for retrieval");
+    let index: *const _ = corpus.bm25();
+    let second = Job::from_json(&config, &[Arc::clone(&corpus)]).unwrap();
+    assert_eq!(index, corpus.bm25() as *const _, "the second job did not rebuild it");
+    for job in [&first, &second] {
+        assert!(Arc::ptr_eq(job.claim_check().unwrap().corpus(), &corpus));
+    }
+}
