@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use crate::machine::{Input, Machine, Output, Settled};
 use crate::message::{AssistantMessage, ModelRequest, ToolCall, ToolOutput};
-use crate::transcript::{Session, SessionError, SessionOutput};
+use crate::transcript::{Session, SessionError, SessionOutput, Store};
 
 /// Makes model calls. A failed request is answered with a response whose stop reason is
 /// `error` (see [`AssistantMessage::failed`]), never with a panic.
@@ -90,16 +90,23 @@ pub async fn drive<M: Machine>(
     }
 }
 
-/// Drives a durable [`Session`] until its machine is done, recording every response and every
-/// tool call (started before it runs, settled after) so the run can be resumed after a crash
-/// without paying for a response twice or running a tool twice blindly. Call
-/// [`Session::finish`] afterwards.
+/// Drives a durable [`Session`] until its machine is done, writing through `store`: every
+/// entry is in the store before the effect that follows it. The session's start (and a lease
+/// it took) is stored before the first request; a response is stored before anything is done
+/// with it; a tool call is stored as started before it runs, and the store checks the lease
+/// then, so a driver whose lease was taken over never starts a tool (nor pays for a request).
+/// Call [`Session::finish`] afterwards.
+///
+/// After an error the session in memory may be ahead of the store (a response it holds was
+/// not stored): drop it and rebuild from the store ([`Session::open`]). A response lost that
+/// way is requested again; a call stored as started and never settled is an unknown outcome.
 ///
 /// # Errors
-/// A stale lease (another driver took the session over) or a batch whose calls are all in
-/// flight elsewhere.
+/// What the store refused or failed to do (a stale lease, a write error), or a batch whose
+/// calls are all in flight elsewhere.
 pub async fn drive_session<M>(
     session: &mut Session<M>,
+    store: &impl Store,
     transport: &impl Transport,
     tools: &impl Tools,
 ) -> Result<(), SessionError>
@@ -107,6 +114,9 @@ where
     M: Machine + Serialize + DeserializeOwned,
 {
     loop {
+        // What was recorded last (the start, a lease, a response, results) is stored before
+        // the next effect; with nothing to write, the store still checks the lease.
+        session.sync(store).await?;
         match session.poll() {
             SessionOutput::CallModel(call) => {
                 let id = call.id;
@@ -128,6 +138,7 @@ where
                 if sequential {
                     for call in &calls {
                         session.start_tool(batch, &call.id)?;
+                        session.sync(store).await?;
                         let output = tools.run(call).await;
                         session.settle_tool(batch, &call.id, output)?;
                     }
@@ -135,13 +146,14 @@ where
                     for call in &calls {
                         session.start_tool(batch, &call.id)?;
                     }
+                    session.sync(store).await?;
                     let outputs = join_all(calls.iter().map(|call| tools.run(call))).await;
                     for (call, output) in calls.iter().zip(outputs) {
                         session.settle_tool(batch, &call.id, output)?;
                     }
                 }
             }
-            _ => return Ok(()),
+            _ => return session.sync(store).await,
         }
     }
 }

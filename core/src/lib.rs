@@ -100,4 +100,4 @@ pub use retry::{FailureClass, ProviderError, RetryPolicy};
 pub use schema::{Schema, SchemaError, Violation};
 pub use scripted::{SCRIPT_EXHAUSTED, ScriptedModel};
 pub use step::{FailureKind, Step, StepBuilder, StepFailed, StepOptions, step, value_step};
-pub use transcript::{Lease, Log, Session, SessionError, SessionOutput};
+pub use transcript::{Lease, Log, MemoryStore, Session, SessionError, SessionOutput, Store};
