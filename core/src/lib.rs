@@ -84,7 +84,9 @@ pub mod transcript;
 
 pub use agent::{Agent, Compaction, End, Event, Halt, Hooks, Spent, Tool};
 pub use claim::{Assessment, ClaimCheck, ClaimFailed, ClaimFailureKind, Report, Route, Verdict};
-pub use drive::{NoTools, Tools, Transport, drive, drive_session};
+pub use drive::{
+    Cancel, DriveOptions, NoTools, Tools, Transport, drive, drive_session, drive_with,
+};
 pub use machine::{
     CallId, Input, Machine, Misuse, MisuseKind, ModelCall, Output, Settled, ToolBatch,
 };
@@ -93,8 +95,9 @@ pub use message::{
     ToolOutput, ToolResult, ToolSpec, Usage,
 };
 pub use provider::{
-    AnthropicConfig, Delta, HttpBody, HttpClient, HttpRequest, HttpResponse, OpenAiConfig, Price,
-    PriceTable, Provider, ProviderTransport, ResponseHead, StreamDecoder, ToolChoice,
+    AnthropicConfig, Delta, HttpBody, HttpClient, HttpFailure, HttpRequest, HttpResponse,
+    OpenAiConfig, Price, PriceTable, Provider, ProviderTransport, ResponseHead, StreamDecoder,
+    ToolChoice,
 };
 pub use retry::{FailureClass, ProviderError, RetryPolicy};
 pub use schema::{Schema, SchemaError, Violation};

@@ -11,10 +11,10 @@ use common::*;
 use serde_json::{Value, json};
 use verity_core::transcript::{Entry, Record, UNKNOWN_OUTCOME};
 use verity_core::{
-    AssistantMessage, Compaction, Event, FailureClass, FailureKind, Input, Lease, Log, Machine,
-    MemoryStore, Message, Output, ProviderError, RetryPolicy, Schema, ScriptedModel, Session,
-    SessionError, SessionOutput, Settled, Step, StopReason, Store, Tool, ToolCall, ToolOutput,
-    Tools, drive, drive_session, value_step,
+    AssistantMessage, Cancel, Compaction, DriveOptions, Event, FailureClass, FailureKind, Input,
+    Lease, Log, Machine, MemoryStore, Message, Output, ProviderError, RetryPolicy, Schema,
+    ScriptedModel, Session, SessionError, SessionOutput, Settled, Step, StopReason, Store, Tool,
+    ToolCall, ToolOutput, Tools, drive, drive_session, drive_with, value_step,
 };
 
 #[cfg(target_arch = "wasm32")]
@@ -669,4 +669,94 @@ fn a_batch_with_a_repeated_call_id_runs_in_a_session_as_in_the_machine() {
     let left: Vec<(usize, &str)> =
         pending.iter().map(|p| (p.index, p.call.name.as_str())).collect();
     assert_eq!(left, [(2, "peek")]);
+}
+
+/// A step that hands its transcript out when it finishes, so a test can read what `drive_with`
+/// left in it.
+struct Observed {
+    step: ValueStep,
+    transcript: std::rc::Rc<RefCell<Vec<Message>>>,
+}
+
+impl Machine for Observed {
+    type Value = Value;
+    type Error = verity_core::StepFailed;
+    fn poll_output(&mut self) -> Output<'_> {
+        self.step.poll_output()
+    }
+    fn handle_input(&mut self, input: Input) -> Result<(), verity_core::Misuse> {
+        self.step.handle_input(input)
+    }
+    fn finish(self) -> Result<Value, verity_core::StepFailed> {
+        *self.transcript.borrow_mut() = self.step.messages().to_vec();
+        self.step.finish()
+    }
+}
+
+/// Tools that press Stop while running `l1`; `l1` then never finishes on its own.
+struct StopDuring {
+    cancel: Cancel,
+    hang: bool,
+}
+
+impl Tools for StopDuring {
+    async fn run(&self, call: &ToolCall) -> ToolOutput {
+        if call.id == "l1" {
+            self.cancel.cancel("the user pressed stop");
+            if self.hang {
+                std::future::pending::<()>().await;
+            }
+        }
+        ToolOutput::ok("ran", json!({}))
+    }
+}
+
+#[test]
+fn a_cancelled_drive_makes_no_further_request() {
+    // Cancelled before it starts: no request at all.
+    let cancel = Cancel::new();
+    cancel.cancel("not wanted");
+    let model = ScriptedModel::new(script());
+    let options = DriveOptions::new().cancel(cancel);
+    let error = pollster::block_on(drive_with(machine(), &model, &Counting::default(), options))
+        .unwrap_err();
+    assert_eq!((error.kind(), model.requests()), (FailureKind::Cancelled, 0));
+    assert!(error.message().contains("not wanted"), "{}", error.message());
+
+    // Cancelled by a tool that finished: the batch is sealed, the next model call is not made.
+    let cancel = Cancel::new();
+    let model = ScriptedModel::new(script());
+    let tools = StopDuring { cancel: cancel.clone(), hang: false };
+    let error = pollster::block_on(drive_with(
+        machine(),
+        &model,
+        &tools,
+        DriveOptions::new().cancel(cancel),
+    ))
+    .unwrap_err();
+    assert_eq!((error.kind(), model.requests()), (FailureKind::Cancelled, 1));
+}
+
+#[test]
+fn a_drive_cancelled_during_a_batch_records_every_open_call_as_aborted() {
+    let cancel = Cancel::new();
+    let model = ScriptedModel::new(script());
+    let transcript = std::rc::Rc::default();
+    let machine = Observed { step: machine(), transcript: std::rc::Rc::clone(&transcript) };
+    let tools = StopDuring { cancel: cancel.clone(), hang: true };
+    let error =
+        pollster::block_on(drive_with(machine, &model, &tools, DriveOptions::new().cancel(cancel)))
+            .unwrap_err();
+    assert_eq!((error.kind(), model.requests()), (FailureKind::Cancelled, 1));
+    let transcript = transcript.borrow();
+    let results: Vec<(&str, &str)> = transcript
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult(r) => Some((r.call_id.as_str(), r.output.content.as_str())),
+            _ => None,
+        })
+        .collect();
+    let aborted = verity_core::agent::ABORTED;
+    assert_eq!(results, [("l1", aborted), ("p1", aborted), ("l2", aborted)]);
+    assert_one_result_per_call(&transcript);
 }
