@@ -3,13 +3,19 @@
 //! The traits have no `Send` bound, so a browser's `fetch` future fits; nothing here names an
 //! executor.
 
-use futures_util::future::join_all;
+use std::fmt;
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+
+use futures_util::future::{Either, join_all, select};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::machine::{Input, Machine, Output, Settled};
-use crate::message::{AssistantMessage, ModelRequest, ToolCall, ToolOutput};
-use crate::transcript::{Session, SessionError, SessionOutput};
+use crate::message::{AssistantMessage, ModelRequest, StopReason, ToolCall, ToolOutput};
+use crate::transcript::{Session, SessionError, SessionOutput, Store};
 
 /// Makes model calls. A failed request is answered with a response whose stop reason is
 /// `error` (see [`AssistantMessage::failed`]), never with a panic.
@@ -45,9 +51,106 @@ impl Tools for NoTools {
     }
 }
 
+/// The host's way to cancel a run driven by [`drive_with`] (a Stop button, a closed page, a
+/// signal handler): a handle whose clones share one state. Cancelling is sticky and the first
+/// reason wins. It needs no runtime: [`drive_with`] checks it between outputs and races the
+/// model call or tool batch in flight against it (dropping the loser, which is how an async
+/// HTTP client is told to abort), and [`crate::ProviderTransport::with_cancel`] checks it
+/// between chunks of a body.
+#[derive(Clone, Default)]
+pub struct Cancel {
+    state: Arc<Mutex<CancelState>>,
+}
+
+#[derive(Default)]
+struct CancelState {
+    reason: Option<String>,
+    wakers: Vec<Waker>,
+}
+
+impl fmt::Debug for Cancel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cancel").field("reason", &self.reason()).finish()
+    }
+}
+
+impl Cancel {
+    /// A handle that has not fired.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CancelState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Cancels, for `reason` (kept for the record); wakes a driver waiting on it.
+    pub fn cancel(&self, reason: impl Into<String>) {
+        let mut state = self.state();
+        if state.reason.is_none() {
+            state.reason = Some(reason.into());
+        }
+        for waker in state.wakers.drain(..) {
+            waker.wake();
+        }
+    }
+
+    /// Whether it fired.
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        self.state().reason.is_some()
+    }
+
+    /// The reason, once it fired.
+    #[must_use]
+    pub fn reason(&self) -> Option<String> {
+        self.state().reason.clone()
+    }
+
+    /// Completes with the reason when it fires.
+    pub fn cancelled(&self) -> impl Future<Output = String> + '_ {
+        std::future::poll_fn(move |cx: &mut Context<'_>| {
+            let mut state = self.state();
+            match &state.reason {
+                Some(reason) => Poll::Ready(reason.clone()),
+                None => {
+                    if !state.wakers.iter().any(|waker| waker.will_wake(cx.waker())) {
+                        state.wakers.push(cx.waker().clone());
+                    }
+                    Poll::Pending
+                }
+            }
+        })
+    }
+}
+
+/// How [`drive_with`] runs a machine.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct DriveOptions {
+    /// Cancels the run when it fires.
+    pub cancel: Option<Cancel>,
+}
+
+impl DriveOptions {
+    /// The defaults: not cancellable.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels the run when `cancel` fires.
+    #[must_use]
+    pub fn cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+}
+
 /// Drives `machine` to its end: each model call goes to `transport`, each tool batch to
 /// `tools` (concurrently, or one at a time in order when the batch is sequential), and each
-/// answer back to the machine.
+/// answer back to the machine. The convenience for [`drive_with`] without options.
 ///
 /// # Errors
 /// The machine's typed failure.
@@ -55,51 +158,116 @@ impl Tools for NoTools {
 /// # Panics
 /// Only if the machine refuses an answer to its own output, which would be a bug in the core.
 pub async fn drive<M: Machine>(
-    mut machine: M,
+    machine: M,
     transport: &impl Transport,
     tools: &impl Tools,
 ) -> Result<M::Value, M::Error> {
+    drive_with(machine, transport, tools, DriveOptions::default()).await
+}
+
+/// [`drive`] with options. When `options.cancel` fires, no further model call is made: a
+/// model call or tool batch in flight is dropped (a transport that aborts on drop aborts its
+/// request) and the machine is given [`Input::Cancel`], which records every open call of a
+/// batch as aborted (POLICY.md D6); the run ends as cancelled. A response that arrived
+/// complete is kept (it was paid for); one the transport aborted because of the cancel is
+/// not given to the machine, so the run ends cancelled rather than failed.
+///
+/// # Errors
+/// The machine's typed failure (`cancelled` after a cancel, unless it already had a value).
+///
+/// # Panics
+/// Only if the machine refuses an answer to its own output, which would be a bug in the core.
+pub async fn drive_with<M: Machine>(
+    mut machine: M,
+    transport: &impl Transport,
+    tools: &impl Tools,
+    options: DriveOptions,
+) -> Result<M::Value, M::Error> {
+    let cancel = options.cancel.as_ref();
     loop {
+        if let Some(reason) = cancel.and_then(Cancel::reason) {
+            if !matches!(machine.poll_output(), Output::Done) {
+                answer(&mut machine, Input::Cancel { reason });
+            }
+            return machine.finish();
+        }
         let input = match machine.poll_output() {
             Output::CallModel(call) => {
-                if call.delay_ms > 0 {
-                    transport.wait(call.delay_ms).await;
-                }
-                Input::ModelResponse {
-                    call: call.id,
-                    response: transport.complete(call.request).await,
+                let (id, delay_ms, request) = (call.id, call.delay_ms, call.request);
+                let response = until_cancelled(cancel, async {
+                    if delay_ms > 0 {
+                        transport.wait(delay_ms).await;
+                    }
+                    transport.complete(request).await
+                })
+                .await;
+                match response {
+                    Some(response)
+                        if !(response.stop_reason() == StopReason::Aborted
+                            && cancel.is_some_and(Cancel::is_cancelled)) =>
+                    {
+                        Input::ModelResponse { call: id, response }
+                    }
+                    _ => continue,
                 }
             }
             Output::RunTools(batch) => {
-                let results = if batch.sequential {
-                    let mut results = Vec::with_capacity(batch.calls.len());
-                    for call in batch.calls {
-                        results.push(settle(tools, call).await);
+                let run = async {
+                    if batch.sequential {
+                        let mut results = Vec::with_capacity(batch.calls.len());
+                        for call in batch.calls {
+                            results.push(settle(tools, call).await);
+                        }
+                        results
+                    } else {
+                        join_all(batch.calls.iter().map(|call| settle(tools, call))).await
                     }
-                    results
-                } else {
-                    join_all(batch.calls.iter().map(|call| settle(tools, call))).await
                 };
-                Input::Seal { batch: batch.id, results }
+                match until_cancelled(cancel, run).await {
+                    Some(results) => Input::Seal { batch: batch.id, results },
+                    None => continue,
+                }
             }
             Output::Done => return machine.finish(),
         };
-        if let Err(misuse) = machine.handle_input(input) {
-            panic!("the driver answered its machine wrongly (a bug in verity-core): {misuse}");
-        }
+        answer(&mut machine, input);
     }
 }
 
-/// Drives a durable [`Session`] until its machine is done, recording every response and every
-/// tool call (started before it runs, settled after) so the run can be resumed after a crash
-/// without paying for a response twice or running a tool twice blindly. Call
-/// [`Session::finish`] afterwards.
+fn answer<M: Machine>(machine: &mut M, input: Input) {
+    if let Err(misuse) = machine.handle_input(input) {
+        panic!("the driver answered its machine wrongly (a bug in verity-core): {misuse}");
+    }
+}
+
+/// `work`'s value, or `None` if `cancel` fires first (`work` is dropped then).
+async fn until_cancelled<T>(cancel: Option<&Cancel>, work: impl Future<Output = T>) -> Option<T> {
+    let Some(cancel) = cancel else { return Some(work.await) };
+    let work: Pin<&mut _> = pin!(work);
+    let cancelled = pin!(cancel.cancelled());
+    match select(work, cancelled).await {
+        Either::Left((value, _)) => Some(value),
+        Either::Right(_) => None,
+    }
+}
+
+/// Drives a durable [`Session`] until its machine is done, writing through `store`: every
+/// entry is in the store before the effect that follows it. The session's start (and a lease
+/// it took) is stored before the first request; a response is stored before anything is done
+/// with it; a tool call is stored as started before it runs, and the store checks the lease
+/// then, so a driver whose lease was taken over never starts a tool (nor pays for a request).
+/// Call [`Session::finish`] afterwards.
+///
+/// After an error the session in memory may be ahead of the store (a response it holds was
+/// not stored): drop it and rebuild from the store ([`Session::open`]). A response lost that
+/// way is requested again; a call stored as started and never settled is an unknown outcome.
 ///
 /// # Errors
-/// A stale lease (another driver took the session over) or a batch whose calls are all in
-/// flight elsewhere.
+/// What the store refused or failed to do (a stale lease, a write error), or a batch whose
+/// calls are all in flight elsewhere.
 pub async fn drive_session<M>(
     session: &mut Session<M>,
+    store: &impl Store,
     transport: &impl Transport,
     tools: &impl Tools,
 ) -> Result<(), SessionError>
@@ -107,6 +275,9 @@ where
     M: Machine + Serialize + DeserializeOwned,
 {
     loop {
+        // What was recorded last (the start, a lease, a response, results) is stored before
+        // the next effect; with nothing to write, the store still checks the lease.
+        session.sync(store).await?;
         match session.poll() {
             SessionOutput::CallModel(call) => {
                 let id = call.id;
@@ -128,6 +299,7 @@ where
                 if sequential {
                     for call in &calls {
                         session.start_tool(batch, &call.id)?;
+                        session.sync(store).await?;
                         let output = tools.run(call).await;
                         session.settle_tool(batch, &call.id, output)?;
                     }
@@ -135,13 +307,14 @@ where
                     for call in &calls {
                         session.start_tool(batch, &call.id)?;
                     }
+                    session.sync(store).await?;
                     let outputs = join_all(calls.iter().map(|call| tools.run(call))).await;
                     for (call, output) in calls.iter().zip(outputs) {
                         session.settle_tool(batch, &call.id, output)?;
                     }
                 }
             }
-            _ => return Ok(()),
+            _ => return session.sync(store).await,
         }
     }
 }

@@ -91,7 +91,9 @@ pub use claim::{
     Verdict,
 };
 pub use corpus::{Corpus, CorpusId, IndexedCorpus};
-pub use drive::{NoTools, Tools, Transport, drive, drive_session};
+pub use drive::{
+    Cancel, DriveOptions, NoTools, Tools, Transport, drive, drive_session, drive_with,
+};
 pub use event::{ClaimStage, Event};
 pub use job::{ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError};
 pub use machine::{
@@ -103,11 +105,12 @@ pub use message::{
     ToolOutput, ToolResult, ToolSpec, Usage,
 };
 pub use provider::{
-    AnthropicConfig, Delta, HttpBody, HttpClient, HttpRequest, HttpResponse, OpenAiConfig, Price,
-    PriceTable, Provider, ProviderTransport, ResponseHead, StreamDecoder, ToolChoice,
+    AnthropicConfig, Delta, HttpBody, HttpClient, HttpFailure, HttpRequest, HttpResponse,
+    OpenAiConfig, Price, PriceTable, Provider, ProviderTransport, ResponseHead, StreamDecoder,
+    ToolChoice,
 };
 pub use retry::{FailureClass, ProviderError, RetryPolicy};
 pub use schema::{Schema, SchemaError, Violation};
 pub use scripted::{SCRIPT_EXHAUSTED, ScriptedModel};
 pub use step::{FailureKind, Step, StepBuilder, StepFailed, StepOptions, step, value_step};
-pub use transcript::{Lease, Log, Session, SessionError, SessionOutput};
+pub use transcript::{Lease, Log, MemoryStore, Session, SessionError, SessionOutput, Store};

@@ -175,6 +175,12 @@ impl AssistantMessage {
         }
     }
 
+    /// A request the host aborted (`stopReason: "aborted"`) with its message: never retried.
+    #[must_use]
+    pub fn aborted(message: impl Into<String>) -> Self {
+        Self { stop_reason: Some(StopReason::Aborted), ..Self::failed(message) }
+    }
+
     /// The stop reason, defaulted as the wire format says.
     #[must_use]
     pub fn stop_reason(&self) -> StopReason {

@@ -12,9 +12,15 @@
 //! - appends can be guarded by a [`Lease`]: after another driver takes the session over, a
 //!   write with the old lease is refused.
 //!
+//! The log a session holds is its own copy; the durable one is in the host's [`Store`].
+//! [`drive_session`](crate::drive_session) writes every entry to the store before the effect
+//! that follows it ([`Session::sync`]), and a crashed driver is rebuilt from the store alone
+//! ([`Session::open`]). [`MemoryStore`] keeps a log in memory.
+//!
 //! Entries form a tree (each names its parent), so a host can branch from an earlier entry
 //! ([`Log::checkout`]); the machine is rebuilt from the path between the root and the head.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use serde::de::DeserializeOwned;
@@ -115,6 +121,9 @@ pub enum SessionError {
     Misuse(Misuse),
     /// The log cannot be read or replayed.
     Corrupt(String),
+    /// The host's [`Store`] could not read or write (its own words). What was not written is
+    /// lost: resume from what the store holds.
+    Store(String),
 }
 
 impl fmt::Display for SessionError {
@@ -126,6 +135,7 @@ impl fmt::Display for SessionError {
             ),
             SessionError::Misuse(misuse) => write!(f, "{misuse}"),
             SessionError::Corrupt(why) => write!(f, "corrupt session log: {why}"),
+            SessionError::Store(why) => write!(f, "the session store failed: {why}"),
         }
     }
 }
@@ -228,6 +238,11 @@ impl Log {
     /// The store side of a guarded write: appends `entries` (written by a driver since it last
     /// synced) if `lease` is still the current lease of this log and the entries follow on.
     ///
+    /// A takeover written by the driver itself ([`Session::take_lease`]) is accepted too: when
+    /// `entries` begin with the lease record of `lease` and its epoch is one more than the
+    /// current one. Since the entries must follow on (their ids not taken), two drivers taking
+    /// over from the same state cannot both succeed.
+    ///
     /// # Errors
     /// [`SessionError::StaleLease`] after a takeover; [`SessionError::Corrupt`] if an entry's
     /// id is taken or its parent unknown (another writer got in between).
@@ -236,7 +251,15 @@ impl Log {
         entries: &[Entry],
         lease: Option<&Lease>,
     ) -> Result<(), SessionError> {
-        self.check_lease(lease)?;
+        let takeover = match (entries.first().map(|entry| &entry.record), lease) {
+            (Some(Record::Lease(taken)), Some(held)) => {
+                taken == held && held.epoch == self.lease().map_or(1, |current| current.epoch + 1)
+            }
+            _ => false,
+        };
+        if !takeover {
+            self.check_lease(lease)?;
+        }
         let mut known: Vec<u64> = self.entries.iter().map(|entry| entry.id).collect();
         for entry in entries {
             if known.contains(&entry.id) {
@@ -326,12 +349,124 @@ impl Log {
     }
 }
 
-/// The calls of the open batch, as the session tracks them.
+/// Where a session's entries are kept: the host's durable side of a [`Session`] (a file, a
+/// database table, IndexedDB, a workflow journal).
+///
+/// [`drive_session`](crate::drive_session) writes through it: every entry is appended (and
+/// durable once `append` returns) before the effect that follows it, so a tool call is recorded
+/// as started in the store before it runs, and a response is in the store before anything is
+/// done with it. After a crash, a driver rebuilds the session from [`load`](Self::load).
+///
+/// The methods are `async` because the stores hosts have are (IndexedDB, a journal over the
+/// network); a store in memory or on a local disk returns ready futures. Like the rest of the
+/// core, the trait has no `Send` bound.
+///
+/// The store is where leases are enforced: [`append`](Self::append) must refuse a stale lease
+/// and entries that do not follow on, atomically with the write ([`Log::extend_guarded`] does
+/// both for a store that keeps a [`Log`]).
+#[allow(async_fn_in_trait)] // not `Send` on purpose, as `Transport`
+pub trait Store {
+    /// Appends `entries` (written by a driver holding `lease` since its last append) if
+    /// `lease` is current and the entries follow on; see [`Log::extend_guarded`]. Durable once
+    /// it returns `Ok`.
+    ///
+    /// # Errors
+    /// [`SessionError::StaleLease`] after a takeover, [`SessionError::Corrupt`] when the
+    /// entries do not follow on, [`SessionError::Store`] when the write failed.
+    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError>;
+
+    /// Everything stored, as a log.
+    ///
+    /// # Errors
+    /// [`SessionError::Store`] or [`SessionError::Corrupt`].
+    async fn load(&self) -> Result<Log, SessionError>;
+
+    /// Takes the session over for `holder`: appends a lease one epoch above the current one,
+    /// after which appends with any older lease are refused.
+    ///
+    /// # Errors
+    /// [`SessionError::Store`].
+    async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError>;
+
+    /// Whether `lease` is the current lease (see [`Log::check_lease`]).
+    ///
+    /// # Errors
+    /// [`SessionError::StaleLease`], [`SessionError::Store`].
+    async fn check_lease(&self, lease: Option<&Lease>) -> Result<(), SessionError>;
+}
+
+/// A [`Store`] in memory, for tests and for hosts that persist its log themselves
+/// ([`MemoryStore::log`], [`Log::to_jsonl`]).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    log: RefCell<Log>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A store holding `log`.
+    #[must_use]
+    pub fn from_log(log: Log) -> Self {
+        Self { log: RefCell::new(log) }
+    }
+
+    /// A copy of what it holds.
+    #[must_use]
+    pub fn log(&self) -> Log {
+        self.log.borrow().clone()
+    }
+}
+
+impl Store for MemoryStore {
+    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
+        self.log.borrow_mut().extend_guarded(entries, lease)
+    }
+
+    async fn load(&self) -> Result<Log, SessionError> {
+        Ok(self.log())
+    }
+
+    async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {
+        Ok(self.log.borrow_mut().take_lease(holder))
+    }
+
+    async fn check_lease(&self, lease: Option<&Lease>) -> Result<(), SessionError> {
+        self.log.borrow().check_lease(lease)
+    }
+}
+
+/// The open batch's id and its calls (id, replay-safe), in the model's order.
+type OpenCalls = (CallId, Vec<(String, bool)>);
+
+fn open_calls<M: Machine>(machine: &mut M) -> Option<OpenCalls> {
+    match machine.poll_output() {
+        Output::RunTools(tools) => Some((
+            tools.id,
+            tools
+                .calls
+                .iter()
+                .map(|c| c.id.clone())
+                .zip(tools.replay_safe.iter().copied())
+                .collect(),
+        )),
+        _ => None,
+    }
+}
+
+/// The calls of the open batch, as the session tracks them: by position in the batch, since
+/// a model may give two calls the same id.
 #[derive(Debug, Clone, Default)]
 struct OpenBatch {
     id: Option<CallId>,
-    started: Vec<String>,
-    settled: Vec<Settled>,
+    /// Positions of the calls started and not settled.
+    started: Vec<usize>,
+    /// Settled calls with their positions.
+    settled: Vec<(usize, Settled)>,
 }
 
 impl OpenBatch {
@@ -340,6 +475,38 @@ impl OpenBatch {
             *self = OpenBatch { id: Some(batch), ..OpenBatch::default() };
         }
     }
+
+    fn is_settled(&self, index: usize) -> bool {
+        self.settled.iter().any(|(settled, _)| *settled == index)
+    }
+
+    /// The call a start of `call_id` means: its first occurrence neither started nor settled.
+    fn to_start(&self, calls: &[(String, bool)], call_id: &str) -> Option<usize> {
+        (0..calls.len())
+            .find(|&i| calls[i].0 == call_id && !self.started.contains(&i) && !self.is_settled(i))
+    }
+
+    /// The call a result for `call_id` settles: its first started occurrence, else its first
+    /// unsettled one.
+    fn to_settle(&self, calls: &[(String, bool)], call_id: &str) -> Option<usize> {
+        let open = |i: &usize| calls[*i].0 == call_id && !self.is_settled(*i);
+        (0..calls.len())
+            .filter(open)
+            .find(|i| self.started.contains(i))
+            .or_else(|| (0..calls.len()).find(open))
+    }
+
+    fn settle(&mut self, index: usize, call_id: &str, output: ToolOutput) {
+        self.started.retain(|started| *started != index);
+        self.settled.push((index, Settled { call_id: call_id.to_owned(), output }));
+    }
+
+    /// The results in the model's order, leaving no batch open.
+    fn take_results(&mut self) -> Vec<Settled> {
+        let mut settled = std::mem::take(self).settled;
+        settled.sort_by_key(|(index, _)| *index);
+        settled.into_iter().map(|(_, settled)| settled).collect()
+    }
 }
 
 /// A call of the open batch that still needs a result.
@@ -347,6 +514,8 @@ impl OpenBatch {
 pub struct PendingCall<'a> {
     /// The call.
     pub call: &'a ToolCall,
+    /// Its position in the batch (ids may repeat; positions do not).
+    pub index: usize,
     /// Its tool may be run again.
     pub replay_safe: bool,
     /// The host recorded that it started this call (it is in flight).
@@ -419,28 +588,34 @@ where
         let mut batch = OpenBatch::default();
         let mut replayed = machine;
         for entry in &path[1..] {
+            let not_open = || corrupt(format!("entry {}: no such call is open", entry.id));
             let input = match &entry.record {
                 Record::Response { call, response } => {
                     Some(Input::ModelResponse { call: *call, response: response.clone() })
                 }
                 Record::ToolStarted { batch: id, call_id } => {
+                    let calls = open_calls(&mut replayed)
+                        .filter(|(open, _)| open == id)
+                        .ok_or_else(not_open)?
+                        .1;
                     batch.for_batch(*id);
-                    batch.started.push(call_id.clone());
+                    let index = batch.to_start(&calls, call_id).ok_or_else(not_open)?;
+                    batch.started.push(index);
                     None
                 }
                 Record::ToolSettled { batch: id, call_id, output } => {
+                    let calls = open_calls(&mut replayed)
+                        .filter(|(open, _)| open == id)
+                        .ok_or_else(not_open)?
+                        .1;
                     batch.for_batch(*id);
-                    batch.started.retain(|started| started != call_id);
-                    batch
-                        .settled
-                        .push(Settled { call_id: call_id.clone(), output: output.clone() });
+                    let index = batch.to_settle(&calls, call_id).ok_or_else(not_open)?;
+                    batch.settle(index, call_id, output.clone());
                     None
                 }
                 Record::Sealed { batch: id } => {
                     batch.for_batch(*id);
-                    let results = std::mem::take(&mut batch.settled);
-                    batch = OpenBatch::default();
-                    Some(Input::Seal { batch: *id, results })
+                    Some(Input::Seal { batch: *id, results: batch.take_results() })
                 }
                 Record::Cancelled { reason } => Some(Input::Cancel { reason: reason.clone() }),
                 Record::Abandoned { batch: id } => {
@@ -461,8 +636,18 @@ where
         }
         let synced = log.entries.len();
         let mut session = Self { log, machine: replayed, lease, batch, synced };
-        session.settle_interrupted()?;
+        session.settle_interrupted(false)?;
         Ok(session)
+    }
+
+    /// Rebuilds the session from what `store` holds (see [`resume`](Self::resume)). Entries
+    /// the resume appends (interrupted calls settled) are written by the next
+    /// [`sync`](Self::sync).
+    ///
+    /// # Errors
+    /// As [`Store::load`] and [`resume`](Self::resume).
+    pub async fn open(store: &impl Store, lease: Option<Lease>) -> Result<Self, SessionError> {
+        Self::resume(store.load().await?, lease)
     }
 
     /// Appends with this lease from now on.
@@ -473,7 +658,10 @@ where
     }
 
     /// Takes the session over (see [`Log::take_lease`]); this session appends with the new
-    /// lease.
+    /// lease. The lease entry is written by the next [`sync`](Self::sync), which a store
+    /// accepts as a takeover (see [`Log::extend_guarded`]) when the session had synced
+    /// everything before it and nobody appended since. [`Store::take_lease`] takes a lease in
+    /// the store directly.
     pub fn take_lease(&mut self, holder: impl Into<String>) -> Lease {
         let lease = self.log.take_lease(holder);
         self.lease = Some(lease.clone());
@@ -499,6 +687,23 @@ where
         self.synced = self.log.entries.len();
     }
 
+    /// Writes the unsynced entries to `store` with this session's lease, or, when there are
+    /// none, checks the lease against the store. Either way a stale lease is refused by the
+    /// store itself, not by this session's copy of the log.
+    ///
+    /// # Errors
+    /// What the store refused; the entries stay unsynced then.
+    pub async fn sync(&mut self, store: &impl Store) -> Result<(), SessionError> {
+        let unsynced = self.unsynced();
+        if unsynced.is_empty() {
+            store.check_lease(self.lease.as_ref()).await
+        } else {
+            store.append(unsynced, self.lease.as_ref()).await?;
+            self.mark_synced();
+            Ok(())
+        }
+    }
+
     /// The machine.
     #[must_use]
     pub fn machine(&self) -> &M {
@@ -516,13 +721,13 @@ where
                     .calls
                     .iter()
                     .zip(tools.replay_safe)
-                    .filter(|(call, _)| {
-                        !mine || !batch.settled.iter().any(|s| s.call_id == call.id)
-                    })
-                    .map(|(call, &replay_safe)| PendingCall {
+                    .enumerate()
+                    .filter(|(index, _)| !mine || !batch.is_settled(*index))
+                    .map(|(index, (call, &replay_safe))| PendingCall {
                         call,
+                        index,
                         replay_safe,
-                        started: mine && batch.started.contains(&call.id),
+                        started: mine && batch.started.contains(&index),
                     })
                     .collect();
                 SessionOutput::RunTools { batch: tools.id, pending, sequential: tools.sequential }
@@ -546,45 +751,43 @@ where
         Ok(())
     }
 
-    /// The open batch's id and its calls with their replay safety.
-    fn open_calls(&mut self) -> Option<(CallId, Vec<(String, bool)>)> {
-        match self.machine.poll_output() {
-            Output::RunTools(tools) => Some((
-                tools.id,
-                tools
-                    .calls
-                    .iter()
-                    .map(|c| c.id.clone())
-                    .zip(tools.replay_safe.iter().copied())
-                    .collect(),
-            )),
-            _ => None,
+    /// The open batch's calls, if `batch` is the open batch.
+    fn calls_of(&mut self, batch: CallId) -> Result<Vec<(String, bool)>, SessionError> {
+        let (open, calls) =
+            open_calls(&mut self.machine).ok_or_else(|| misuse("no tool batch is open"))?;
+        if open != batch {
+            return Err(misuse(format!("{batch} is not the open batch {open}")));
         }
+        self.batch.for_batch(batch);
+        Ok(calls)
     }
 
-    /// Records that the host is starting `call_id` of `batch`. Record it before the tool runs:
-    /// that is what lets a resumed session know the call may have taken effect.
+    /// Records that the host is starting `call_id` of `batch`. Record it before the tool runs
+    /// (and write it to the store: [`sync`](Self::sync)): that is what lets a resumed session
+    /// know the call may have taken effect. When the model gave several calls this id, this
+    /// starts the first of them not yet started.
     ///
     /// # Errors
     /// A stale lease, or a call that is not an unsettled, unstarted call of the open batch.
     pub fn start_tool(&mut self, batch: CallId, call_id: &str) -> Result<(), SessionError> {
         self.log.check_lease(self.lease.as_ref())?;
-        let (open, calls) = self.open_calls().ok_or_else(|| misuse("no tool batch is open"))?;
-        if open != batch || !calls.iter().any(|(id, _)| id == call_id) {
-            return Err(misuse(format!("{call_id:?} is not a call of the open batch {open}")));
-        }
-        self.batch.for_batch(batch);
-        if self.batch.started.iter().any(|id| id == call_id)
-            || self.batch.settled.iter().any(|s| s.call_id == call_id)
-        {
-            return Err(misuse(format!("{call_id:?} was already started")));
-        }
-        self.batch.started.push(call_id.to_owned());
+        let calls = self.calls_of(batch)?;
+        let Some(index) = self.batch.to_start(&calls, call_id) else {
+            return Err(if calls.iter().any(|(id, _)| id == call_id) {
+                misuse(format!("{call_id:?} was already started"))
+            } else {
+                misuse(format!("{call_id:?} is not a call of the open batch {batch}"))
+            });
+        };
+        self.batch.started.push(index);
         self.log.push(Record::ToolStarted { batch, call_id: call_id.to_owned() });
         Ok(())
     }
 
-    /// Records the result of `call_id`; when it is the batch's last, seals the batch.
+    /// Records the result of `call_id`; when it is the batch's last, seals the batch. When the
+    /// model gave several calls this id, this settles the first of them started and not
+    /// settled (else the first not settled), so results given in the order the calls were
+    /// started go to the right calls.
     ///
     /// # Errors
     /// A stale lease, or a call that is not an unsettled call of the open batch.
@@ -595,26 +798,35 @@ where
         output: ToolOutput,
     ) -> Result<(), SessionError> {
         self.log.check_lease(self.lease.as_ref())?;
-        let (open, calls) = self.open_calls().ok_or_else(|| misuse("no tool batch is open"))?;
-        if open != batch || !calls.iter().any(|(id, _)| id == call_id) {
-            return Err(misuse(format!("{call_id:?} is not a call of the open batch {open}")));
-        }
-        self.batch.for_batch(batch);
-        if self.batch.settled.iter().any(|s| s.call_id == call_id) {
-            return Err(misuse(format!("{call_id:?} already has a result")));
-        }
-        self.batch.started.retain(|id| id != call_id);
-        self.batch.settled.push(Settled { call_id: call_id.to_owned(), output: output.clone() });
+        let calls = self.calls_of(batch)?;
+        let Some(index) = self.batch.to_settle(&calls, call_id) else {
+            return Err(if calls.iter().any(|(id, _)| id == call_id) {
+                misuse(format!("{call_id:?} already has a result"))
+            } else {
+                misuse(format!("{call_id:?} is not a call of the open batch {batch}"))
+            });
+        };
+        self.settle_at(batch, index, call_id, output, calls.len())
+    }
+
+    fn settle_at(
+        &mut self,
+        batch: CallId,
+        index: usize,
+        call_id: &str,
+        output: ToolOutput,
+        calls: usize,
+    ) -> Result<(), SessionError> {
+        self.batch.settle(index, call_id, output.clone());
         self.log.push(Record::ToolSettled { batch, call_id: call_id.to_owned(), output });
-        if self.batch.settled.len() == calls.len() {
+        if self.batch.settled.len() == calls {
             self.seal(batch)?;
         }
         Ok(())
     }
 
     fn seal(&mut self, batch: CallId) -> Result<(), SessionError> {
-        let results = std::mem::take(&mut self.batch.settled);
-        self.batch = OpenBatch::default();
+        let results = self.batch.take_results();
         self.machine.handle_input(Input::Seal { batch, results })?;
         self.log.push(Record::Sealed { batch });
         Ok(())
@@ -641,20 +853,37 @@ where
     /// A stale lease, or no open batch.
     pub fn abandon(&mut self) -> Result<(), SessionError> {
         self.log.check_lease(self.lease.as_ref())?;
-        let (batch, _) = self.open_calls().ok_or_else(|| misuse("no tool batch is open"))?;
-        self.log.push(Record::Abandoned { batch });
-        self.settle_interrupted()
+        if open_calls(&mut self.machine).is_none() {
+            return Err(misuse("no tool batch is open"));
+        }
+        self.settle_interrupted(true)
     }
 
-    /// Settles the calls of the open batch that were started and never settled.
-    fn settle_interrupted(&mut self) -> Result<(), SessionError> {
-        let Some((batch, calls)) = self.open_calls() else { return Ok(()) };
+    /// Settles the calls of the open batch that were started and never settled: unknown
+    /// outcomes first (so replaying the log finds them still started, which tells repeated
+    /// ids apart), then an `Abandoned` entry that offers the replay-safe ones again.
+    fn settle_interrupted(&mut self, always_record: bool) -> Result<(), SessionError> {
+        let Some((batch, calls)) = open_calls(&mut self.machine) else { return Ok(()) };
         self.batch.for_batch(batch);
-        let started = std::mem::take(&mut self.batch.started);
-        for (call_id, replay_safe) in &calls {
-            if started.contains(call_id) && !replay_safe {
-                self.settle_tool(batch, call_id, ToolOutput::error(UNKNOWN_OUTCOME))?;
+        let started = self.batch.started.clone();
+        if always_record || !started.is_empty() {
+            self.log.check_lease(self.lease.as_ref())?;
+        }
+        for &index in &started {
+            let (call_id, replay_safe) = &calls[index];
+            if !replay_safe {
+                self.settle_at(
+                    batch,
+                    index,
+                    call_id,
+                    ToolOutput::error(UNKNOWN_OUTCOME),
+                    calls.len(),
+                )?;
             }
+        }
+        if self.batch.id == Some(batch) && (always_record || !self.batch.started.is_empty()) {
+            self.batch.started.clear();
+            self.log.push(Record::Abandoned { batch });
         }
         // A batch whose results were all recorded but whose seal was not.
         if self.batch.id == Some(batch)

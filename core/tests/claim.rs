@@ -265,10 +265,10 @@ fn a_claim_check_session_resumes_after_a_crash_mid_research() {
     let log = session.log().to_jsonl();
     drop(session);
     assert!(!log.contains("Tye Kayle Sheridan"), "the log does not copy the corpus");
-    let mut resumed: Session<ClaimCheck> = with_corpora(&[Arc::clone(&corpus)], || {
-        Session::resume(Log::from_jsonl(&log).unwrap(), None)
-    })
-    .unwrap();
+    let store = verity_core::MemoryStore::from_log(Log::from_jsonl(&log).unwrap());
+    let mut resumed: Session<ClaimCheck> =
+        with_corpora(&[Arc::clone(&corpus)], || pollster::block_on(Session::open(&store, None)))
+            .unwrap();
     struct Lookup(Arc<IndexedCorpus>);
     impl verity_core::Tools for Lookup {
         async fn run(&self, call: &verity_core::ToolCall) -> verity_core::ToolOutput {
@@ -278,6 +278,7 @@ fn a_claim_check_session_resumes_after_a_crash_mid_research() {
     }
     pollster::block_on(verity_core::drive_session(
         &mut resumed,
+        &store,
         &OfflineModel,
         &Lookup(Arc::clone(&corpus)),
     ))

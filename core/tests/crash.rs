@@ -1,20 +1,23 @@
-//! Property: crash the driver at random points of a random scripted run, rebuild from the
-//! serialized session, continue. The outcome equals the uninterrupted run's when no tool was
-//! cut off, the model is never asked more often than in the uninterrupted run, and no tool
-//! that is not replay-safe runs twice.
+//! Property: crash the store under `drive_session` at random appends of a random scripted run
+//! (before the write lands, or after it landed and before the driver heard back), rebuild the
+//! session from what the store holds, continue. The outcome and the request count equal the
+//! uninterrupted run's, plus one request per response the crash lost, when no tool was cut
+//! off; no tool that is not replay-safe runs twice; the store alone rebuilds the final state.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use common::*;
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use verity_core::transcript::{Entry, Record, UNKNOWN_OUTCOME};
 use verity_core::{
-    AssistantMessage, Log, Schema, ScriptedModel, Session, SessionOutput, Step, Tool, ToolCall,
-    ToolOutput, value_step,
+    AssistantMessage, Lease, Log, MemoryStore, Message, ModelRequest, Schema, Session,
+    SessionError, Step, Store, Tool, ToolCall, ToolOutput, Tools, Transport, drive_session,
+    value_step,
 };
 
 type ValueStep = Step<Value>;
@@ -74,76 +77,76 @@ fn to_script(script: &[Vec<Call>]) -> Vec<AssistantMessage> {
         .collect()
 }
 
+/// A model that answers by turn (the number of responses already in the request), so a
+/// request made again after a lost response gets the same answer.
+struct ByTurn {
+    script: Vec<AssistantMessage>,
+    requests: Cell<u32>,
+}
+
+impl Transport for ByTurn {
+    async fn complete(&self, request: ModelRequest<'_>) -> AssistantMessage {
+        self.requests.set(self.requests.get() + 1);
+        let turn = request.messages.iter().filter(|m| matches!(m, Message::Assistant(_))).count();
+        self.script.get(turn).cloned().unwrap_or_else(|| AssistantMessage::failed("no more"))
+    }
+}
+
 #[derive(Default)]
 struct Counting {
     runs: RefCell<HashMap<String, u32>>,
 }
 
-impl Counting {
-    fn run(&self, call: &ToolCall) -> ToolOutput {
+impl Tools for Counting {
+    async fn run(&self, call: &ToolCall) -> ToolOutput {
         *self.runs.borrow_mut().entry(call.id.clone()).or_default() += 1;
         ToolOutput::ok(format!("{} result", call.id), json!({}))
     }
 }
 
-enum Stop {
-    Done,
-    /// The driver died; the log survived. `cut_off`: a call that is not replay-safe was
-    /// started and its result not recorded.
-    Crashed {
-        log: String,
-        cut_off: bool,
-    },
+/// A store that crashes at its `n`th append from now: before the write lands, or after it
+/// landed and before the driver heard back.
+#[derive(Default)]
+struct Crashing {
+    inner: MemoryStore,
+    crash_at: Cell<Option<(usize, bool)>>,
+    /// Responses that were never stored (the crash hit their append before it landed).
+    lost_responses: Cell<u32>,
 }
 
-/// Drives until done or until `actions` actions have been taken (each model call, tool start,
-/// tool run and tool settle is one), then crashes.
-fn run(
-    session: &mut Session<ValueStep>,
-    model: &ScriptedModel,
-    tools: &Counting,
-    actions: &mut usize,
-) -> Stop {
-    let mut in_flight_unsafe = false;
-    loop {
-        let crash = |in_flight_unsafe: bool, session: &Session<ValueStep>| Stop::Crashed {
-            log: session.log().to_jsonl(),
-            cut_off: in_flight_unsafe,
-        };
-        let take = |actions: &mut usize| {
-            let done = *actions == 0;
-            *actions = actions.saturating_sub(1);
-            done
-        };
-        match session.poll() {
-            SessionOutput::CallModel(c) => {
-                if take(actions) {
-                    return crash(in_flight_unsafe, session);
+impl Crashing {
+    fn arm(&self, appends: usize, after_write: bool) {
+        self.crash_at.set(Some((appends, after_write)));
+    }
+}
+
+impl Store for Crashing {
+    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
+        match self.crash_at.get() {
+            Some((0, after_write)) => {
+                self.crash_at.set(None);
+                if after_write {
+                    self.inner.append(entries, lease).await?;
+                } else if entries.iter().any(|e| matches!(e.record, Record::Response { .. })) {
+                    self.lost_responses.set(self.lost_responses.get() + 1);
                 }
-                let id = c.id;
-                let response = model.answer(c.request);
-                session.record_response(id, response).unwrap();
+                Err(SessionError::Store("crashed".to_owned()))
             }
-            SessionOutput::RunTools { batch, pending, .. } => {
-                let next = pending.iter().find(|p| !p.started).expect("a call to run");
-                let (call, replay_safe) = (next.call.clone(), next.replay_safe);
-                if take(actions) {
-                    return crash(in_flight_unsafe, session);
-                }
-                session.start_tool(batch, &call.id).unwrap();
-                in_flight_unsafe = !replay_safe;
-                if take(actions) {
-                    return crash(in_flight_unsafe, session);
-                }
-                let output = tools.run(&call);
-                if take(actions) {
-                    return crash(in_flight_unsafe, session);
-                }
-                session.settle_tool(batch, &call.id, output).unwrap();
-                in_flight_unsafe = false;
+            Some((n, after_write)) => {
+                self.crash_at.set(Some((n - 1, after_write)));
+                self.inner.append(entries, lease).await
             }
-            _ => return Stop::Done,
+            None => self.inner.append(entries, lease).await,
         }
+    }
+    async fn load(&self) -> Result<Log, SessionError> {
+        self.inner.load().await
+    }
+    async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {
+        self.inner.take_lease(holder).await
+    }
+    async fn check_lease(&self, lease: Option<&Lease>) -> Result<(), SessionError> {
+        self.inner.check_lease(lease).await
     }
 }
 
@@ -155,42 +158,59 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
     #[test]
-    fn a_crashed_run_resumes_without_paying_twice_or_running_a_tool_twice(
+    fn a_crashed_store_resumes_without_paying_twice_or_running_a_tool_twice(
         script in script_strategy(),
-        crashes in prop::collection::vec(0usize..30, 1..4),
+        crashes in prop::collection::vec((0usize..12, any::<bool>()), 1..4),
         max_turns in 1u32..6,
         max_attempts in 1u32..3,
     ) {
+        let model = || ByTurn { script: to_script(&script), requests: Cell::new(0) };
         // Uninterrupted.
-        let whole_model = ScriptedModel::new(to_script(&script));
-        let whole_tools = Counting::default();
+        let whole_model = model();
         let mut whole = Session::start(machine(max_turns, max_attempts)).unwrap();
-        let mut unlimited = usize::MAX;
-        prop_assert!(matches!(run(&mut whole, &whole_model, &whole_tools, &mut unlimited), Stop::Done));
+        let store = MemoryStore::new();
+        pollster::block_on(drive_session(&mut whole, &store, &whole_model, &Counting::default()))
+            .unwrap();
         let whole_outcome = outcome(whole);
 
-        // Interrupted at each crash point in turn.
-        let model = ScriptedModel::new(to_script(&script));
+        // Crashed at each point in turn; only the store survives a crash.
+        let model = model();
         let tools = Counting::default();
+        let store = Crashing::default();
         let mut session = Session::start(machine(max_turns, max_attempts)).unwrap();
-        let mut cut_off = false;
-        for &after in &crashes {
-            let mut actions = after;
-            match run(&mut session, &model, &tools, &mut actions) {
-                Stop::Done => break,
-                Stop::Crashed { log, cut_off: cut } => {
-                    cut_off |= cut;
-                    drop(session);
-                    session = Session::resume(Log::from_jsonl(&log).unwrap(), None).unwrap();
+        for &(appends, after_write) in &crashes {
+            store.arm(appends, after_write);
+            match pollster::block_on(drive_session(&mut session, &store, &model, &tools)) {
+                Ok(()) => break,
+                Err(error) => {
+                    prop_assert_eq!(error, SessionError::Store("crashed".to_owned()));
+                    // Through the store's serialized form, as a host would read it back.
+                    let saved = store.inner.log().to_jsonl();
+                    session = if saved.is_empty() {
+                        // Not even the start was stored: the run never began.
+                        Session::start(machine(max_turns, max_attempts)).unwrap()
+                    } else {
+                        Session::resume(Log::from_jsonl(&saved).unwrap(), None).unwrap()
+                    };
                 }
             }
         }
-        let mut unlimited = usize::MAX;
-        prop_assert!(matches!(run(&mut session, &model, &tools, &mut unlimited), Stop::Done));
-        assert_one_result_per_call(session.machine().messages());
+        store.crash_at.set(None);
+        pollster::block_on(drive_session(&mut session, &store, &model, &tools)).unwrap();
+        let messages = session.machine().messages().to_vec();
+        assert_one_result_per_call(&messages);
+        let cut_off = messages.iter().any(|m| {
+            matches!(m, Message::ToolResult(r) if r.output.content == UNKNOWN_OUTCOME)
+        });
 
-        prop_assert!(model.requests() <= whole_model.requests(),
-            "{} requests after crashes, {} uninterrupted", model.requests(), whole_model.requests());
+        // The store alone holds the run.
+        let rebuilt: Session<ValueStep> = Session::resume(store.inner.log(), None).unwrap();
+        prop_assert_eq!(rebuilt.machine().messages(), &messages[..]);
+
+        let lost = store.lost_responses.get();
+        prop_assert!(model.requests.get() <= whole_model.requests.get() + lost,
+            "{} requests after crashes that lost {lost} response(s), {} uninterrupted",
+            model.requests.get(), whole_model.requests.get());
         for (id, runs) in tools.runs.borrow().iter() {
             // Call ids are `c{response}-{call}`.
             let (i, j) = id[1..].split_once('-').unwrap();
@@ -199,7 +219,7 @@ proptest! {
         }
         if !cut_off {
             prop_assert_eq!(outcome(session), whole_outcome);
-            prop_assert_eq!(model.requests(), whole_model.requests());
+            prop_assert_eq!(model.requests.get(), whole_model.requests.get() + lost);
         }
     }
 }

@@ -91,7 +91,10 @@ fn a_bad_configuration_names_the_field_and_why() {
             "tools[1].parameters: ",
         ),
         (step(json!({"tools": [{"name": "submit"}]})), "tools[0].name: \"submit\" is reserved"),
-        (step(json!({"tools": [{"name": "t", "sequentially": true}]})), "tools[0].sequentially: unknown field"),
+        (
+            step(json!({"tools": [{"name": "t", "sequentially": true}]})),
+            "tools[0].sequentially: unknown field",
+        ),
         (json!({"kind": "step", "schema": {}}), ".: missing field `prompt`"),
         (json!({"kind": "claim", "claim": "c", "corpus": "md5:1"}), "corpus: \"md5:1\" is not"),
         (

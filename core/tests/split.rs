@@ -4,17 +4,17 @@
 
 mod common;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use common::*;
 use serde_json::{Value, json};
-use verity_core::transcript::UNKNOWN_OUTCOME;
+use verity_core::transcript::{Entry, Record, UNKNOWN_OUTCOME};
 use verity_core::{
-    AssistantMessage, Compaction, Event, FailureClass, FailureKind, Input, Log, Machine, Message,
-    Output, ProviderError, RetryPolicy, Schema, ScriptedModel, Session, SessionError,
-    SessionOutput, Settled, Step, StopReason, Tool, ToolCall, ToolOutput, Tools, drive,
-    drive_session, value_step,
+    AssistantMessage, Cancel, Compaction, DriveOptions, Event, FailureClass, FailureKind, Input,
+    Lease, Log, Machine, MemoryStore, Message, Output, ProviderError, RetryPolicy, Schema,
+    ScriptedModel, Session, SessionError, SessionOutput, Settled, Step, StopReason, Store, Tool,
+    ToolCall, ToolOutput, Tools, drive, drive_session, drive_with, value_step,
 };
 
 #[cfg(target_arch = "wasm32")]
@@ -142,13 +142,16 @@ fn run_session_by_hand(model: &ScriptedModel, tools: &Counting) -> Session<Value
 fn drive_session_and_a_host_write_the_same_log() {
     let by_hand = run_session_by_hand(&ScriptedModel::new(script()), &Counting::default());
     let mut driven = Session::start(machine()).unwrap();
+    let store = MemoryStore::new();
     pollster::block_on(drive_session(
         &mut driven,
+        &store,
         &ScriptedModel::new(script()),
         &Counting::default(),
     ))
     .unwrap();
     assert_eq!(by_hand.log().to_jsonl(), driven.log().to_jsonl());
+    assert_eq!(store.log(), *driven.log(), "everything is in the store");
     // And the log rebuilds the machine exactly.
     let rebuilt: Session<ValueStep> =
         Session::resume(Log::from_jsonl(&driven.log().to_jsonl()).unwrap(), None).unwrap();
@@ -178,7 +181,8 @@ fn a_recorded_response_is_never_requested_again() {
     let mut resumed: Session<ValueStep> =
         Session::resume(Log::from_jsonl(&saved).unwrap(), None).unwrap();
     assert!(matches!(resumed.poll(), SessionOutput::RunTools { .. }), "the response was replayed");
-    pollster::block_on(drive_session(&mut resumed, &model, &Counting::default())).unwrap();
+    let store = MemoryStore::from_log(resumed.log().clone());
+    pollster::block_on(drive_session(&mut resumed, &store, &model, &Counting::default())).unwrap();
     assert_eq!(model.requests(), 3, "three responses, three requests: none paid twice");
     assert_eq!(resumed.finish().unwrap(), json!({"answer": "42"}));
 }
@@ -208,7 +212,8 @@ fn a_started_call_without_a_result_is_an_unknown_outcome_unless_replay_safe() {
     let ids: Vec<&str> = pending.iter().map(|p| p.call.id.as_str()).collect();
     assert_eq!(ids, ["p1"], "only the replay-safe call is offered again");
     assert!(!pending[0].started);
-    pollster::block_on(drive_session(&mut resumed, &model, &tools)).unwrap();
+    let store = MemoryStore::from_log(Log::from_jsonl(&saved).unwrap());
+    pollster::block_on(drive_session(&mut resumed, &store, &model, &tools)).unwrap();
 
     let runs = tools.runs.borrow();
     assert_eq!(
@@ -254,7 +259,9 @@ fn abandon_leaves_a_session_that_can_be_stepped_again_or_cancelled() {
             // Saved and resumed after the abandon, then stepped again.
             let mut resumed: Session<ValueStep> =
                 Session::resume(Log::from_jsonl(&session.log().to_jsonl()).unwrap(), None).unwrap();
-            pollster::block_on(drive_session(&mut resumed, &model, &tools)).unwrap();
+            let store = MemoryStore::from_log(resumed.log().clone());
+            resumed.mark_synced();
+            pollster::block_on(drive_session(&mut resumed, &store, &model, &tools)).unwrap();
             assert_eq!(tools.runs.borrow().get("l1"), None, "l1 never ran after it was abandoned");
             assert_eq!(resumed.finish().unwrap(), json!({"answer": "42"}));
         }
@@ -306,7 +313,8 @@ fn a_stale_writer_is_refused_after_a_takeover() {
 fn the_log_is_a_tree_and_a_branch_rebuilds_its_own_path() {
     let model = ScriptedModel::new(script());
     let mut session = Session::start(machine()).unwrap();
-    pollster::block_on(drive_session(&mut session, &model, &Counting::default())).unwrap();
+    let store = MemoryStore::new();
+    pollster::block_on(drive_session(&mut session, &store, &model, &Counting::default())).unwrap();
     let mut log = session.log().clone();
     // Branch right after the first response: the machine is at the tool batch again.
     let first_response = log
@@ -441,7 +449,9 @@ fn drive_and_drive_session_wait_the_delay_the_machine_asks_for() {
 
     let transport = Waiting { model: script(), waits: RefCell::default() };
     let mut session = Session::start(step()).unwrap();
-    pollster::block_on(drive_session(&mut session, &transport, &verity_core::NoTools)).unwrap();
+    let store = MemoryStore::new();
+    pollster::block_on(drive_session(&mut session, &store, &transport, &verity_core::NoTools))
+        .unwrap();
     assert_eq!(*transport.waits.borrow(), [1_500]);
 }
 
@@ -485,4 +495,281 @@ fn compaction_drops_the_oldest_tool_results_and_keeps_the_task() {
     assert_eq!(machine.spent().retries, 1);
     assert_one_result_per_call(machine.messages());
     assert_eq!(machine.finish().unwrap(), json!({"answer": "42"}));
+}
+
+/// A store that fails one append: the first whose entries `fails` picks, before it lands.
+struct FailOnce<F: Fn(&[Entry]) -> bool> {
+    inner: MemoryStore,
+    fails: F,
+    failed: Cell<bool>,
+}
+
+impl<F: Fn(&[Entry]) -> bool> Store for FailOnce<F> {
+    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
+        if !self.failed.get() && (self.fails)(entries) {
+            self.failed.set(true);
+            return Err(SessionError::Store("disk full".to_owned()));
+        }
+        self.inner.append(entries, lease).await
+    }
+    async fn load(&self) -> Result<Log, SessionError> {
+        self.inner.load().await
+    }
+    async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {
+        self.inner.take_lease(holder).await
+    }
+    async fn check_lease(&self, lease: Option<&Lease>) -> Result<(), SessionError> {
+        self.inner.check_lease(lease).await
+    }
+}
+
+fn has(entries: &[Entry], what: impl Fn(&Record) -> bool) -> bool {
+    entries.iter().any(|entry| what(&entry.record))
+}
+
+#[test]
+fn a_response_lost_before_it_was_stored_is_requested_exactly_once_more() {
+    // The model answered the first request, and the store failed to record the answer.
+    let first = script()[0].clone();
+    let model = ScriptedModel::new([first].into_iter().chain(script())).recording();
+    let tools = Counting::default();
+    let store = FailOnce {
+        inner: MemoryStore::new(),
+        fails: |entries: &[Entry]| has(entries, |r| matches!(r, Record::Response { .. })),
+        failed: Cell::new(false),
+    };
+    let mut session = Session::start(machine()).unwrap();
+    let error = pollster::block_on(drive_session(&mut session, &store, &model, &tools));
+    assert_eq!(error, Err(SessionError::Store("disk full".to_owned())));
+    assert_eq!(model.requests(), 1);
+    assert!(tools.runs.borrow().is_empty(), "nothing ran on an unrecorded response");
+    drop(session);
+
+    // Resume from what the store holds (only the start): the request is made again, once.
+    let mut resumed: Session<ValueStep> = pollster::block_on(Session::open(&store, None)).unwrap();
+    pollster::block_on(drive_session(&mut resumed, &store, &model, &tools)).unwrap();
+    assert_eq!(model.requests(), 4, "three responses used, one request made twice");
+    let recorded = model.recorded();
+    assert_eq!(recorded[0], recorded[1], "the lost request, made again");
+    assert_ne!(recorded[1], recorded[2]);
+    assert_eq!(
+        *tools.runs.borrow(),
+        HashMap::from([("l1".into(), 1), ("p1".into(), 1), ("l2".into(), 1)]),
+        "no tool ran twice"
+    );
+    let responses = store
+        .inner
+        .log()
+        .entries()
+        .iter()
+        .filter(|e| matches!(e.record, Record::Response { .. }))
+        .count();
+    assert_eq!(responses, 3);
+    assert_eq!(resumed.finish().unwrap(), json!({"answer": "42"}));
+}
+
+/// A store in which driver B takes the session over right before driver A's first tool
+/// start reaches it.
+struct TakenOverBeforeATool {
+    inner: MemoryStore,
+}
+
+impl Store for TakenOverBeforeATool {
+    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
+        if has(entries, |r| matches!(r, Record::ToolStarted { .. }))
+            && self.inner.log().lease().is_some_and(|l| l.holder == "driver-a")
+        {
+            self.inner.take_lease("driver-b").await?;
+        }
+        self.inner.append(entries, lease).await
+    }
+    async fn load(&self) -> Result<Log, SessionError> {
+        self.inner.load().await
+    }
+    async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {
+        self.inner.take_lease(holder).await
+    }
+    async fn check_lease(&self, lease: Option<&Lease>) -> Result<(), SessionError> {
+        self.inner.check_lease(lease).await
+    }
+}
+
+#[test]
+fn a_driver_whose_lease_was_taken_over_never_starts_a_tool() {
+    let model = ScriptedModel::new(script());
+    let tools = Counting::default();
+    let store = TakenOverBeforeATool { inner: MemoryStore::new() };
+    let mut a = Session::start(machine()).unwrap();
+    let lease_a = a.take_lease("driver-a");
+    let error = pollster::block_on(drive_session(&mut a, &store, &model, &tools)).unwrap_err();
+    assert_eq!(error, SessionError::StaleLease { held: Some(lease_a.epoch), current: 2 });
+    assert_eq!(model.requests(), 1);
+    assert!(tools.runs.borrow().is_empty(), "the stale driver ran {:?}", tools.runs.borrow());
+    assert!(!has(store.inner.log().entries(), |r| matches!(r, Record::ToolStarted { .. })));
+}
+
+#[test]
+fn a_lease_taken_by_a_session_is_accepted_by_the_store() {
+    let model = ScriptedModel::new(script());
+    let tools = Counting::default();
+    let store = MemoryStore::new();
+    // Driver A starts the session under its lease and records the first response.
+    let mut a = Session::start(machine()).unwrap();
+    let lease_a = a.take_lease("driver-a");
+    let SessionOutput::CallModel(c) = a.poll() else { panic!() };
+    let (id, response) = (c.id, model.answer(c.request));
+    a.record_response(id, response).unwrap();
+    pollster::block_on(a.sync(&store)).unwrap();
+
+    // B and C both take over from what the store holds; the first to write wins.
+    let mut b: Session<ValueStep> = pollster::block_on(Session::open(&store, None)).unwrap();
+    let mut c: Session<ValueStep> = pollster::block_on(Session::open(&store, None)).unwrap();
+    let lease_b = b.take_lease("driver-b");
+    let lease_c = c.take_lease("driver-c");
+    assert_eq!((lease_b.epoch, lease_c.epoch), (2, 2));
+    pollster::block_on(drive_session(&mut b, &store, &model, &tools)).unwrap();
+    assert_eq!(store.log().lease(), Some(&lease_b));
+    assert!(pollster::block_on(c.sync(&store)).is_err(), "a second takeover from a stale view");
+    assert_eq!(b.finish().unwrap(), json!({"answer": "42"}));
+
+    // A is fenced off, including from paying for a request.
+    let mut a: Session<ValueStep> =
+        pollster::block_on(Session::open(&store, None)).unwrap().with_lease(lease_a);
+    let refused = pollster::block_on(a.sync(&store)).unwrap_err();
+    assert_eq!(refused, SessionError::StaleLease { held: Some(1), current: 2 });
+}
+
+#[test]
+fn a_batch_with_a_repeated_call_id_runs_in_a_session_as_in_the_machine() {
+    let script = || {
+        ScriptedModel::new([
+            response(vec![
+                call("c1", "lookup", json!({"query": "first"})),
+                call("c1", "lookup", json!({"query": "second"})),
+                call("c1", "peek", json!({})),
+            ]),
+            response(vec![call("s1", "submit", json!({"answer": "42"}))]),
+        ])
+    };
+    struct ByQuery;
+    impl Tools for ByQuery {
+        async fn run(&self, call: &ToolCall) -> ToolOutput {
+            ToolOutput::ok(format!("{} {}", call.name, call.arguments["query"]), json!({}))
+        }
+    }
+    let value = pollster::block_on(drive(machine(), &script(), &ByQuery)).unwrap();
+    let (_, plain) = run_sync(machine(), &script(), |call| pollster::block_on(ByQuery.run(call)));
+
+    let store = MemoryStore::new();
+    let mut session = Session::start(machine()).unwrap();
+    pollster::block_on(drive_session(&mut session, &store, &script(), &ByQuery)).unwrap();
+    assert_eq!(session.machine().messages(), plain.messages(), "each result on its own call");
+    let rebuilt: Session<ValueStep> = Session::resume(store.log(), None).unwrap();
+    assert_eq!(rebuilt.machine().messages(), plain.messages());
+    assert_eq!(session.finish().unwrap(), value);
+
+    // Started one at a time and interrupted: the second "c1" is the unknown outcome.
+    let mut session = Session::start(machine()).unwrap();
+    let SessionOutput::CallModel(c) = session.poll() else { panic!() };
+    let (id, response) = (c.id, script().answer(c.request));
+    session.record_response(id, response).unwrap();
+    let SessionOutput::RunTools { batch, .. } = session.poll() else { panic!() };
+    session.start_tool(batch, "c1").unwrap();
+    session.settle_tool(batch, "c1", ToolOutput::ok("done", json!({}))).unwrap();
+    session.start_tool(batch, "c1").unwrap();
+    let mut resumed: Session<ValueStep> = Session::resume(session.log().clone(), None).unwrap();
+    let SessionOutput::RunTools { pending, .. } = resumed.poll() else { panic!() };
+    let left: Vec<(usize, &str)> =
+        pending.iter().map(|p| (p.index, p.call.name.as_str())).collect();
+    assert_eq!(left, [(2, "peek")]);
+}
+
+/// A step that hands its transcript out when it finishes, so a test can read what `drive_with`
+/// left in it.
+struct Observed {
+    step: ValueStep,
+    transcript: std::rc::Rc<RefCell<Vec<Message>>>,
+}
+
+impl Machine for Observed {
+    type Value = Value;
+    type Error = verity_core::StepFailed;
+    fn poll_output(&mut self) -> Output<'_> {
+        self.step.poll_output()
+    }
+    fn handle_input(&mut self, input: Input) -> Result<(), verity_core::Misuse> {
+        self.step.handle_input(input)
+    }
+    fn finish(self) -> Result<Value, verity_core::StepFailed> {
+        *self.transcript.borrow_mut() = self.step.messages().to_vec();
+        self.step.finish()
+    }
+}
+
+/// Tools that press Stop while running `l1`; `l1` then never finishes on its own.
+struct StopDuring {
+    cancel: Cancel,
+    hang: bool,
+}
+
+impl Tools for StopDuring {
+    async fn run(&self, call: &ToolCall) -> ToolOutput {
+        if call.id == "l1" {
+            self.cancel.cancel("the user pressed stop");
+            if self.hang {
+                std::future::pending::<()>().await;
+            }
+        }
+        ToolOutput::ok("ran", json!({}))
+    }
+}
+
+#[test]
+fn a_cancelled_drive_makes_no_further_request() {
+    // Cancelled before it starts: no request at all.
+    let cancel = Cancel::new();
+    cancel.cancel("not wanted");
+    let model = ScriptedModel::new(script());
+    let options = DriveOptions::new().cancel(cancel);
+    let error = pollster::block_on(drive_with(machine(), &model, &Counting::default(), options))
+        .unwrap_err();
+    assert_eq!((error.kind(), model.requests()), (FailureKind::Cancelled, 0));
+    assert!(error.message().contains("not wanted"), "{}", error.message());
+
+    // Cancelled by a tool that finished: the batch is sealed, the next model call is not made.
+    let cancel = Cancel::new();
+    let model = ScriptedModel::new(script());
+    let tools = StopDuring { cancel: cancel.clone(), hang: false };
+    let error = pollster::block_on(drive_with(
+        machine(),
+        &model,
+        &tools,
+        DriveOptions::new().cancel(cancel),
+    ))
+    .unwrap_err();
+    assert_eq!((error.kind(), model.requests()), (FailureKind::Cancelled, 1));
+}
+
+#[test]
+fn a_drive_cancelled_during_a_batch_records_every_open_call_as_aborted() {
+    let cancel = Cancel::new();
+    let model = ScriptedModel::new(script());
+    let transcript = std::rc::Rc::default();
+    let machine = Observed { step: machine(), transcript: std::rc::Rc::clone(&transcript) };
+    let tools = StopDuring { cancel: cancel.clone(), hang: true };
+    let error =
+        pollster::block_on(drive_with(machine, &model, &tools, DriveOptions::new().cancel(cancel)))
+            .unwrap_err();
+    assert_eq!((error.kind(), model.requests()), (FailureKind::Cancelled, 1));
+    let transcript = transcript.borrow();
+    let results: Vec<(&str, &str)> = transcript
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult(r) => Some((r.call_id.as_str(), r.output.content.as_str())),
+            _ => None,
+        })
+        .collect();
+    let aborted = verity_core::agent::ABORTED;
+    assert_eq!(results, [("l1", aborted), ("p1", aborted), ("l2", aborted)]);
+    assert_one_result_per_call(&transcript);
 }

@@ -16,10 +16,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use verity_core::provider::http::is_secret_header;
-use verity_core::{HttpBody, HttpClient, HttpRequest, ModelRequest, Provider, ResponseHead};
+use verity_core::{
+    HttpBody, HttpClient, HttpFailure, HttpRequest, ModelRequest, Provider, ResponseHead,
+};
 
 /// A blocking HTTP client. Its futures complete without ever pending, so `pollster` drives
-/// them. Retry waits are recorded, not slept, so tests stay fast and can check them.
+/// them. Retry waits are recorded, not slept, so tests stay fast and can check them. A
+/// request's `timeout_ms` bounds the whole exchange (ureq's global timeout, head and body),
+/// reported as [`HttpFailure::TimedOut`].
 #[derive(Debug)]
 pub struct BlockingClient {
     agent: ureq::Agent,
@@ -87,16 +91,25 @@ impl std::fmt::Debug for BlockingBody {
 impl HttpClient for BlockingClient {
     type Body = BlockingBody;
 
-    async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, BlockingBody), String> {
+    async fn send(
+        &self,
+        request: &HttpRequest,
+    ) -> Result<(ResponseHead, BlockingBody), HttpFailure> {
         self.sent.borrow_mut().push(request.clone());
         if request.method != "POST" {
-            return Err(format!("the test client only sends POST, not {}", request.method));
+            return Err(HttpFailure::Network(format!(
+                "the test client only sends POST, not {}",
+                request.method
+            )));
         }
         let mut builder = self.agent.post(&request.url);
         for (name, value) in &request.headers {
             builder = builder.header(name, value);
         }
-        let response = builder.send(request.body.as_bytes()).map_err(|e| e.to_string())?;
+        if let Some(ms) = request.timeout_ms {
+            builder = builder.config().timeout_global(Some(Duration::from_millis(ms))).build();
+        }
+        let response = builder.send(request.body.as_bytes()).map_err(failure)?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
@@ -117,8 +130,20 @@ impl HttpClient for BlockingClient {
     }
 }
 
+/// A ureq error as the core's typed failure.
+fn failure(error: ureq::Error) -> HttpFailure {
+    match error {
+        ureq::Error::Timeout(_) => HttpFailure::TimedOut,
+        ureq::Error::Io(error) if error.kind() == std::io::ErrorKind::TimedOut => {
+            HttpFailure::TimedOut
+        }
+        ureq::Error::BodyExceedsLimit(_) => HttpFailure::TooLarge,
+        error => HttpFailure::Network(error.to_string()),
+    }
+}
+
 impl HttpBody for BlockingBody {
-    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, String> {
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpFailure> {
         let mut buffer = vec![0; 8192];
         match self.reader.read(&mut buffer) {
             Ok(0) => Ok(None),
@@ -127,7 +152,8 @@ impl HttpBody for BlockingBody {
                 self.chunks += 1;
                 Ok(Some(buffer))
             }
-            Err(error) => Err(error.to_string()),
+            // The reader wraps ureq's own errors (a timeout) in `io::Error`.
+            Err(error) => Err(failure(ureq::Error::from(error))),
         }
     }
 }
@@ -213,6 +239,92 @@ fn read_request(stream: &mut TcpStream) -> String {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok();
     head + &String::from_utf8_lossy(&body)
+}
+
+/// A loopback server for one connection: it reads the request, then hands the connection to
+/// a behaviour ([`silent`], [`endless`]) that reports whether the client went away before the
+/// behaviour's own time limit.
+#[derive(Debug)]
+pub struct RawServer {
+    url: String,
+    thread: Option<JoinHandle<bool>>,
+}
+
+impl RawServer {
+    /// Serves one connection on a free loopback port with `behaviour`.
+    ///
+    /// # Panics
+    /// If no loopback port can be bound.
+    #[must_use]
+    pub fn start(behaviour: impl FnOnce(&mut TcpStream) -> bool + Send + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let url = format!("http://{}", listener.local_addr().expect("an address"));
+        let thread = std::thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else { return false };
+            stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+            read_request(&mut stream);
+            behaviour(&mut stream)
+        });
+        Self { url, thread: Some(thread) }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Waits for the behaviour to end: `true` if the client went away first.
+    ///
+    /// # Panics
+    /// If the server thread panicked.
+    #[must_use]
+    pub fn client_left(mut self) -> bool {
+        self.thread.take().is_some_and(|t| t.join().expect("the server thread"))
+    }
+}
+
+/// Never answers: holds the connection until the client closes it or `limit` passes.
+pub fn silent(limit: Duration) -> impl FnOnce(&mut TcpStream) -> bool + Send + 'static {
+    move |stream| {
+        let deadline = Instant::now() + limit;
+        stream.set_read_timeout(Some(Duration::from_millis(20))).ok();
+        let mut buffer = [0; 256];
+        while Instant::now() < deadline {
+            match stream.read(&mut buffer) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => return true,
+            }
+        }
+        false
+    }
+}
+
+/// Answers `head` (a status line and headers, no length: the body runs to the close), then
+/// writes `chunk` again and again until the client closes the connection or `limit` passes.
+pub fn endless(
+    head: String,
+    chunk: Vec<u8>,
+    limit: Duration,
+) -> impl FnOnce(&mut TcpStream) -> bool + Send + 'static {
+    move |stream| {
+        let deadline = Instant::now() + limit;
+        if stream.write_all(head.as_bytes()).is_err() {
+            return true;
+        }
+        while Instant::now() < deadline {
+            if stream.write_all(&chunk).is_err() {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 /// A raw HTTP/1.1 response with a `Content-Length` body.

@@ -11,17 +11,22 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use verity_core::claim;
 use verity_core::corpus::{Corpus, IndexedCorpus};
 use verity_core::{
-    AnthropicConfig, AssistantMessage, Delta, FailureClass, Input, Job, Machine, Message,
-    ModelRequest, NoTools, OpenAiConfig, Output, Price, PriceTable, Provider, ProviderTransport,
-    Report, RetryPolicy, Route, Step, StepFailed, StopReason, Transport, Usage, drive, step,
+    AnthropicConfig, AssistantMessage, Cancel, Delta, DriveOptions, FailureClass, Input, Job,
+    Machine, Message, ModelRequest, NoTools, OpenAiConfig, Output, Price, PriceTable, Provider,
+    ProviderTransport, Report, RetryPolicy, Route, Step, StepFailed, StopReason, Transport, Usage,
+    drive, drive_with, step,
 };
-use verity_tests::http::{Aimock, BlockingClient, CannedServer, chunked, reply, workspace_root};
+use verity_tests::http::{
+    Aimock, BlockingClient, CannedServer, RawServer, chunked, endless, reply, silent,
+    workspace_root,
+};
 
 fn fixtures(name: &str) -> PathBuf {
     workspace_root().join("tests/fixtures/aimock").join(name)
@@ -453,4 +458,94 @@ fn prices_apply_to_dated_snapshots_and_the_usage_adds_up() {
     let price: Price = *table.get("claude-3-5-haiku-20241022").unwrap();
     let usage = Usage { input: 1_000_000, output: 0, cache_read: 0, cache_write: 0, cost: 0.0 };
     assert!(close(price.cost(&usage), 0.8));
+}
+
+#[test]
+fn a_request_past_its_deadline_times_out_as_a_retryable_failure() {
+    let server = RawServer::start(silent(Duration::from_secs(20)));
+    let provider: Provider = serde_json::from_value(json!({
+        "api": "openai", "baseUrl": format!("{}/v1", server.url()), "model": MODEL,
+        "timeoutMs": 300
+    }))
+    .unwrap();
+    let transport = ProviderTransport::new(provider, BlockingClient::new());
+    let started = Instant::now();
+    let response = complete(&transport, "anyone there?");
+    let elapsed = started.elapsed();
+    assert_eq!(transport.client().sent()[0].timeout_ms, Some(300), "the deadline is sent");
+    assert!(elapsed < Duration::from_secs(5), "the deadline was not enforced: {elapsed:?}");
+    let error = response.error.clone().expect("a classified failure");
+    assert_eq!((error.class, error.status), (FailureClass::Retryable, None));
+    assert!(response.failure_message().contains("timed out"), "{}", response.failure_message());
+    assert!(server.client_left(), "the client hung up");
+}
+
+#[test]
+fn a_body_past_the_size_cap_ends_the_request_at_once() {
+    // A server that never stops sending (bounded at 60 s for the test's sake).
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
+    let server =
+        RawServer::start(endless(head.to_owned(), vec![b' '; 64 * 1024], Duration::from_secs(60)));
+    let transport = ProviderTransport::new(
+        Provider::OpenAi(OpenAiConfig::new(format!("{}/v1", server.url()), MODEL)),
+        BlockingClient::new(),
+    );
+    let started = Instant::now();
+    let response = complete(&transport, "hello");
+    let elapsed = started.elapsed();
+    let error = response.error.clone().expect("a classified failure");
+    assert_eq!((error.class, error.status), (FailureClass::NotRetryable, Some(200)));
+    assert!(response.failure_message().contains("64 MiB"), "{}", response.failure_message());
+    assert!(elapsed < Duration::from_secs(30), "read the runaway body to its end: {elapsed:?}");
+    assert!(server.client_left(), "the client stopped reading and hung up");
+}
+
+#[test]
+fn a_cancel_aborts_the_stream_being_read_and_ends_the_run_cancelled() {
+    // One text event, then a stream that never ends.
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n\
+                data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n";
+    let server = RawServer::start(endless(
+        head.to_owned(),
+        b": still here\n".to_vec(),
+        Duration::from_secs(60),
+    ));
+    let config = OpenAiConfig::new(format!("{}/v1", server.url()), MODEL).streaming(true);
+    let cancel = Cancel::new();
+    let stop = cancel.clone();
+    // The user presses Stop when the first text arrives.
+    let transport = ProviderTransport::new(Provider::OpenAi(config), BlockingClient::new())
+        .with_progress(move |delta| {
+            if matches!(delta, Delta::Text { .. }) {
+                stop.cancel("the user pressed stop");
+            }
+        })
+        .with_cancel(cancel.clone());
+    let started = Instant::now();
+    let error = pollster::block_on(drive_with(
+        answer_step(),
+        &transport,
+        &NoTools,
+        DriveOptions::new().cancel(cancel),
+    ))
+    .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(30), "the stream was read on");
+    assert_eq!(error.kind(), verity_core::FailureKind::Cancelled, "{error}");
+    assert!(error.message().contains("the user pressed stop"), "{error}");
+    assert_eq!(transport.client().sent().len(), 1);
+    assert!(server.client_left());
+
+    // The response the transport returns itself is `aborted`, which is never retried.
+    let cancel = Cancel::new();
+    cancel.cancel("before");
+    let transport = ProviderTransport::new(
+        Provider::OpenAi(OpenAiConfig::new("http://127.0.0.1:9/v1", MODEL)),
+        BlockingClient::new(),
+    )
+    .with_cancel(cancel);
+    let response = complete(&transport, "hello");
+    assert_eq!(response.stop_reason(), StopReason::Aborted);
+    assert!(transport.client().sent().is_empty(), "nothing is sent after a cancel");
+    let policy = RetryPolicy::with_retries(3);
+    assert_eq!(verity_core::retry::retry_delay(&policy, 0, &response), None);
 }

@@ -93,6 +93,10 @@ pub struct AnthropicConfig {
     /// The model's price, for [`Usage::cost`]; see [`super::Provider::priced`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
+    /// The deadline of each request in milliseconds (`"timeoutMs"`), enforced by the host's
+    /// client ([`HttpRequest::timeout_ms`]); none by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 impl Default for AnthropicConfig {
@@ -110,6 +114,7 @@ impl Default for AnthropicConfig {
             temperature: None,
             browser_access: true,
             price: None,
+            timeout_ms: None,
         }
     }
 }
@@ -129,6 +134,7 @@ impl fmt::Debug for AnthropicConfig {
             .field("temperature", &self.temperature)
             .field("browser_access", &self.browser_access)
             .field("price", &self.price)
+            .field("timeout_ms", &self.timeout_ms)
             .finish()
     }
 }
@@ -226,6 +232,7 @@ pub fn encode(request: &ModelRequest<'_>, config: &AnthropicConfig) -> HttpReque
         url: config.url(),
         headers,
         body: Value::Object(body).to_string(),
+        timeout_ms: config.timeout_ms,
     }
 }
 

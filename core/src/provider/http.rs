@@ -37,6 +37,11 @@ pub struct HttpRequest {
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: String,
+    /// The deadline for the whole exchange (sending, the head and the whole body), in
+    /// milliseconds, if the provider configuration sets one (`"timeoutMs"`). The core reads no
+    /// clock: the host enforces it and reports [`HttpFailure::TimedOut`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 impl HttpRequest {
@@ -58,6 +63,7 @@ impl fmt::Debug for HttpRequest {
             .field("url", &self.url)
             .field("headers", &self.shown_headers())
             .field("body", &self.body)
+            .field("timeout_ms", &self.timeout_ms)
             .finish()
     }
 }
@@ -65,17 +71,21 @@ impl fmt::Debug for HttpRequest {
 impl Serialize for HttpRequest {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
         struct Shown<'a> {
             method: &'a str,
             url: &'a str,
             headers: Vec<(&'a str, &'a str)>,
             body: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            timeout_ms: Option<u64>,
         }
         Shown {
             method: &self.method,
             url: &self.url,
             headers: self.shown_headers(),
             body: &self.body,
+            timeout_ms: self.timeout_ms,
         }
         .serialize(serializer)
     }
@@ -94,6 +104,36 @@ impl HttpRequest {
         serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
     }
 }
+
+/// Why the host's client has no (complete) response: what [`super::HttpClient::send`] and
+/// [`super::HttpBody::next_chunk`] report. An HTTP error status is a response, not a failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "message", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum HttpFailure {
+    /// The host aborted the request (the user cancelled the run): the response has stop
+    /// reason `aborted` and is never retried.
+    Aborted,
+    /// The request's deadline ([`HttpRequest::timeout_ms`]) passed: retryable.
+    TimedOut,
+    /// The body grew past what the host accepts: not retryable.
+    TooLarge,
+    /// No connection, a failed lookup, a reset: the host's words. Retryable.
+    Network(String),
+}
+
+impl std::fmt::Display for HttpFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HttpFailure::Aborted => write!(f, "the request was aborted"),
+            HttpFailure::TimedOut => write!(f, "the request timed out"),
+            HttpFailure::TooLarge => write!(f, "the response is too large"),
+            HttpFailure::Network(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+impl std::error::Error for HttpFailure {}
 
 /// A complete response, as the host received it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,6 +189,26 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn a_deadline_is_optional_on_the_wire() {
+        let request = HttpRequest {
+            method: "POST".into(),
+            url: "http://localhost/v1/chat/completions".into(),
+            headers: Vec::new(),
+            body: "{}".into(),
+            timeout_ms: None,
+        };
+        let json = serde_json::to_value(&request).unwrap();
+        assert!(json.get("timeoutMs").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<HttpRequest>(json).unwrap(), request);
+        let with = HttpRequest { timeout_ms: Some(5_000), ..request };
+        assert_eq!(serde_json::to_value(&with).unwrap()["timeoutMs"], 5_000);
+        assert_eq!(
+            serde_json::to_value(HttpFailure::Network("refused".into())).unwrap(),
+            serde_json::json!({"kind": "network", "message": "refused"})
+        );
+    }
 
     #[test]
     fn headers_are_found_case_insensitively() {

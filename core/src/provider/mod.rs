@@ -34,12 +34,12 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::drive::Transport;
+use crate::drive::{Cancel, Transport};
 use crate::message::{AssistantMessage, ContentBlock, ModelRequest, StopReason, ToolCall, Usage};
 use crate::retry::{FailureClass, ProviderError, classify, parse_retry_after};
 
 pub use anthropic::{AnthropicConfig, AnthropicStream, Thinking};
-pub use http::{HttpRequest, HttpResponse};
+pub use http::{HttpFailure, HttpRequest, HttpResponse};
 pub use openai::{MaxTokensField, OpenAiConfig, OpenAiStream};
 pub use price::{Price, PriceTable};
 pub use sse::{SseDecoder, SseEvent};
@@ -230,6 +230,13 @@ impl StreamDecoder {
         }
     }
 
+    /// Whether the body has passed [`MAX_RESPONSE_BYTES`]: stop reading it, and call
+    /// [`finish`](Self::finish), which fails the response.
+    #[must_use]
+    pub fn is_too_large(&self) -> bool {
+        self.received > MAX_RESPONSE_BYTES
+    }
+
     /// The body ended normally: the final message (a failed one if the body was incomplete).
     #[must_use]
     pub fn finish(mut self) -> AssistantMessage {
@@ -238,7 +245,7 @@ impl StreamDecoder {
     }
 
     fn finish_unredacted(self) -> AssistantMessage {
-        if self.received > MAX_RESPONSE_BYTES {
+        if self.is_too_large() {
             let (status, raw) = self.head_and_raw();
             return malformed(status, raw, "the response exceeds 64 MiB");
         }
@@ -300,16 +307,21 @@ pub struct ResponseHead {
     pub headers: Vec<(String, String)>,
 }
 
-/// The host's HTTP client, as [`ProviderTransport`] needs it. Errors are the host's words for
-/// a failure with no response (DNS, refused connection, timeout); an HTTP error status is a
-/// response, not an error.
+/// The host's HTTP client, as [`ProviderTransport`] needs it. Failures are typed
+/// ([`HttpFailure`]): aborted by the host, past the request's deadline, too large, or no
+/// response (DNS, refused connection); an HTTP error status is a response, not a failure.
+///
+/// The client enforces [`HttpRequest::timeout_ms`] over the whole exchange (the head and the
+/// body), since the core reads no clock. Dropping a body (or the future of `send`) should
+/// abort the request: [`ProviderTransport`] stops reading a body past [`MAX_RESPONSE_BYTES`] or
+/// once its [`Cancel`] fires, and `drive_with` drops a model call it cancels.
 #[allow(async_fn_in_trait)] // not `Send` on purpose: browsers are single-threaded
 pub trait HttpClient {
     /// The body of a response, read in chunks.
     type Body: HttpBody;
 
     /// Sends `request` and returns the head of the response and its body.
-    async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, Self::Body), String>;
+    async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, Self::Body), HttpFailure>;
 
     /// Waits `delay_ms` before a retry (the backoff or the provider's `Retry-After`): the
     /// host's timer, since the core reads no clock.
@@ -320,7 +332,7 @@ pub trait HttpClient {
 #[allow(async_fn_in_trait)]
 pub trait HttpBody {
     /// The next bytes, or `None` at the end of the body.
-    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, String>;
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpFailure>;
 }
 
 /// The transport every host uses for a network provider: encode, send with the host's
@@ -329,6 +341,7 @@ pub struct ProviderTransport<C> {
     provider: Provider,
     client: C,
     progress: Option<Progress>,
+    cancel: Option<Cancel>,
 }
 
 /// The host's progress callback.
@@ -339,6 +352,7 @@ impl<C> fmt::Debug for ProviderTransport<C> {
         f.debug_struct("ProviderTransport")
             .field("provider", &self.provider)
             .field("progress", &self.progress.is_some())
+            .field("cancel", &self.cancel)
             .finish_non_exhaustive()
     }
 }
@@ -347,7 +361,17 @@ impl<C: HttpClient> ProviderTransport<C> {
     /// A transport for `provider` over `client`.
     #[must_use]
     pub fn new(provider: Provider, client: C) -> Self {
-        Self { provider, client, progress: None }
+        Self { provider, client, progress: None, cancel: None }
+    }
+
+    /// Aborts a request when `cancel` fires: none is sent after it, and a body being read is
+    /// dropped at the next chunk (for clients whose futures cannot be interrupted, like a
+    /// blocking one). The response is `aborted`; `drive_with` with the same [`Cancel`] then
+    /// ends the run as cancelled.
+    #[must_use]
+    pub fn with_cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
     }
 
     /// Calls `progress` with every [`Delta`] of a streamed response, as it arrives.
@@ -372,13 +396,20 @@ impl<C: HttpClient> ProviderTransport<C> {
 
 impl<C: HttpClient> Transport for ProviderTransport<C> {
     async fn complete(&self, request: ModelRequest<'_>) -> AssistantMessage {
+        let cancelled = || self.cancel.as_ref().is_some_and(Cancel::is_cancelled);
+        if cancelled() {
+            return aborted();
+        }
         let http = self.provider.encode(&request);
         let (head, mut body) = match self.client.send(&http).await {
             Ok(sent) => sent,
-            Err(error) => return redact(unreachable_provider(&error), &self.provider.secrets()),
+            Err(failure) => return redact(no_response(&failure), &self.provider.secrets()),
         };
         let mut decoder = self.provider.decoder(head.status, &head.headers);
         loop {
+            if cancelled() {
+                return aborted();
+            }
             match body.next_chunk().await {
                 Ok(Some(bytes)) => {
                     for delta in decoder.feed(&bytes) {
@@ -386,9 +417,19 @@ impl<C: HttpClient> Transport for ProviderTransport<C> {
                             progress(&delta);
                         }
                     }
+                    // Past the cap, stop at once (dropping the body ends the request) rather
+                    // than read a runaway server to its end.
+                    if decoder.is_too_large() {
+                        return decoder.finish();
+                    }
                 }
                 Ok(None) => return decoder.finish(),
-                Err(error) => return decoder.fail(&error),
+                Err(HttpFailure::Aborted) => return aborted(),
+                Err(HttpFailure::TooLarge) => {
+                    let (status, raw) = decoder.head_and_raw();
+                    return malformed(status, raw, "the response is larger than the host accepts");
+                }
+                Err(failure) => return decoder.fail(&failure.to_string()),
             }
         }
     }
@@ -597,6 +638,29 @@ pub(crate) fn interrupted(status: u16, body: &[u8], reason: &str) -> AssistantMe
             raw_body: Some(raw_text(body)),
         },
     )
+}
+
+/// A request the host aborted: stop reason `aborted`, never retried.
+fn aborted() -> AssistantMessage {
+    AssistantMessage::aborted(HttpFailure::Aborted.to_string())
+}
+
+/// The host's client got no response.
+fn no_response(what: &HttpFailure) -> AssistantMessage {
+    match what {
+        HttpFailure::Aborted => aborted(),
+        HttpFailure::TooLarge => failure(
+            format!("the request failed: {what}"),
+            ProviderError {
+                class: FailureClass::NotRetryable,
+                status: None,
+                retry_after_ms: None,
+                raw_body: None,
+            },
+        ),
+        // Timed out or no connection: retryable.
+        _ => unreachable_provider(&what.to_string()),
+    }
 }
 
 /// No response at all (the host's client failed).
@@ -1102,10 +1166,15 @@ mod tests {
         assert!(provider.is_streaming());
         let anthropic: Provider = serde_json::from_value(json!({
             "api": "anthropic", "model": "claude-sonnet-4-5", "apiKey": "k",
-            "toolChoice": {"tool": "submit"}, "thinking": {"type": "enabled", "budgetTokens": 2048}
+            "toolChoice": {"tool": "submit"}, "thinking": {"type": "enabled", "budgetTokens": 2048},
+            "timeoutMs": 30000
         }))
         .unwrap();
         let Provider::Anthropic(config) = &anthropic else { panic!("an Anthropic provider") };
+        let (messages, tools) = testing::conversation();
+        let request = testing::request("system", &messages, &tools);
+        assert_eq!(anthropic.encode(&request).timeout_ms, Some(30_000), "the host enforces it");
+        assert_eq!(provider.encode(&request).timeout_ms, None, "no deadline unless configured");
         assert_eq!(config.base_url, anthropic::ANTHROPIC_BASE_URL);
         assert_eq!(config.tool_choice, ToolChoice::Tool("submit".into()));
         assert_eq!(config.thinking, Some(Thinking::Enabled { budget_tokens: 2048 }));
@@ -1173,6 +1242,7 @@ mod tests {
                 ("X-Title".into(), "verity".into()),
             ],
             body: "{}".into(),
+            timeout_ms: None,
         };
         assert_no_key("Debug", &format!("{azure:?}"));
         let serialized = serde_json::to_string(&azure).unwrap();
@@ -1238,7 +1308,7 @@ mod tests {
     struct NoBody;
 
     impl HttpBody for NoBody {
-        async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, String> {
+        async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpFailure> {
             Ok(None)
         }
     }
@@ -1246,10 +1316,13 @@ mod tests {
     impl HttpClient for Echoing {
         type Body = NoBody;
 
-        async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, NoBody), String> {
+        async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, NoBody), HttpFailure> {
             let headers: Vec<String> =
                 request.headers.iter().map(|(name, value)| format!("{name}: {value}")).collect();
-            Err(format!("proxy refused the request with headers {}", headers.join(", ")))
+            Err(HttpFailure::Network(format!(
+                "proxy refused the request with headers {}",
+                headers.join(", ")
+            )))
         }
 
         async fn wait(&self, _: u64) {}

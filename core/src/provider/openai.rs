@@ -93,6 +93,10 @@ pub struct OpenAiConfig {
     /// The model's price, for [`Usage::cost`]; see [`super::Provider::priced`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
+    /// The deadline of each request in milliseconds (`"timeoutMs"`), enforced by the host's
+    /// client ([`HttpRequest::timeout_ms`]); none by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 impl Default for OpenAiConfig {
@@ -111,6 +115,7 @@ impl Default for OpenAiConfig {
             temperature: None,
             reasoning_effort: None,
             price: None,
+            timeout_ms: None,
         }
     }
 }
@@ -131,6 +136,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("temperature", &self.temperature)
             .field("reasoning_effort", &self.reasoning_effort)
             .field("price", &self.price)
+            .field("timeout_ms", &self.timeout_ms)
             .finish()
     }
 }
@@ -257,6 +263,7 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
         url: config.url(),
         headers,
         body: Value::Object(body).to_string(),
+        timeout_ms: config.timeout_ms,
     }
 }
 
