@@ -13,8 +13,10 @@ use futures_util::future::{Either, join_all, select};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::event::Event;
 use crate::machine::{Input, Machine, Output, Settled};
 use crate::message::{AssistantMessage, ModelRequest, StopReason, ToolCall, ToolOutput};
+use crate::provider::Delta;
 use crate::transcript::{Session, SessionError, SessionOutput, Store};
 
 /// Makes model calls. A failed request is answered with a response whose stop reason is
@@ -24,6 +26,18 @@ use crate::transcript::{Session, SessionError, SessionOutput, Store};
 pub trait Transport {
     /// Sends `request` to the model and returns its response.
     async fn complete(&self, request: ModelRequest<'_>) -> AssistantMessage;
+
+    /// [`complete`](Self::complete), handing each piece of a streamed response to `on_delta`
+    /// as it arrives (the driver reports them as [`Event::Delta`]). The default streams
+    /// nothing.
+    async fn complete_streaming(
+        &self,
+        request: ModelRequest<'_>,
+        on_delta: &mut dyn FnMut(Delta),
+    ) -> AssistantMessage {
+        let _ = on_delta;
+        self.complete(request).await
+    }
 
     /// Waits `delay_ms` before a retry ([`crate::ModelCall::delay_ms`]). The core reads no
     /// clock, so the host sleeps here; the default returns at once, which suits scripted
@@ -126,15 +140,27 @@ impl Cancel {
 }
 
 /// How [`drive_with`] runs a machine.
-#[derive(Debug, Clone, Default)]
+#[derive(Default)]
 #[non_exhaustive]
-pub struct DriveOptions {
+pub struct DriveOptions<'a> {
     /// Cancels the run when it fires.
     pub cancel: Option<Cancel>,
+    /// Receives every event: the machine's ([`Machine::drain_events`], after each input) and
+    /// the transport's streamed pieces ([`Event::Delta`]), in the order they happened.
+    events: Option<Box<dyn FnMut(Event) + 'a>>,
 }
 
-impl DriveOptions {
-    /// The defaults: not cancellable.
+impl fmt::Debug for DriveOptions<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DriveOptions")
+            .field("cancel", &self.cancel)
+            .field("events", &self.events.is_some())
+            .finish()
+    }
+}
+
+impl<'a> DriveOptions<'a> {
+    /// The defaults: not cancellable, events dropped.
     #[must_use]
     pub fn new() -> Self {
         Self::default()
@@ -144,6 +170,14 @@ impl DriveOptions {
     #[must_use]
     pub fn cancel(mut self, cancel: Cancel) -> Self {
         self.cancel = Some(cancel);
+        self
+    }
+
+    /// Hands every event of the run to `events` (progress, logs): the one place progress
+    /// comes from.
+    #[must_use]
+    pub fn events(mut self, events: impl FnMut(Event) + 'a) -> Self {
+        self.events = Some(Box::new(events));
         self
     }
 }
@@ -181,13 +215,16 @@ pub async fn drive_with<M: Machine>(
     mut machine: M,
     transport: &impl Transport,
     tools: &impl Tools,
-    options: DriveOptions,
+    options: DriveOptions<'_>,
 ) -> Result<M::Value, M::Error> {
-    let cancel = options.cancel.as_ref();
+    let DriveOptions { cancel, mut events } = options;
+    let cancel = cancel.as_ref();
     loop {
+        report(&mut machine, &mut events);
         if let Some(reason) = cancel.and_then(Cancel::reason) {
             if !matches!(machine.poll_output(), Output::Done) {
                 answer(&mut machine, Input::Cancel { reason });
+                report(&mut machine, &mut events);
             }
             return machine.finish();
         }
@@ -198,7 +235,13 @@ pub async fn drive_with<M: Machine>(
                     if delay_ms > 0 {
                         transport.wait(delay_ms).await;
                     }
-                    transport.complete(request).await
+                    match events.as_mut() {
+                        Some(events) => {
+                            let mut on_delta = |delta| events(Event::Delta { call: id, delta });
+                            transport.complete_streaming(request, &mut on_delta).await
+                        }
+                        None => transport.complete(request).await,
+                    }
                 })
                 .await;
                 match response {
@@ -231,6 +274,13 @@ pub async fn drive_with<M: Machine>(
             Output::Done => return machine.finish(),
         };
         answer(&mut machine, input);
+    }
+}
+
+/// Hands the machine's events to the host's callback, if it has one.
+fn report<M: Machine>(machine: &mut M, events: &mut Option<Box<dyn FnMut(Event) + '_>>) {
+    if let Some(events) = events.as_mut() {
+        machine.drain_events().into_iter().for_each(events);
     }
 }
 

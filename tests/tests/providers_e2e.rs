@@ -18,10 +18,10 @@ use serde_json::{Value, json};
 use verity_core::claim;
 use verity_core::corpus::{Corpus, IndexedCorpus};
 use verity_core::{
-    AnthropicConfig, AssistantMessage, Cancel, Delta, DriveOptions, FailureClass, Input, Job,
-    Machine, Message, ModelRequest, NoTools, OpenAiConfig, Output, Price, PriceTable, Provider,
-    ProviderTransport, Report, RetryPolicy, Route, Step, StepFailed, StopReason, Transport, Usage,
-    drive, drive_with, step,
+    AnthropicConfig, AssistantMessage, CallId, Cancel, ClaimStage, Delta, DriveOptions, Event,
+    FailureClass, Input, Job, Machine, Message, ModelRequest, NoTools, OpenAiConfig, Output, Price,
+    PriceTable, Provider, ProviderTransport, Report, RetryPolicy, Route, Step, StepFailed,
+    StopReason, Transport, Usage, drive, drive_with, step,
 };
 use verity_tests::http::{
     Aimock, BlockingClient, CannedServer, RawServer, chunked, endless, reply, silent,
@@ -55,12 +55,34 @@ fn openai(server: &Aimock, stream: bool) -> Provider {
 
 type Deltas = Rc<RefCell<Vec<Delta>>>;
 
-fn transport(provider: Provider) -> (ProviderTransport<BlockingClient>, Deltas) {
+/// The transport under test, recording the pieces it streams (what a driver receives through
+/// [`Transport::complete_streaming`]).
+struct Recorded {
+    inner: ProviderTransport<BlockingClient>,
+    deltas: Deltas,
+}
+
+impl Recorded {
+    fn client(&self) -> &BlockingClient {
+        self.inner.client()
+    }
+}
+
+impl Transport for Recorded {
+    async fn complete(&self, request: ModelRequest<'_>) -> AssistantMessage {
+        let mut record = |delta| self.deltas.borrow_mut().push(delta);
+        self.inner.complete_streaming(request, &mut record).await
+    }
+
+    async fn wait(&self, delay_ms: u64) {
+        self.inner.wait(delay_ms).await;
+    }
+}
+
+fn transport(provider: Provider) -> (Recorded, Deltas) {
     let deltas: Deltas = Rc::default();
-    let sink = Rc::clone(&deltas);
-    let transport = ProviderTransport::new(provider, BlockingClient::new())
-        .with_progress(move |delta| sink.borrow_mut().push(delta.clone()));
-    (transport, deltas)
+    let inner = ProviderTransport::new(provider, BlockingClient::new());
+    (Recorded { inner, deltas: Rc::clone(&deltas) }, deltas)
 }
 
 /// The pieces of tool call arguments the progress callback saw, per call index.
@@ -246,20 +268,39 @@ fn report(outcome: Result<Value, verity_core::JobFailed>) -> Report {
 
 fn claim_check_over_openai(stream: bool) {
     let server = mock("claim.json");
-    let (transport, deltas) = transport(openai(&server, stream));
+    let transport = ProviderTransport::new(openai(&server, stream), BlockingClient::new());
     let check = claim_job("The Eiffel Tower is in Paris.");
     let evidence = check.claim_check().unwrap().evidence();
     assert!(evidence.iter().any(|e| e.starts_with("The Eiffel Tower")));
-    let report = report(pollster::block_on(drive(check, &transport, &NoTools)));
+    // Every event in one stream: the job's stages and calls, the transport's pieces.
+    let mut events = Vec::new();
+    let options = DriveOptions::new().events(|event| events.push(event));
+    let report = report(pollster::block_on(drive_with(check, &transport, &NoTools, options)));
     assert_eq!(report.assessment.verdict, claim::Verdict::Supported);
     assert_eq!(report.route, Route::SingleCall);
     assert_eq!(report.summary, "Supported: the evidence places the Eiffel Tower in Paris.");
     assert_eq!(report.requests, 2);
     assert_eq!((report.usage.input, report.usage.output), (600, 80));
     assert!(close(report.usage.cost, (600.0 * 0.15 + 80.0 * 0.6) / 1e6));
+    let deltas: Vec<Delta> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Delta { delta, .. } => Some(delta.clone()),
+            _ => None,
+        })
+        .collect();
     if stream {
-        assert!(argument_pieces(&deltas.borrow()).len() > 10);
+        assert!(argument_pieces(&deltas).len() > 10);
+        // A call's pieces come after it was asked for and before it was answered.
+        let position = |wanted: &dyn Fn(&Event) -> bool| events.iter().position(wanted).unwrap();
+        let asked = position(&|e| matches!(e, Event::ModelCall { call: CallId(0), .. }));
+        let piece = position(&|e| matches!(e, Event::Delta { call: CallId(0), .. }));
+        let answered = position(&|e| matches!(e, Event::ModelAnswered { call: CallId(0), .. }));
+        assert!(asked < piece && piece < answered, "{events:?}");
+    } else {
+        assert!(deltas.is_empty());
     }
+    assert!(events.iter().any(|e| matches!(e, Event::Stage { stage: ClaimStage::Summary })));
 }
 
 #[test]
@@ -513,22 +554,17 @@ fn a_cancel_aborts_the_stream_being_read_and_ends_the_run_cancelled() {
     let config = OpenAiConfig::new(format!("{}/v1", server.url()), MODEL).streaming(true);
     let cancel = Cancel::new();
     let stop = cancel.clone();
-    // The user presses Stop when the first text arrives.
     let transport = ProviderTransport::new(Provider::OpenAi(config), BlockingClient::new())
-        .with_progress(move |delta| {
-            if matches!(delta, Delta::Text { .. }) {
-                stop.cancel("the user pressed stop");
-            }
-        })
         .with_cancel(cancel.clone());
+    // The user presses Stop when the first text arrives.
+    let options = DriveOptions::new().cancel(cancel).events(move |event| {
+        if matches!(event, Event::Delta { delta: Delta::Text { .. }, .. }) {
+            stop.cancel("the user pressed stop");
+        }
+    });
     let started = Instant::now();
-    let error = pollster::block_on(drive_with(
-        answer_step(),
-        &transport,
-        &NoTools,
-        DriveOptions::new().cancel(cancel),
-    ))
-    .unwrap_err();
+    let error =
+        pollster::block_on(drive_with(answer_step(), &transport, &NoTools, options)).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(30), "the stream was read on");
     assert_eq!(error.kind(), verity_core::FailureKind::Cancelled, "{error}");
     assert!(error.message().contains("the user pressed stop"), "{error}");

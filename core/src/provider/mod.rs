@@ -336,22 +336,19 @@ pub trait HttpBody {
 }
 
 /// The transport every host uses for a network provider: encode, send with the host's
-/// [`HttpClient`], decode (streamed or whole), report progress.
+/// [`HttpClient`], decode (streamed or whole). A streamed response's pieces go to the driver
+/// ([`Transport::complete_streaming`]), which reports them as [`crate::Event::Delta`] beside
+/// the machine's own events.
 pub struct ProviderTransport<C> {
     provider: Provider,
     client: C,
-    progress: Option<Progress>,
     cancel: Option<Cancel>,
 }
-
-/// The host's progress callback.
-type Progress = Box<dyn Fn(&Delta)>;
 
 impl<C> fmt::Debug for ProviderTransport<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProviderTransport")
             .field("provider", &self.provider)
-            .field("progress", &self.progress.is_some())
             .field("cancel", &self.cancel)
             .finish_non_exhaustive()
     }
@@ -361,7 +358,7 @@ impl<C: HttpClient> ProviderTransport<C> {
     /// A transport for `provider` over `client`.
     #[must_use]
     pub fn new(provider: Provider, client: C) -> Self {
-        Self { provider, client, progress: None, cancel: None }
+        Self { provider, client, cancel: None }
     }
 
     /// Aborts a request when `cancel` fires: none is sent after it, and a body being read is
@@ -371,13 +368,6 @@ impl<C: HttpClient> ProviderTransport<C> {
     #[must_use]
     pub fn with_cancel(mut self, cancel: Cancel) -> Self {
         self.cancel = Some(cancel);
-        self
-    }
-
-    /// Calls `progress` with every [`Delta`] of a streamed response, as it arrives.
-    #[must_use]
-    pub fn with_progress(mut self, progress: impl Fn(&Delta) + 'static) -> Self {
-        self.progress = Some(Box::new(progress));
         self
     }
 
@@ -396,6 +386,14 @@ impl<C: HttpClient> ProviderTransport<C> {
 
 impl<C: HttpClient> Transport for ProviderTransport<C> {
     async fn complete(&self, request: ModelRequest<'_>) -> AssistantMessage {
+        self.complete_streaming(request, &mut |_| {}).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: ModelRequest<'_>,
+        on_delta: &mut dyn FnMut(Delta),
+    ) -> AssistantMessage {
         let cancelled = || self.cancel.as_ref().is_some_and(Cancel::is_cancelled);
         if cancelled() {
             return aborted();
@@ -413,9 +411,7 @@ impl<C: HttpClient> Transport for ProviderTransport<C> {
             match body.next_chunk().await {
                 Ok(Some(bytes)) => {
                     for delta in decoder.feed(&bytes) {
-                        if let Some(progress) = &self.progress {
-                            progress(&delta);
-                        }
+                        on_delta(delta);
                     }
                     // Past the cap, stop at once (dropping the body ends the request) rather
                     // than read a runaway server to its end.
