@@ -403,3 +403,28 @@ fn jobs_over_one_corpus_share_its_index() {
         assert!(Arc::ptr_eq(job.claim_check().unwrap().corpus(), &corpus));
     }
 }
+
+#[test]
+fn the_input_json_documented_in_design_md_reads() {
+    let documented = [
+        r#"{"type": "modelResponse", "call": 3,
+            "response": {"content": [{"type": "toolCall", "id": "call_1", "name": "lookup_evidence",
+                                      "arguments": {"query": "audit"}}],
+                         "stopReason": "toolUse", "usage": {"input": 120, "output": 15, "cost": 0.0}}}"#,
+        r#"{"type": "modelResponse", "call": 5,
+            "response": {"stopReason": "error", "errorMessage": "HTTP 503",
+                         "error": {"class": "retryable", "status": 503, "retryAfterMs": 2000}}}"#,
+        r#"{"type": "seal", "batch": 4,
+            "results": [{"callId": "call_1", "content": "…", "details": {"hits": ["e3"]},
+                         "isError": false, "terminate": false}]}"#,
+        r#"{"type": "cancel", "reason": "the user pressed stop"}"#,
+    ];
+    for text in documented {
+        let input: Input = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let again: Input = serde_json::from_value(serde_json::to_value(&input).unwrap()).unwrap();
+        assert_eq!(again, input);
+    }
+    let batch = json!({"type": "runTools", "id": 4, "sequential": false, "replaySafe": [true],
+                       "calls": [{"id": "call_1", "name": "lookup_evidence", "arguments": {"query": "audit"}}]});
+    assert!(matches!(serde_json::from_value(batch).unwrap(), OwnedOutput::RunTools(_)));
+}
