@@ -74,6 +74,7 @@ pub mod claim;
 pub mod corpus;
 pub mod drive;
 pub mod event;
+pub mod files;
 pub mod job;
 pub mod machine;
 pub mod message;
