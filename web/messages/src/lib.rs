@@ -1,0 +1,409 @@
+//! The messages between a page (the Leptos UI, the embedding module `verity.js`) and the engine
+//! worker. Plain serde data, camelCase JSON with a `"type"` tag, so the page's wasm does not link
+//! the engine and a JavaScript page can speak it too (it is what `postMessage` carries).
+//!
+//! The engine's own values (a claim report, a typed failure, a job event) travel as the core's
+//! JSON; the page reads them with the small views below ([`ReportView`], [`FailureView`],
+//! [`EventView`]), which the worker's tests check against the core's real JSON.
+#![deny(missing_docs)]
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A file the page read, by name and text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamedText {
+    /// The file's name (its extension picks the format).
+    pub name: String,
+    /// Its contents.
+    pub text: String,
+}
+
+/// A corpus item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    /// Unique in the corpus.
+    pub id: String,
+    /// The text.
+    pub text: String,
+}
+
+/// Where the engine sends model calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ProviderChoice {
+    /// The offline baseline: a lexical heuristic in the engine, not a language model.
+    Offline,
+    /// A network provider: the core's provider JSON (`{"api": "openai", "baseUrl": ..,
+    /// "model": .., "apiKey": ..}` or `{"api": "anthropic", ..}`).
+    Network {
+        /// The provider configuration.
+        config: Value,
+    },
+}
+
+/// One claim to check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckRequest {
+    /// The page's id for the check (unique while it lives).
+    pub id: String,
+    /// The claim.
+    pub claim: String,
+}
+
+/// What the page asks of the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ToWorker {
+    /// Read files into the corpus (all or nothing per file; a bad file changes nothing).
+    AddFiles {
+        /// The files.
+        files: Vec<NamedText>,
+    },
+    /// Add items given as data.
+    AddItems {
+        /// The items.
+        items: Vec<Item>,
+    },
+    /// Load the small demo corpus.
+    LoadDemo,
+    /// Remove items by id.
+    RemoveItems {
+        /// Their ids.
+        ids: Vec<String>,
+    },
+    /// Empty the corpus.
+    ClearCorpus,
+    /// A page of the corpus's items whose id or text contains `query` (any case).
+    ListItems {
+        /// The search text ("" for all).
+        query: String,
+        /// The first match to return.
+        offset: usize,
+        /// At most this many.
+        limit: usize,
+    },
+    /// Check claims against the corpus, at most `concurrency` at a time.
+    Check {
+        /// The claims.
+        checks: Vec<CheckRequest>,
+        /// The model.
+        provider: ProviderChoice,
+        /// How many checks run at once (at least 1).
+        concurrency: usize,
+    },
+    /// Cancel a check (queued or running).
+    Cancel {
+        /// The check's id.
+        id: String,
+    },
+    /// Forget finished results.
+    ClearResults,
+}
+
+/// What the worker tells the page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum FromWorker {
+    /// The engine is loaded; what it restored from the browser's storage.
+    Ready {
+        /// The corpus as stored.
+        corpus: CorpusSummary,
+        /// Finished checks kept from earlier visits.
+        results: Vec<CheckResult>,
+        /// Checks that were running when the page went away and are resumed now.
+        resumed: Vec<CheckRequest>,
+    },
+    /// The corpus changed (or is being indexed).
+    Corpus {
+        /// Its state.
+        corpus: CorpusSummary,
+    },
+    /// A file was refused; nothing of it was loaded and the corpus is unchanged.
+    FileRejected {
+        /// The file.
+        file: String,
+        /// The line at fault, if one is.
+        line: Option<usize>,
+        /// Why.
+        message: String,
+    },
+    /// A page of items ([`ToWorker::ListItems`]).
+    Items {
+        /// The query answered.
+        query: String,
+        /// The offset answered.
+        offset: usize,
+        /// How many items match.
+        total: usize,
+        /// The items of this page.
+        items: Vec<Item>,
+    },
+    /// A check was queued.
+    Queued {
+        /// The check.
+        check: CheckRequest,
+    },
+    /// Something happened in a running check: the core's event JSON (see [`EventView`]).
+    Progress {
+        /// The check's id.
+        id: String,
+        /// The event.
+        event: Value,
+    },
+    /// A check ended.
+    Finished {
+        /// The result.
+        result: CheckResult,
+    },
+    /// Something went wrong outside any check (storage unavailable, a bad message).
+    Error {
+        /// What.
+        message: String,
+    },
+}
+
+/// The corpus as the page shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CorpusSummary {
+    /// Its content id (`sha256:...`), `None` when empty.
+    pub id: Option<String>,
+    /// Items.
+    pub items: usize,
+    /// Total text size in bytes.
+    pub bytes: usize,
+    /// Whether the search index is built.
+    pub indexed: bool,
+    /// How long indexing took, once built, in milliseconds.
+    pub index_ms: Option<f64>,
+}
+
+/// A finished check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckResult {
+    /// The check's id.
+    pub id: String,
+    /// The claim.
+    pub claim: String,
+    /// The report (the core's `Report` JSON) or the typed failure (the core's `JobFailed`).
+    pub outcome: Outcome,
+    /// The corpus items the check cited, by text, with their ids, for linking.
+    #[serde(default)]
+    pub cited: Vec<Item>,
+}
+
+/// How a check ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "camelCase")]
+pub enum Outcome {
+    /// A report.
+    Report {
+        /// The core's `Report` JSON.
+        report: Value,
+    },
+    /// A typed failure.
+    Failed {
+        /// The core's `JobFailed` JSON (`kind`, `message`, `spent`).
+        failure: Value,
+    },
+}
+
+/// What was spent, as the core reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SpentView {
+    /// Turns.
+    pub turns: u32,
+    /// Requests.
+    pub requests: u32,
+    /// Retries.
+    pub retries: u32,
+    /// Tokens and cost.
+    pub usage: UsageView,
+}
+
+/// Tokens and cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct UsageView {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Cached input tokens read.
+    pub cache_read: u64,
+    /// US dollars.
+    pub cost: f64,
+}
+
+/// The parts of a claim report the page shows.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportView {
+    /// The claim.
+    pub claim: String,
+    /// The final assessment.
+    pub assessment: AssessmentView,
+    /// `"single call"` or `"agent escalation"`.
+    pub route: String,
+    /// The summary sentence.
+    pub summary: String,
+    /// Requests made.
+    pub requests: u32,
+    /// Tokens and cost.
+    pub usage: UsageView,
+}
+
+/// The parts of an assessment the page shows.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AssessmentView {
+    /// `supported`, `contradicted` or `insufficient`.
+    pub verdict: String,
+    /// From 0 to 1.
+    pub confidence: f64,
+    /// Evidence items quoted whole.
+    pub citations: Vec<String>,
+}
+
+/// The parts of a typed failure the page shows.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct FailureView {
+    /// The stable kind (`provider`, `no-new-evidence`, `cancelled`, ...).
+    pub kind: String,
+    /// What happened.
+    pub message: String,
+    /// What was spent.
+    #[serde(default)]
+    pub spent: SpentView,
+}
+
+/// The core's events, as the page reads them; anything newer is [`EventView::Other`].
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum EventView {
+    /// A claim check entered a stage: `retrieve`, `assess`, `research` (with `turn` and
+    /// `of`), `reassess`, `summary`.
+    #[serde(rename_all = "camelCase")]
+    Stage {
+        /// The stage's name.
+        stage: String,
+        /// For `research`: which turn.
+        #[serde(default)]
+        turn: Option<u32>,
+        /// For `research`: the bound.
+        #[serde(default)]
+        of: Option<u32>,
+        /// For `retrieve` and `reassess`: how many evidence items.
+        #[serde(default)]
+        evidence: Option<usize>,
+    },
+    /// A model call is pending.
+    #[serde(rename_all = "camelCase")]
+    ModelCall {
+        /// Its id.
+        call: u64,
+        /// Which retry (0 for a first try).
+        retry: u32,
+        /// The wait before it.
+        delay_ms: u64,
+    },
+    /// A model call was answered.
+    #[serde(rename_all = "camelCase")]
+    ModelAnswered {
+        /// Its id.
+        call: u64,
+        /// Why it ended.
+        stop_reason: String,
+        /// Tokens and cost.
+        usage: UsageView,
+        /// The failure, for a failed request.
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// A tool call the model asked for.
+    #[serde(rename_all = "camelCase")]
+    ToolCall {
+        /// The tool.
+        tool: String,
+        /// Whether the host runs it.
+        host: bool,
+    },
+    /// A tool call was settled.
+    #[serde(rename_all = "camelCase")]
+    ToolSettled {
+        /// The tool.
+        tool: String,
+        /// Whether its result is an error.
+        is_error: bool,
+    },
+    /// A failed request will be retried.
+    #[serde(rename_all = "camelCase")]
+    Retry {
+        /// Which retry.
+        attempt: u32,
+        /// The wait.
+        delay_ms: u64,
+        /// The failure.
+        message: String,
+    },
+    /// A streamed piece.
+    Delta {
+        /// The call.
+        call: u64,
+        /// The core's delta JSON (`{"type": "text", "text": ..}`, ...).
+        delta: Value,
+    },
+    /// An event this page does not know.
+    #[serde(other)]
+    Other,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn messages_have_one_json_form() {
+        let message = ToWorker::Check {
+            checks: vec![CheckRequest { id: "c1".into(), claim: "A claim.".into() }],
+            provider: ProviderChoice::Offline,
+            concurrency: 2,
+        };
+        let wire = serde_json::to_value(&message).unwrap();
+        assert_eq!(
+            wire,
+            json!({"type": "check", "checks": [{"id": "c1", "claim": "A claim."}],
+                   "provider": {"kind": "offline"}, "concurrency": 2})
+        );
+        assert_eq!(serde_json::from_value::<ToWorker>(wire).unwrap(), message);
+        let finished = FromWorker::Finished {
+            result: CheckResult {
+                id: "c1".into(),
+                claim: "A claim.".into(),
+                outcome: Outcome::Failed { failure: json!({"kind": "cancelled"}) },
+                cited: Vec::new(),
+            },
+        };
+        let wire = serde_json::to_value(&finished).unwrap();
+        assert_eq!(wire["result"]["outcome"]["status"], "failed");
+        assert_eq!(serde_json::from_value::<FromWorker>(wire).unwrap(), finished);
+    }
+
+    #[test]
+    fn an_unknown_event_is_other() {
+        let event: EventView =
+            serde_json::from_value(json!({"type": "compacted", "dropped": 2})).unwrap();
+        assert_eq!(event, EventView::Other);
+        let stage: EventView = serde_json::from_value(
+            json!({"type": "stage", "stage": "research", "turn": 2, "of": 6}),
+        )
+        .unwrap();
+        assert!(matches!(stage, EventView::Stage { turn: Some(2), of: Some(6), .. }));
+    }
+}
