@@ -31,13 +31,12 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::decode::{Blocks, Ending, StreamState, assemble, parse_body};
+use super::failure::{embedded_error, error_fields, http_error, malformed, redact, secrets};
 use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
 use super::sse::SseEvent;
-use super::{
-    Blocks, Delta, Ending, StreamState, ToolChoice, assemble, embedded_error, error_fields,
-    http_error, malformed, parse_body, redact, secrets,
-};
+use super::{Delta, ToolChoice};
 use crate::message::{AssistantMessage, ContentBlock, Message, ModelRequest, Usage};
 
 /// Anthropic's API base URL.
@@ -855,7 +854,7 @@ mod fuzz {
     use crate::provider::sse::fuzz::split;
     use proptest::prelude::*;
 
-    crate::provider::stream_properties!(
+    crate::provider::decode::stream_properties!(
         AnthropicStream,
         AnthropicConfig,
         "{\"type\":\"message_stop\"}"

@@ -26,13 +26,12 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::decode::{Blocks, Ending, StreamState, arguments_text, assemble, parse_body};
+use super::failure::{embedded_error, error_fields, http_error, malformed, redact, secrets};
 use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
 use super::sse::SseEvent;
-use super::{
-    Blocks, Delta, Ending, StreamState, ToolChoice, arguments_text, assemble, embedded_error,
-    error_fields, http_error, malformed, parse_body, redact, secrets,
-};
+use super::{Delta, ToolChoice};
 use crate::message::{AssistantMessage, Message, ModelRequest, Usage};
 
 /// OpenAI's API base URL.
@@ -881,7 +880,7 @@ pub(crate) mod fuzz {
     use crate::provider::sse::fuzz::split;
     use proptest::prelude::*;
 
-    crate::provider::stream_properties!(OpenAiStream, OpenAiConfig, "data: [DONE]");
+    crate::provider::decode::stream_properties!(OpenAiStream, OpenAiConfig, "data: [DONE]");
 
     proptest! {
         #[test]
