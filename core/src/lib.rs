@@ -75,6 +75,7 @@ pub mod corpus;
 pub mod drive;
 pub mod event;
 pub mod job;
+pub mod log;
 pub mod machine;
 pub mod message;
 pub mod provider;
@@ -82,8 +83,8 @@ pub mod retrieve;
 pub mod retry;
 pub mod schema;
 pub mod scripted;
+pub mod session;
 pub mod step;
-pub mod transcript;
 
 pub use agent::{Agent, Compaction, End, Halt, Hooks, Spent, Tool};
 pub use claim::{
@@ -96,6 +97,7 @@ pub use drive::{
 };
 pub use event::{ClaimStage, Event};
 pub use job::{ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError};
+pub use log::{Lease, Log, SessionError};
 pub use machine::{
     CallId, Input, Machine, Misuse, MisuseKind, ModelCall, Output, OwnedModelCall, OwnedOutput,
     OwnedToolBatch, Settled, ToolBatch,
@@ -112,5 +114,5 @@ pub use provider::{
 pub use retry::{FailureClass, ProviderError, RetryPolicy};
 pub use schema::{Schema, SchemaError, Violation};
 pub use scripted::{SCRIPT_EXHAUSTED, ScriptedModel};
+pub use session::{MemoryStore, Session, SessionOutput, Store};
 pub use step::{FailureKind, Step, StepBuilder, StepFailed, StepOptions, step, value_step};
-pub use transcript::{Lease, Log, MemoryStore, Session, SessionError, SessionOutput, Store};
