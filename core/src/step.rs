@@ -6,9 +6,6 @@
 //! later turn fails or hits a bound; a response's calls are judged together (D2); the cause of
 //! an ending wins over the bound (D4).
 
-use std::any::TypeId;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -250,22 +247,6 @@ impl<T: DeserializeOwned> Hooks for Submit<T> {
     }
 }
 
-thread_local! {
-    static TYPED_SCHEMAS: RefCell<HashMap<TypeId, Schema>> = RefCell::new(HashMap::new());
-}
-
-/// The compiled schema of `T`, compiled once per thread and reused.
-fn schema_of<T: schemars::JsonSchema + 'static>() -> Result<Schema, StepFailed> {
-    TYPED_SCHEMAS.with(|cache| {
-        if let Some(schema) = cache.borrow().get(&TypeId::of::<T>()) {
-            return Ok(schema.clone());
-        }
-        let schema = Schema::of::<T>().map_err(|error| StepFailed::config(error.to_string()))?;
-        cache.borrow_mut().insert(TypeId::of::<T>(), schema.clone());
-        Ok(schema)
-    })
-}
-
 /// A typed step whose value is a `T` (`serde_json::Value` for schemas known at run time).
 ///
 /// Build one with [`step`] (schema derived from `T`) or [`value_step`] (schema given).
@@ -294,7 +275,8 @@ pub fn step<T>(system: impl Into<String>, input: impl Into<String>) -> StepBuild
 where
     T: schemars::JsonSchema + DeserializeOwned + 'static,
 {
-    StepBuilder::with_schema(schema_of::<T>(), system.into(), input.into())
+    let schema = Schema::of::<T>().map_err(|error| StepFailed::config(error.to_string()));
+    StepBuilder::with_schema(schema, system.into(), input.into())
 }
 
 /// A step for a schema that arrives at run time; the value is the submission as JSON.
