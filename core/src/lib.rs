@@ -74,6 +74,7 @@ pub mod claim;
 pub mod corpus;
 pub mod drive;
 pub mod event;
+pub mod failure;
 pub mod job;
 pub mod log;
 pub mod machine;
@@ -96,6 +97,7 @@ pub use drive::{
     Cancel, DriveOptions, NoTools, Tools, Transport, drive, drive_session, drive_with,
 };
 pub use event::{ClaimStage, Event};
+pub use failure::{FailureClass, ProviderError};
 pub use job::{ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError};
 pub use log::{Lease, Log, SessionError};
 pub use machine::{
@@ -111,7 +113,7 @@ pub use provider::{
     OpenAiConfig, Price, PriceTable, Provider, ProviderTransport, ResponseHead, StreamDecoder,
     ToolChoice,
 };
-pub use retry::{FailureClass, ProviderError, RetryPolicy};
+pub use retry::RetryPolicy;
 pub use schema::{Schema, SchemaError, Violation};
 pub use scripted::{SCRIPT_EXHAUSTED, ScriptedModel};
 pub use session::{MemoryStore, Session, SessionOutput, Store};

@@ -11,8 +11,8 @@ use super::http::{self, HttpResponse};
 use super::price::Price;
 use super::sse::{SseDecoder, SseEvent};
 use super::{AnthropicStream, Delta, OpenAiStream, Provider};
+use crate::failure::{FailureClass, ProviderError};
 use crate::message::{AssistantMessage, ContentBlock, StopReason, ToolCall, Usage};
-use crate::retry::{FailureClass, ProviderError};
 
 /// Decodes one response body as it arrives; see [`Provider::decoder`].
 #[derive(Debug)]
