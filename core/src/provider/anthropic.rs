@@ -31,13 +31,13 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::ToolChoice;
 use super::decode::{Blocks, Ending, StreamState, assemble, parse_body};
 use super::failure::{embedded_error, error_fields, http_error, malformed, redact, secrets};
 use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
 use super::sse::SseEvent;
-use super::{Delta, ToolChoice};
-use crate::message::{AssistantMessage, ContentBlock, Message, ModelRequest, Usage};
+use crate::message::{AssistantMessage, ContentBlock, Delta, Message, ModelRequest, Usage};
 
 /// Anthropic's API base URL.
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";

@@ -10,9 +10,9 @@ use super::failure::{RAW_BODY_LIMIT, RawBody, Secrets, failure, interrupted, mal
 use super::http::{self, HttpResponse};
 use super::price::Price;
 use super::sse::{SseDecoder, SseEvent};
-use super::{AnthropicStream, Delta, OpenAiStream, Provider};
+use super::{AnthropicStream, OpenAiStream, Provider};
 use crate::failure::{FailureClass, ProviderError};
-use crate::message::{AssistantMessage, ContentBlock, StopReason, ToolCall, Usage};
+use crate::message::{AssistantMessage, ContentBlock, Delta, StopReason, ToolCall, Usage};
 
 /// Decodes one response body as it arrives; see [`Provider::decoder`].
 #[derive(Debug)]

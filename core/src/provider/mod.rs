@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::message::{AssistantMessage, ModelRequest};
 
+pub use crate::message::Delta;
 pub use anthropic::{AnthropicConfig, AnthropicStream, Thinking};
 pub use decode::{MAX_RESPONSE_BYTES, StreamDecoder};
 pub use failure::RAW_BODY_LIMIT;
@@ -50,41 +51,6 @@ pub use sse::{SseDecoder, SseEvent};
 pub use transport::{HttpBody, HttpClient, ProviderTransport, ResponseHead};
 
 use failure::{Secrets, secrets};
-
-/// What a streaming response has produced since the last chunk, for progress display. The
-/// machine never sees these: it receives the final message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
-#[non_exhaustive]
-pub enum Delta {
-    /// More visible text.
-    Text {
-        /// The new text.
-        text: String,
-    },
-    /// More reasoning text.
-    Thinking {
-        /// The new reasoning.
-        thinking: String,
-    },
-    /// A tool call began. `index` is the provider's index for it within the response (OpenAI's
-    /// `tool_calls[].index`, Anthropic's content block index).
-    ToolCallStart {
-        /// The provider's index of the call.
-        index: usize,
-        /// The call's id (empty if the provider has not said yet).
-        id: String,
-        /// The tool's name (empty if the provider has not said yet).
-        name: String,
-    },
-    /// A piece of a tool call's JSON arguments, as text.
-    ToolCallArguments {
-        /// The provider's index of the call.
-        index: usize,
-        /// The next piece of the arguments' JSON text.
-        arguments: String,
-    },
-}
 
 /// Which tools the model may or must call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

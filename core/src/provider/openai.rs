@@ -26,13 +26,13 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::ToolChoice;
 use super::decode::{Blocks, Ending, StreamState, arguments_text, assemble, parse_body};
 use super::failure::{embedded_error, error_fields, http_error, malformed, redact, secrets};
 use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
 use super::sse::SseEvent;
-use super::{Delta, ToolChoice};
-use crate::message::{AssistantMessage, Message, ModelRequest, Usage};
+use crate::message::{AssistantMessage, Delta, Message, ModelRequest, Usage};
 
 /// OpenAI's API base URL.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";

@@ -5,12 +5,11 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::Delta;
 use super::Provider;
 use super::failure::{aborted, malformed, no_response, redact};
 use super::http::{HttpFailure, HttpRequest};
 use crate::drive::{Cancel, Transport};
-use crate::message::{AssistantMessage, ModelRequest};
+use crate::message::{AssistantMessage, Delta, ModelRequest};
 
 /// The head of a response: status and headers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
