@@ -103,8 +103,8 @@ pub enum SessionError {
     Misuse(Misuse),
     /// The log cannot be read or replayed.
     Corrupt(String),
-    /// The host's [`Store`] could not read or write (its own words). What was not written is
-    /// lost: resume from what the store holds.
+    /// The host's [`Store`](crate::session::Store) could not read or write (its own words).
+    /// What was not written is lost: resume from what the store holds.
     Store(String),
 }
 
@@ -216,7 +216,8 @@ impl Log {
     /// The store side of a guarded write: appends `entries` (written by a driver since it last
     /// synced) if `lease` is still the current lease of this log and the entries follow on.
     ///
-    /// A takeover written by the driver itself ([`Session::take_lease`]) is accepted too: when
+    /// A takeover written by the driver itself
+    /// ([`Session::take_lease`](crate::session::Session::take_lease)) is accepted too: when
     /// `entries` begin with the lease record of `lease` and its epoch is one more than the
     /// current one. Since the entries must follow on (their ids not taken), two drivers taking
     /// over from the same state cannot both succeed.

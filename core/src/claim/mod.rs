@@ -11,7 +11,7 @@
 //! into it (see [`crate::corpus`]).
 //!
 //! Each part has a file: [`report`] (verdicts, assessments, the report), [`failure`] (why a check
-//! failed), [`cite`] (the citation check), [`lookup`] (the research agent's tool) and
+//! failed), [`mod@cite`] (the citation check), [`lookup`] (the research agent's tool) and
 //! [`prompt`] (the prompts, with untrusted text delimited). This file holds the machine.
 
 pub mod cite;

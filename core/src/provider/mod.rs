@@ -15,9 +15,10 @@
 //! (`fetch`, a component import, a blocking socket in tests).
 //!
 //! A response that fails is a failed message (`stopReason: "error"`) whose
-//! [`ProviderError`](crate::ProviderError) says whether a retry can help ([`crate::failure::classify`]) and keeps the
-//! raw body when it was not what the provider would send (an HTML page, truncated JSON, a
-//! stream that ended before its final event). Nothing a server sends makes a codec panic.
+//! [`ProviderError`](crate::ProviderError) says whether a retry can help
+//! ([`crate::failure::classify`]) and keeps the raw body when it was not what the provider
+//! would send (an HTML page, truncated JSON, a stream that ended before its final event).
+//! Nothing a server sends makes a codec panic.
 //!
 //! The offline model lives here beside them so hosts treat it like any other provider.
 //!
