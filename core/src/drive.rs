@@ -14,10 +14,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::event::Event;
+use crate::log::SessionError;
 use crate::machine::{Input, Machine, Output, Settled};
-use crate::message::{AssistantMessage, ModelRequest, StopReason, ToolCall, ToolOutput};
-use crate::provider::Delta;
-use crate::transcript::{Session, SessionError, SessionOutput, Store};
+use crate::message::{AssistantMessage, Delta, ModelRequest, StopReason, ToolCall, ToolOutput};
+use crate::session::{Session, SessionOutput, Store};
 
 /// Makes model calls. A failed request is answered with a response whose stop reason is
 /// `error` (see [`AssistantMessage::failed`]), never with a panic.

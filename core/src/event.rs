@@ -9,8 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::machine::CallId;
-use crate::message::{StopReason, Usage};
-use crate::provider::Delta;
+use crate::message::{Delta, StopReason, Usage};
 
 /// Something a host may want to show or log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
