@@ -324,18 +324,69 @@ pub async fn drive_session<M>(
 where
     M: Machine + Serialize + DeserializeOwned,
 {
+    drive_session_with(session, store, transport, tools, DriveOptions::default()).await
+}
+
+/// [`drive_session`] with options: `options.events` receives the machine's events and the
+/// transport's streamed pieces as [`drive_with`] gives them; when `options.cancel` fires, the
+/// request or batch in flight is dropped, the cancel is recorded ([`Session::cancel`]: every
+/// open call is settled as aborted) and stored, and the session is done.
+///
+/// # Errors
+/// As [`drive_session`].
+pub async fn drive_session_with<M>(
+    session: &mut Session<M>,
+    store: &impl Store,
+    transport: &impl Transport,
+    tools: &impl Tools,
+    options: DriveOptions<'_>,
+) -> Result<(), SessionError>
+where
+    M: Machine + Serialize + DeserializeOwned,
+{
+    let DriveOptions { cancel, mut events } = options;
+    let cancel = cancel.as_ref();
     loop {
+        if let Some(events) = events.as_mut() {
+            session.drain_events().into_iter().for_each(&mut *events);
+        }
         // What was recorded last (the start, a lease, a response, results) is stored before
         // the next effect; with nothing to write, the store still checks the lease.
         session.sync(store).await?;
+        if let Some(reason) = cancel.and_then(Cancel::reason) {
+            if !matches!(session.poll(), SessionOutput::Done) {
+                session.cancel(reason)?;
+                if let Some(events) = events.as_mut() {
+                    session.drain_events().into_iter().for_each(&mut *events);
+                }
+            }
+            return session.sync(store).await;
+        }
         match session.poll() {
             SessionOutput::CallModel(call) => {
-                let id = call.id;
-                if call.delay_ms > 0 {
-                    transport.wait(call.delay_ms).await;
+                let (id, delay_ms, request) = (call.id, call.delay_ms, call.request);
+                let response = until_cancelled(cancel, async {
+                    if delay_ms > 0 {
+                        transport.wait(delay_ms).await;
+                    }
+                    match events.as_mut() {
+                        Some(events) => {
+                            let mut on_delta = |delta| events(Event::Delta { call: id, delta });
+                            transport.complete_streaming(request, &mut on_delta).await
+                        }
+                        None => transport.complete(request).await,
+                    }
+                })
+                .await;
+                match response {
+                    Some(response)
+                        if !(response.stop_reason() == StopReason::Aborted
+                            && cancel.is_some_and(Cancel::is_cancelled)) =>
+                    {
+                        session.record_response(id, response)?;
+                    }
+                    _ => {}
                 }
-                let response = transport.complete(call.request).await;
-                session.record_response(id, response)?;
             }
             SessionOutput::RunTools { batch, pending, sequential } => {
                 let calls: Vec<ToolCall> =
@@ -350,7 +401,9 @@ where
                     for call in &calls {
                         session.start_tool(batch, &call.id)?;
                         session.sync(store).await?;
-                        let output = tools.run(call).await;
+                        let Some(output) = until_cancelled(cancel, tools.run(call)).await else {
+                            break;
+                        };
                         session.settle_tool(batch, &call.id, output)?;
                     }
                 } else {
@@ -358,9 +411,11 @@ where
                         session.start_tool(batch, &call.id)?;
                     }
                     session.sync(store).await?;
-                    let outputs = join_all(calls.iter().map(|call| tools.run(call))).await;
-                    for (call, output) in calls.iter().zip(outputs) {
-                        session.settle_tool(batch, &call.id, output)?;
+                    let run = join_all(calls.iter().map(|call| tools.run(call)));
+                    if let Some(outputs) = until_cancelled(cancel, run).await {
+                        for (call, output) in calls.iter().zip(outputs) {
+                            session.settle_tool(batch, &call.id, output)?;
+                        }
                     }
                 }
             }

@@ -95,7 +95,8 @@ pub use claim::{
 };
 pub use corpus::{Corpus, CorpusId, IndexedCorpus};
 pub use drive::{
-    Cancel, DriveOptions, NoTools, Tools, Transport, drive, drive_session, drive_with,
+    Cancel, DriveOptions, NoTools, Tools, Transport, drive, drive_session, drive_session_with,
+    drive_with,
 };
 pub use event::{ClaimStage, Event};
 pub use failure::{FailureClass, ProviderError};

@@ -395,6 +395,13 @@ where
         &self.machine
     }
 
+    /// The machine's events since the last drain ([`Machine::drain_events`]). After
+    /// [`Session::open`] these include what the replayed inputs reported, so a host can rebuild
+    /// its progress view from them.
+    pub fn drain_events(&mut self) -> Vec<crate::event::Event> {
+        self.machine.drain_events()
+    }
+
     /// What the host must do next.
     pub fn poll(&mut self) -> SessionOutput<'_> {
         let batch = &self.batch;
