@@ -13,7 +13,7 @@ use crate::message::{Delta, StopReason, Usage};
 
 /// Something a host may want to show or log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 #[non_exhaustive]
 pub enum Event {
     /// A claim check entered a stage.

@@ -26,7 +26,7 @@ pub struct Lease {
 
 /// What an entry records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 #[non_exhaustive]
 pub enum Record {
     /// The machine's initial state.

@@ -467,3 +467,22 @@ fn a_durable_claim_job_reports_its_events_and_can_be_cancelled() {
     .unwrap();
     assert_eq!(reopened.finish().unwrap_err().kind(), JobFailureKind::Cancelled);
 }
+
+#[test]
+fn events_are_camel_case_json() {
+    let event = Event::ModelAnswered {
+        call: CallId(2),
+        stop_reason: verity_core::StopReason::ToolUse,
+        tool_calls: 1,
+        usage: Usage::default(),
+        error: None,
+    };
+    let wire = serde_json::to_value(&event).unwrap();
+    assert_eq!(wire["type"], "modelAnswered");
+    assert_eq!(wire["stopReason"], "toolUse");
+    assert_eq!(wire["toolCalls"], 1);
+    let settled =
+        Event::ToolSettled { call_id: "c".into(), tool: "t".into(), is_error: true, host: true };
+    let wire = serde_json::to_value(&settled).unwrap();
+    assert_eq!((wire["callId"].clone(), wire["isError"].clone()), (json!("c"), json!(true)));
+}
