@@ -1,0 +1,150 @@
+//! Tests written against the survivors of `cargo mutants` on the policy modules (issue 8):
+//! each pins a behaviour that no other test checked. Grouped by the module they guard.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use verity_core::Tool;
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+// ---- agent.rs ----
+
+#[test]
+fn a_tool_reports_its_flags_and_keeps_them_through_serde() {
+    let plain = lookup();
+    assert_eq!(plain.name(), "lookup");
+    assert!(!plain.is_replay_safe());
+    assert!(!plain.is_sequential());
+    let flagged = lookup().replay_safe().sequential();
+    assert!(flagged.is_replay_safe());
+    assert!(flagged.is_sequential());
+
+    let json = serde_json::to_value(&flagged).unwrap();
+    assert_eq!(json["name"], "lookup");
+    assert_eq!(
+        (json["replaySafe"].clone(), json["sequential"].clone()),
+        (json!(true), json!(true))
+    );
+    let back: Tool = serde_json::from_value(json).unwrap();
+    assert_eq!(back, flagged);
+    // Deserializing compiles the schema: an invalid one is refused.
+    let good = json!({"name": "x", "description": "", "parameters": {"type": "object"}});
+    let good: Tool = serde_json::from_value(good).unwrap();
+    assert!(!good.is_replay_safe() && !good.is_sequential(), "the flags default to false");
+    let bad = json!({"name": "x", "description": "", "parameters": {"type": 5}});
+    assert!(serde_json::from_value::<Tool>(bad).is_err());
+}
+
+// ---- step.rs ----
+
+#[test]
+fn a_failure_kind_displays_its_stable_name() {
+    use verity_core::FailureKind;
+    for kind in [FailureKind::Provider, FailureKind::InvalidSubmissions, FailureKind::TurnLimit] {
+        assert_eq!(kind.to_string(), kind.as_str());
+    }
+    assert_eq!(FailureKind::NoSubmit.to_string(), "no-submit");
+}
+
+// ---- claim/ ----
+
+fn one_passage() -> std::sync::Arc<verity_core::IndexedCorpus> {
+    let corpus = verity_core::Corpus::from_pairs([("e1", "The migration lost no data.")]);
+    verity_core::IndexedCorpus::new(corpus.unwrap())
+}
+
+fn costly(mut response: verity_core::AssistantMessage) -> verity_core::AssistantMessage {
+    response.usage = verity_core::Usage { input: 7, output: 3, ..Default::default() };
+    response
+}
+
+#[test]
+fn a_failed_assessment_request_fails_the_check_as_a_request_failure() {
+    use verity_core::claim::{ClaimCheck, ClaimOptions};
+    use verity_core::{AssistantMessage, ClaimFailureKind, Machine, ScriptedModel};
+    let check = ClaimCheck::with_evidence(
+        "No data was lost.",
+        one_passage(),
+        vec!["The migration lost no data.".into()],
+        ClaimOptions::default(),
+    );
+    assert_eq!(check.claim(), "No data was lost.");
+    let model = ScriptedModel::new([costly(AssistantMessage::failed("503 overloaded"))]);
+    let (_, check) = run_sync(check, &model, run_lookup);
+    assert_eq!(check.spent().requests, 1);
+    assert_eq!(check.spent().usage.input, 7);
+    let failed = check.finish().unwrap_err();
+    assert_eq!(failed.kind(), ClaimFailureKind::AssessRequest);
+    assert_eq!(failed.message(), "assessment request failed: 503 overloaded");
+    assert_eq!((failed.requests(), failed.usage().input, failed.usage().output), (1, 7, 3));
+    assert_eq!(failed.spent().usage, failed.usage());
+}
+
+#[test]
+fn a_route_has_its_wire_name() {
+    use verity_core::claim::Route;
+    for route in [Route::SingleCall, Route::AgentEscalation] {
+        assert_eq!(serde_json::to_value(route).unwrap(), json!(route.as_str()));
+    }
+    assert_eq!(Route::SingleCall.as_str(), "single call");
+}
+
+fn retryable(mut failed: verity_core::AssistantMessage) -> verity_core::AssistantMessage {
+    failed.error = Some(verity_core::ProviderError {
+        class: verity_core::FailureClass::Retryable,
+        status: Some(503),
+        retry_after_ms: Some(10),
+        raw_body: None,
+    });
+    failed
+}
+
+#[test]
+fn a_retried_assessment_request_is_asked_again_not_judged() {
+    use verity_core::claim::{ClaimCheck, ClaimOptions, Route};
+    use verity_core::{AssistantMessage, Machine, RetryPolicy, ScriptedModel};
+    let options = ClaimOptions { retry: RetryPolicy::with_retries(1), ..ClaimOptions::default() };
+    let check = ClaimCheck::with_evidence(
+        "No data was lost.",
+        one_passage(),
+        vec!["The migration lost no data.".into()],
+        options,
+    );
+    let model = ScriptedModel::new([
+        retryable(AssistantMessage::failed("503 overloaded")),
+        response(vec![call(
+            "a1",
+            "record_assessment",
+            json!({"verdict": "supported", "confidence": 0.9, "citations": ["The migration lost no data."]}),
+        )]),
+        response(vec![call("s1", "submit", json!({"text": "Nothing was lost."}))]),
+    ]);
+    let (kinds, check) = run_sync(check, &model, run_lookup);
+    assert_eq!(kinds, ["call-model", "call-model", "call-model", "done"]);
+    assert_eq!(check.retries(), 1);
+    let report = check.finish().unwrap();
+    assert_eq!((report.route, report.requests), (Route::SingleCall, 3));
+}
+
+// ---- log.rs ----
+
+#[test]
+fn the_head_follows_appends_and_checkouts() {
+    use verity_core::Log;
+    use verity_core::log::Record;
+    let mut log = Log::default();
+    assert_eq!(log.head(), None);
+    let cancelled = || Record::Cancelled { reason: "x".into() };
+    let first = log.append(cancelled(), None).unwrap();
+    assert_eq!((first, log.head()), (0, Some(0)));
+    let second = log.append(cancelled(), None).unwrap();
+    let third = log.append(cancelled(), None).unwrap();
+    assert_eq!((second, third, log.head()), (1, 2, Some(2)));
+    log.checkout(first).unwrap();
+    assert_eq!(log.head(), Some(0));
+    assert!(log.checkout(9).is_err());
+    assert_eq!(log.head(), Some(0), "a failed checkout moves nothing");
+}
