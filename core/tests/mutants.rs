@@ -148,3 +148,63 @@ fn the_head_follows_appends_and_checkouts() {
     assert!(log.checkout(9).is_err());
     assert_eq!(log.head(), Some(0), "a failed checkout moves nothing");
 }
+
+// ---- session.rs ----
+
+fn lookup_step() -> verity_core::Step<serde_json::Value> {
+    let schema = verity_core::Schema::compile(answer_schema()).unwrap();
+    verity_core::value_step(schema, "system", "task").tool(lookup()).build().unwrap()
+}
+
+#[test]
+fn a_batch_whose_results_were_stored_but_not_its_seal_is_sealed_on_resume() {
+    use verity_core::log::Record;
+    use verity_core::{Log, ScriptedModel, Session, SessionOutput};
+    let model = ScriptedModel::new([
+        response(vec![call("l1", "lookup", json!({"query": "a"}))]),
+        response(vec![call("s1", "submit", json!({"answer": "42"}))]),
+    ]);
+    let mut session = Session::start(lookup_step()).unwrap();
+    let SessionOutput::CallModel(c) = session.poll() else { panic!("a step starts with a call") };
+    let (id, answer) = (c.id, model.answer(c.request));
+    session.record_response(id, answer).unwrap();
+    let SessionOutput::RunTools { batch, pending, .. } = session.poll() else { panic!() };
+    let l1 = pending[0].call.clone();
+    session.start_tool(batch, "l1").unwrap();
+    session.settle_tool(batch, "l1", run_lookup(&l1)).unwrap();
+    assert!(matches!(session.log().entries().last().unwrap().record, Record::Sealed { .. }));
+    assert!(matches!(session.poll(), SessionOutput::CallModel(_)));
+
+    // The store lost the seal (a torn write): every result is there, the seal is not.
+    let text = session.log().to_jsonl();
+    let torn: Vec<&str> = text.lines().filter(|line| !line.contains("\"sealed\"")).collect();
+    let mut resumed: Session<verity_core::Step<serde_json::Value>> =
+        Session::resume(Log::from_jsonl(&torn.join("\n")).unwrap(), None).unwrap();
+    assert!(
+        matches!(resumed.log().entries().last().unwrap().record, Record::Sealed { .. }),
+        "the resume records the seal"
+    );
+    let SessionOutput::CallModel(c) = resumed.poll() else { panic!("the batch is sealed") };
+    let (id, answer) = (c.id, model.answer(c.request));
+    resumed.record_response(id, answer).unwrap();
+    assert_eq!(resumed.finish().unwrap(), json!({"answer": "42"}));
+}
+
+// ---- step.rs, accessors ----
+
+#[test]
+fn a_step_shows_its_first_valid_submission() {
+    use verity_core::{Machine, ScriptedModel};
+    let model = ScriptedModel::new([
+        response(vec![call("s0", "submit", json!({}))]),
+        response(vec![call("s1", "submit", json!({"answer": "42"}))]),
+    ]);
+    let mut step = lookup_step();
+    assert_eq!(step.submission(), None);
+    let verity_core::Output::CallModel(c) = step.poll_output() else { panic!() };
+    let input = verity_core::Input::ModelResponse { call: c.id, response: model.answer(c.request) };
+    step.handle_input(input).unwrap();
+    assert_eq!(step.submission(), None, "an invalid submission is not stored");
+    let (_, step) = run_sync(step, &model, run_lookup);
+    assert_eq!(step.submission(), Some(&json!({"answer": "42"})));
+}
