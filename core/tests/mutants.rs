@@ -208,3 +208,68 @@ fn a_step_shows_its_first_valid_submission() {
     let (_, step) = run_sync(step, &model, run_lookup);
     assert_eq!(step.submission(), Some(&json!({"answer": "42"})));
 }
+
+#[test]
+fn the_retry_budget_is_shared_by_the_whole_check() {
+    use verity_core::claim::{ClaimCheck, ClaimOptions};
+    use verity_core::{
+        AssistantMessage, ClaimFailureKind, FailureKind, RetryPolicy, ScriptedModel,
+    };
+    let options = ClaimOptions { retry: RetryPolicy::with_retries(1), ..ClaimOptions::default() };
+    let check = ClaimCheck::with_evidence(
+        "No data was lost.",
+        one_passage(),
+        vec!["The migration lost no data.".into()],
+        options,
+    );
+    let model = ScriptedModel::new([
+        retryable(AssistantMessage::failed("503 overloaded")),
+        response(vec![call(
+            "a1",
+            "record_assessment",
+            json!({"verdict": "supported", "confidence": 0.9, "citations": ["The migration lost no data."]}),
+        )]),
+        // The one retry is spent: the summary's failure stands.
+        retryable(AssistantMessage::failed("503 again")),
+        response(vec![call("s1", "submit", json!({"text": "Nothing was lost."}))]),
+    ]);
+    let (_, check) = run_sync(check, &model, run_lookup);
+    use verity_core::Machine;
+    let failed = check.finish().unwrap_err();
+    assert_eq!(failed.kind(), ClaimFailureKind::Summary(FailureKind::Provider));
+    assert_eq!((model.requests(), failed.spent().retries), (3, 1));
+}
+
+#[test]
+fn research_turns_below_one_count_as_one() {
+    use verity_core::claim::{ClaimCheck, ClaimOptions};
+    use verity_core::{ClaimStage, Event, Machine, ScriptedModel};
+    let options = ClaimOptions { research_turns: 0, ..ClaimOptions::default() };
+    let check = ClaimCheck::with_evidence(
+        "No data was lost.",
+        one_passage(),
+        vec!["The migration lost no data.".into()],
+        options,
+    );
+    let model = ScriptedModel::new([
+        response(vec![call(
+            "a1",
+            "record_assessment",
+            json!({"verdict": "insufficient", "confidence": 0.2, "citations": []}),
+        )]),
+        response(vec![]),
+    ]);
+    let mut check = check;
+    let mut research = Vec::new();
+    loop {
+        research.extend(check.drain_events().into_iter().filter_map(|event| match event {
+            Event::Stage { stage: stage @ ClaimStage::Research { .. } } => Some(stage),
+            _ => None,
+        }));
+        let verity_core::Output::CallModel(c) = check.poll_output() else { break };
+        let input =
+            verity_core::Input::ModelResponse { call: c.id, response: model.answer(c.request) };
+        check.handle_input(input).unwrap();
+    }
+    assert_eq!(research, [ClaimStage::Research { turn: 1, of: 1 }]);
+}
