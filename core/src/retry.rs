@@ -143,5 +143,57 @@ mod tests {
             None,
             "off by default"
         );
+        assert_eq!(policy.delay(0, FailureClass::Retryable, None), None, "attempts count from 1");
+    }
+
+    #[test]
+    fn the_hash_is_splitmix64() {
+        // SplitMix64's first two outputs from state 0 (the reference implementation's values).
+        assert_eq!(mix(0), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(mix(0x9e37_79b9_7f4a_7c15), 0x6e78_9e6a_a1b9_65f4);
+    }
+
+    #[test]
+    fn the_delays_of_a_seed_are_pinned() {
+        // A run's delays are part of its reproducible record: they may not change between
+        // versions. Computed from the formula in `delay`'s documentation.
+        let delays = |seed: u64, base_delay_ms: u64| -> Vec<u64> {
+            let policy = RetryPolicy {
+                max_retries: 10,
+                base_delay_ms,
+                max_delay_ms: 1_000,
+                seed,
+                ..RetryPolicy::default()
+            };
+            (1..=6).map(|a| policy.delay(a, FailureClass::Retryable, None).unwrap()).collect()
+        };
+        assert_eq!(delays(7, 100), [82, 171, 303, 432, 765, 781]);
+        assert_eq!(delays(8, 100), [60, 132, 203, 763, 930, 955]);
+        // An odd ceiling: half rounds down, the spread takes the rest.
+        assert_eq!(delays(7, 101)[..3], [94, 145, 222]);
+        // A zero delay has no jitter.
+        assert_eq!(delays(7, 0), [0; 6]);
+    }
+
+    #[test]
+    fn retry_delay_asks_for_the_next_attempt() {
+        let policy = RetryPolicy { max_retries: 2, seed: 7, ..RetryPolicy::default() };
+        let mut failed = AssistantMessage::failed("503");
+        failed.error = Some(ProviderError {
+            class: FailureClass::Retryable,
+            status: Some(503),
+            retry_after_ms: None,
+            raw_body: None,
+        });
+        let first = policy.delay(1, FailureClass::Retryable, None);
+        let second = policy.delay(2, FailureClass::Retryable, None);
+        assert_ne!(first, second);
+        assert_eq!(retry_delay(&policy, 0, &failed), first);
+        assert_eq!(retry_delay(&policy, 1, &failed), second);
+        assert_eq!(retry_delay(&policy, 2, &failed), None, "budget spent");
+        let aborted = AssistantMessage { stop_reason: Some(StopReason::Aborted), ..failed.clone() };
+        assert_eq!(retry_delay(&policy, 0, &aborted), None, "the host's decision");
+        failed.error = None;
+        assert_eq!(retry_delay(&policy, 0, &failed), None, "not marked by its codec");
     }
 }

@@ -349,7 +349,6 @@ impl ClaimCheck {
     }
 
     fn on_summary_end(&mut self, summary: Step<Summary>, assessment: Assessment, route: Route) {
-        self.next_id = summary.next_free_id();
         add_spent(&mut self.spent, summary.spent());
         match summary.finish() {
             Ok(summary) => {

@@ -215,6 +215,15 @@ mod tests {
     }
 
     #[test]
+    fn the_code_is_fnv1a_of_the_data() {
+        // The 64-bit FNV-1a offset basis, and FNV-1a of "a" followed by the 0xff separator
+        // (FNV-1a of "a" alone is the reference value 0xaf63dc4c8601ec8c).
+        assert_eq!(fnv1a(std::iter::empty()), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(["a"].into_iter()), 0x089b_c907_b544_c769);
+        assert_eq!(boundary_code(["a"].into_iter()), "089bc907b544c769");
+    }
+
+    #[test]
     fn a_code_found_in_the_data_is_passed_over_for_another() {
         let first = fnv1a(["plain"].into_iter());
         let taken = |hash: u64| format!("{hash:016x}");
