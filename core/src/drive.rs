@@ -324,18 +324,77 @@ pub async fn drive_session<M>(
 where
     M: Machine + Serialize + DeserializeOwned,
 {
+    drive_session_with(session, store, transport, tools, DriveOptions::default()).await
+}
+
+/// [`drive_session`] with options, as [`drive_with`] has them: `options.events` receives the
+/// machine's events (drained after each input, [`Session::drain_events`]) and the transport's
+/// streamed pieces; when `options.cancel` fires, the model call or tool batch in flight is
+/// dropped, the cancel is recorded ([`Session::cancel`]: open calls recorded as aborted) and
+/// written to the store, and the function returns; [`Session::finish`] then gives the
+/// cancelled failure. A response that arrived complete before the cancel is recorded; one the
+/// transport aborted because of the cancel is not. Tool calls dropped in flight stay
+/// recorded as started, then as aborted by the cancel.
+///
+/// # Errors
+/// As [`drive_session`].
+pub async fn drive_session_with<M>(
+    session: &mut Session<M>,
+    store: &impl Store,
+    transport: &impl Transport,
+    tools: &impl Tools,
+    options: DriveOptions<'_>,
+) -> Result<(), SessionError>
+where
+    M: Machine + Serialize + DeserializeOwned,
+{
+    let DriveOptions { cancel, mut events } = options;
+    let cancel = cancel.as_ref();
+    fn report<M: Machine + Serialize + DeserializeOwned>(
+        session: &mut Session<M>,
+        events: &mut Option<Box<dyn FnMut(Event) + '_>>,
+    ) {
+        if let Some(events) = events.as_mut() {
+            session.drain_events().into_iter().for_each(events);
+        }
+    }
     loop {
+        report(session, &mut events);
         // What was recorded last (the start, a lease, a response, results) is stored before
         // the next effect; with nothing to write, the store still checks the lease.
         session.sync(store).await?;
+        if let Some(reason) = cancel.and_then(Cancel::reason) {
+            if !matches!(session.poll(), SessionOutput::Done) {
+                session.cancel(reason)?;
+                report(session, &mut events);
+            }
+            return session.sync(store).await;
+        }
         match session.poll() {
             SessionOutput::CallModel(call) => {
-                let id = call.id;
-                if call.delay_ms > 0 {
-                    transport.wait(call.delay_ms).await;
+                let (id, delay_ms, request) = (call.id, call.delay_ms, call.request);
+                let response = until_cancelled(cancel, async {
+                    if delay_ms > 0 {
+                        transport.wait(delay_ms).await;
+                    }
+                    match events.as_mut() {
+                        Some(events) => {
+                            let mut on_delta = |delta| events(Event::Delta { call: id, delta });
+                            transport.complete_streaming(request, &mut on_delta).await
+                        }
+                        None => transport.complete(request).await,
+                    }
+                })
+                .await;
+                match response {
+                    Some(response)
+                        if !(response.stop_reason() == StopReason::Aborted
+                            && cancel.is_some_and(Cancel::is_cancelled)) =>
+                    {
+                        session.record_response(id, response)?;
+                    }
+                    _ => {}
                 }
-                let response = transport.complete(call.request).await;
-                session.record_response(id, response)?;
             }
             SessionOutput::RunTools { batch, pending, sequential } => {
                 let calls: Vec<ToolCall> =
@@ -350,21 +409,28 @@ where
                     for call in &calls {
                         session.start_tool(batch, &call.id)?;
                         session.sync(store).await?;
-                        let output = tools.run(call).await;
-                        session.settle_tool(batch, &call.id, output)?;
+                        match until_cancelled(cancel, tools.run(call)).await {
+                            Some(output) => session.settle_tool(batch, &call.id, output)?,
+                            None => break,
+                        }
                     }
                 } else {
                     for call in &calls {
                         session.start_tool(batch, &call.id)?;
                     }
                     session.sync(store).await?;
-                    let outputs = join_all(calls.iter().map(|call| tools.run(call))).await;
-                    for (call, output) in calls.iter().zip(outputs) {
-                        session.settle_tool(batch, &call.id, output)?;
+                    let run = join_all(calls.iter().map(|call| tools.run(call)));
+                    if let Some(outputs) = until_cancelled(cancel, run).await {
+                        for (call, output) in calls.iter().zip(outputs) {
+                            session.settle_tool(batch, &call.id, output)?;
+                        }
                     }
                 }
             }
-            _ => return session.sync(store).await,
+            _ => {
+                report(session, &mut events);
+                return session.sync(store).await;
+            }
         }
     }
 }

@@ -93,7 +93,8 @@ pub use claim::{
 };
 pub use corpus::{Corpus, CorpusId, IndexedCorpus};
 pub use drive::{
-    Cancel, DriveOptions, NoTools, Tools, Transport, drive, drive_session, drive_with,
+    Cancel, DriveOptions, NoTools, Tools, Transport, drive, drive_session, drive_session_with,
+    drive_with,
 };
 pub use event::{ClaimStage, Event};
 pub use job::{ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError};

@@ -710,6 +710,13 @@ where
         &self.machine
     }
 
+    /// The machine's events since the last call ([`Machine::drain_events`]): what
+    /// [`drive_session_with`](crate::drive::drive_session_with) reports. A resumed session's
+    /// first drain holds the events of the replayed entries too.
+    pub fn drain_events(&mut self) -> Vec<crate::event::Event> {
+        self.machine.drain_events()
+    }
+
     /// What the host must do next.
     pub fn poll(&mut self) -> SessionOutput<'_> {
         let batch = &self.batch;
