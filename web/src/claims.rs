@@ -90,18 +90,20 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
                 >
                     "Cancel all"
                 </button>
-                <label for="claims-concurrency" class="inline-label">"At once"</label>
-                <select
-                    id="claims-concurrency"
-                    data-testid="concurrency"
-                    prop:value=move || concurrency.get().to_string()
-                    on:change=move |ev| concurrency.set(event_target_value(&ev).parse().unwrap_or(2))
-                >
-                    {CONCURRENCY
-                        .iter()
-                        .map(|n| view! { <option value=n.to_string()>{n.to_string()}</option> })
-                        .collect_view()}
-                </select>
+                <span class="concurrency">
+                    <label for="claims-concurrency" class="inline-label">"Checks at once"</label>
+                    <select
+                        id="claims-concurrency"
+                        data-testid="concurrency"
+                        prop:value=move || concurrency.get().to_string()
+                        on:change=move |ev| concurrency.set(event_target_value(&ev).parse().unwrap_or(2))
+                    >
+                        {CONCURRENCY
+                            .iter()
+                            .map(|n| view! { <option value=n.to_string()>{n.to_string()}</option> })
+                            .collect_view()}
+                    </select>
+                </span>
             </div>
             <p class="hint" id="run-why">{why_disabled}" "<span class="kbd-hint">"Ctrl+Enter runs."</span></p>
             {move || problem.get().map(|message| view! { <p class="notice" role="alert">{message}</p> })}
@@ -146,11 +148,11 @@ fn ChecksList(
             </div>
             <Show
                 when=move || engine.checks.with(|cards| !cards.is_empty())
-                fallback=|| view! { <p class="empty">"No checks yet. Type a claim above and run it; its verdict, citations and cost appear here."</p> }
+                fallback=|| view! { <p class="empty">"No checks yet. Type a claim above and run it; its verdict, citations and cost appear here, newest first."</p> }
             >
                 <ol class="cards">
                     <For
-                        each=move || engine.checks.get()
+                        each=move || engine.checks.get().into_iter().rev()
                         key=|card| (card.n, card.state)
                         children=move |card| view! { <CheckCardView engine settings concurrency card /> }
                     />

@@ -233,7 +233,7 @@ fn ItemsTable(engine: Engine) -> impl IntoView {
                             view! {
                                 <tr>
                                     <td class="item-id">{item.id.clone()}</td>
-                                    <td class="item-text">{item.text}</td>
+                                    <td class="item-text"><div class="clamp">{item.text}</div></td>
                                     <td>
                                         <button
                                             type="button"

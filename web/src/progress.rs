@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 
 use crate::engine::{CheckState, Phase};
-use crate::results::usage_text;
+use crate::results::{count, usage_text};
 
 /// The progress of a queued or running check.
 #[component]
@@ -19,8 +19,7 @@ pub fn ProgressView(state: RwSignal<CheckState>) -> impl IntoView {
     };
     let spent = move || {
         state.with(|s| {
-            let requests = if s.requests == 1 { "1 request".to_owned() } else { format!("{} requests", s.requests) };
-            format!("{requests} · {}", usage_text(&s.usage))
+            format!("{} · {}", count(s.requests, "request"), usage_text(&s.usage))
         })
     };
     let has_live = move || state.with(|s| !s.live.is_empty());

@@ -162,8 +162,8 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
     Effect::new(move |_| settings.with(ProviderSettings::save));
     let kind = move || settings.with(|s| s.kind);
     let note = move || match kind() {
-        ProviderKind::Offline => "No key, no network: the engine's own word-overlap scoring. \
-            Useful to try the page; its verdicts are not a model's judgement.",
+        ProviderKind::Offline => "No key, no network: the engine scores word overlap between \
+            the claim and the corpus. Good for trying the page; its verdicts are not a model's judgement.",
         ProviderKind::OpenAi => "Any server speaking OpenAI's chat completions API. A local \
             server must allow this page's origin (Ollama: OLLAMA_ORIGINS; llama.cpp: --cors or a proxy).",
         ProviderKind::Anthropic => "Claude through Anthropic's API, called directly from this \
@@ -177,16 +177,22 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                 <select
                     id="provider-kind"
                     data-testid="provider-kind"
+                    aria-describedby="provider-note"
                     prop:value=move || kind().value()
                     on:change=move |ev| {
                         let value = event_target_value(&ev);
                         settings.update(|s| s.kind = ProviderKind::from_value(&value));
                     }
                 >
-                    <option value="offline">"Offline baseline — a lexical heuristic, not a language model"</option>
+                    <option value="offline">"Offline baseline"</option>
                     <option value="openai">"OpenAI-compatible endpoint"</option>
                     <option value="anthropic">"Anthropic"</option>
                 </select>
+                <Show when=move || kind() == ProviderKind::Offline>
+                    <p class="provider-label" data-testid="provider-offline-label">
+                        "Offline baseline — a lexical heuristic, not a language model"
+                    </p>
+                </Show>
                 <p class="hint" id="provider-note">{note}</p>
             </div>
             <Show when=move || kind() == ProviderKind::OpenAi>

@@ -42,13 +42,22 @@ pub fn usage_text(usage: &UsageView) -> String {
     format!("{} in / {} out tokens · ${:.4}", usage.input, usage.output, usage.cost)
 }
 
+/// `n` and a noun, plural when `n` is not 1.
+pub fn count(n: u32, noun: &str) -> String {
+    match (n, noun.strip_suffix('y')) {
+        (1, _) => format!("1 {noun}"),
+        (_, Some(stem)) => format!("{n} {stem}ies"),
+        _ => format!("{n} {noun}s"),
+    }
+}
+
 /// What a failure spent, in words.
 pub fn spent_text(spent: &SpentView) -> String {
     format!(
-        "{} requests, {} turns, {} retries · {}",
-        spent.requests,
-        spent.turns,
-        spent.retries,
+        "{}, {}, {} · {}",
+        count(spent.requests, "request"),
+        count(spent.turns, "turn"),
+        count(spent.retries, "retry"),
         usage_text(&spent.usage)
     )
 }
@@ -186,7 +195,8 @@ fn FailureBody(failure: FailureView) -> impl IntoView {
     view! {
         <div class="result failure">
             <p class="verdict-line">
-                <span class="verdict verdict-failed">"Failed"</span>
+                <span class="verdict verdict-failed">"No verdict"</span>
+                <span class="hint">"failure kind"</span>
                 <code data-testid="failure-kind" class="failure-kind">{failure.kind.clone()}</code>
             </p>
             <p class="failure-message">{failure.message}</p>
@@ -225,5 +235,7 @@ mod tests {
         assert_eq!(cited_item(" The bridge opened in 1932. ", &items), Some(1));
         assert_eq!(cited_item("Elsewhere.", &items), None);
         assert_eq!(what_to_do("cancelled"), "The check was cancelled. Re-run it when you like.");
+        assert_eq!(count(2, "retry"), "2 retries");
+        assert_eq!(count(1, "request"), "1 request");
     }
 }
