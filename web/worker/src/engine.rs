@@ -84,9 +84,8 @@ fn without_credentials(provider: &ProviderChoice) -> (ProviderChoice, bool) {
         removed |= object.remove("apiKey").is_some_and(|key| !key.is_null());
         if let Some(Value::Array(headers)) = object.get_mut("headers") {
             let before = headers.len();
-            headers.retain(|pair| {
-                !pair.get(0).and_then(Value::as_str).is_some_and(is_secret_header)
-            });
+            headers
+                .retain(|pair| !pair.get(0).and_then(Value::as_str).is_some_and(is_secret_header));
             removed |= headers.len() != before;
         }
     }
@@ -265,7 +264,8 @@ impl<H: Host> Engine<H> {
             ToWorker::AddFiles { files } => {
                 let mut changed = false;
                 for file in files {
-                    let added = self.inner.state.borrow_mut().corpus.add_file(&file.name, &file.text);
+                    let added =
+                        self.inner.state.borrow_mut().corpus.add_file(&file.name, &file.text);
                     match added {
                         Ok(_) => changed = true,
                         Err(rejected) => self.reject(rejected),
@@ -420,10 +420,13 @@ impl<H: Host> Engine<H> {
                 }
                 let Some(pending) = state.queue.pop_front() else { return };
                 let cancel = Cancel::new();
-                state.running.push(Running { id: pending.check.id.clone(), cancel: cancel.clone() });
+                state
+                    .running
+                    .push(Running { id: pending.check.id.clone(), cancel: cancel.clone() });
                 (pending, state.corpus.current().clone(), cancel)
             };
-            let store = self.inner.host.new_session(&SessionMeta::new(&pending.check, &pending.provider));
+            let store =
+                self.inner.host.new_session(&SessionMeta::new(&pending.check, &pending.provider));
             let engine = self.clone();
             self.inner.host.spawn(Box::pin(async move {
                 let result =
@@ -500,9 +503,7 @@ impl<H: Host> Engine<H> {
             host.post(&FromWorker::Progress { id: id.clone(), event });
         });
         let driven = match provider {
-            ProviderChoice::Offline => {
-                drive_on(&mut session, store, &OfflineModel, options).await
-            }
+            ProviderChoice::Offline => drive_on(&mut session, store, &OfflineModel, options).await,
             ProviderChoice::Network { config } => {
                 let provider: Provider = match serde_json::from_value(config.clone()) {
                     Ok(provider) => provider,
