@@ -18,12 +18,27 @@ use verity_web::engine::Engine;
 
 fn demo_items() -> Vec<Item> {
     let texts = [
-        ("bridge.md#1", "The Golden Gate Bridge opened to traffic on May 27, 1937, after four years of construction."),
-        ("bridge.md#2", "Its main span is 1,280 metres long, which made it the longest suspension span in the world until 1964."),
-        ("bridge.md#3", "The bridge is painted International Orange, a colour chosen to stand out in the fog while complementing the landscape."),
-        ("notes.jsonl:1", "Joseph Strauss was the chief engineer; Charles Ellis and Leon Moisseiff did much of the structural design."),
+        (
+            "bridge.md#1",
+            "The Golden Gate Bridge opened to traffic on May 27, 1937, after four years of construction.",
+        ),
+        (
+            "bridge.md#2",
+            "Its main span is 1,280 metres long, which made it the longest suspension span in the world until 1964.",
+        ),
+        (
+            "bridge.md#3",
+            "The bridge is painted International Orange, a colour chosen to stand out in the fog while complementing the landscape.",
+        ),
+        (
+            "notes.jsonl:1",
+            "Joseph Strauss was the chief engineer; Charles Ellis and Leon Moisseiff did much of the structural design.",
+        ),
         ("notes.jsonl:2", "About 112,000 vehicles cross the bridge on an average day."),
-        ("notes.jsonl:3", "<img src=x onerror=alert(1)> A corpus item with markup renders as text, <script>alert(2)</script> too."),
+        (
+            "notes.jsonl:3",
+            "<img src=x onerror=alert(1)> A corpus item with markup renders as text, <script>alert(2)</script> too.",
+        ),
         ("towers.csv:2", "The towers rise 227 metres above the water."),
         ("towers.csv:3", "The bridge was the tallest and longest suspension bridge of its time."),
     ];
@@ -40,7 +55,13 @@ fn summary(items: &[Item]) -> CorpusSummary {
     }
 }
 
-fn report(claim: &str, verdict: &str, confidence: f64, citations: &[&str], summary: &str) -> Outcome {
+fn report(
+    claim: &str,
+    verdict: &str,
+    confidence: f64,
+    citations: &[&str],
+    summary: &str,
+) -> Outcome {
     Outcome::Report {
         report: json!({
             "claim": claim,
@@ -118,7 +139,10 @@ fn failures() -> Vec<CheckResult> {
 
 fn running(engine: Engine) {
     let checks = [
-        CheckRequest { id: "p1".into(), claim: "Joseph Strauss designed every part of the bridge.".into() },
+        CheckRequest {
+            id: "p1".into(),
+            claim: "Joseph Strauss designed every part of the bridge.".into(),
+        },
         CheckRequest { id: "p2".into(), claim: "About 112,000 vehicles cross each day.".into() },
     ];
     for check in &checks {
@@ -143,7 +167,10 @@ fn running(engine: Engine) {
 }
 
 /// A stand-in worker: answers the page's messages from canned data, a moment later.
-fn stand_in(engine: Rc<RefCell<Option<Engine>>>, items: Rc<RefCell<Vec<Item>>>) -> impl Fn(&ToWorker) -> Result<(), String> {
+fn stand_in(
+    engine: Rc<RefCell<Option<Engine>>>,
+    items: Rc<RefCell<Vec<Item>>>,
+) -> impl Fn(&ToWorker) -> Result<(), String> {
     move |message: &ToWorker| {
         let engine = engine.borrow().expect("the engine is set before messages flow");
         let items = Rc::clone(&items);
@@ -158,7 +185,8 @@ fn stand_in(engine: Rc<RefCell<Option<Engine>>>, items: Rc<RefCell<Vec<Item>>>) 
                             .borrow()
                             .iter()
                             .filter(|item| {
-                                item.id.to_lowercase().contains(&needle) || item.text.to_lowercase().contains(&needle)
+                                item.id.to_lowercase().contains(&needle)
+                                    || item.text.to_lowercase().contains(&needle)
                             })
                             .cloned()
                             .collect();
@@ -195,18 +223,29 @@ fn stand_in(engine: Rc<RefCell<Option<Engine>>>, items: Rc<RefCell<Vec<Item>>>) 
                             let result = CheckResult {
                                 id: check.id.clone(),
                                 claim: check.claim.clone(),
-                                outcome: report(&check.claim, "insufficient", 0.5, &[], "A preview answer."),
+                                outcome: report(
+                                    &check.claim,
+                                    "insufficient",
+                                    0.5,
+                                    &[],
+                                    "A preview answer.",
+                                ),
                                 cited: Vec::new(),
                             };
                             answer(FromWorker::Queued { check });
-                            set_timeout(move || engine.apply(FromWorker::Finished { result }), Duration::from_millis(1500));
+                            set_timeout(
+                                move || engine.apply(FromWorker::Finished { result }),
+                                Duration::from_millis(1500),
+                            );
                         }
                     }
                     ToWorker::Cancel { id } => answer(FromWorker::Finished {
                         result: CheckResult {
                             id,
                             claim: String::new(),
-                            outcome: Outcome::Failed { failure: json!({"kind": "cancelled", "message": "cancelled by the page"}) },
+                            outcome: Outcome::Failed {
+                                failure: json!({"kind": "cancelled", "message": "cancelled by the page"}),
+                            },
                             cited: Vec::new(),
                         },
                     }),
@@ -239,7 +278,11 @@ fn main() {
         "all" => results(&items.borrow()).into_iter().chain(failures()).collect(),
         _ => Vec::new(),
     };
-    engine.apply(FromWorker::Ready { corpus: summary(&items.borrow()), results: finished, resumed: Vec::new() });
+    engine.apply(FromWorker::Ready {
+        corpus: summary(&items.borrow()),
+        results: finished,
+        resumed: Vec::new(),
+    });
     if state == "running" || state == "all" {
         running(engine);
     }

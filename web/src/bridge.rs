@@ -49,8 +49,9 @@ impl WorkerBridge {
     ) -> Result<Self, String> {
         let options = WorkerOptions::new();
         options.set_type(WorkerType::Module);
-        let worker = Worker::new_with_options(WORKER_URL, &options)
-            .map_err(|error| format!("the engine worker could not be started: {}", describe(&error)))?;
+        let worker = Worker::new_with_options(WORKER_URL, &options).map_err(|error| {
+            format!("the engine worker could not be started: {}", describe(&error))
+        })?;
         let on_error = std::rc::Rc::new(on_error);
         let message_error = std::rc::Rc::clone(&on_error);
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {

@@ -121,12 +121,20 @@ fn ChecksList(
 ) -> impl IntoView {
     let any_results = move || !engine.results().is_empty();
     let export_json = move |_| {
-        if let Err(error) = export::download("verity-results.json", "application/json", &export::to_json(&engine.results())) {
+        if let Err(error) = export::download(
+            "verity-results.json",
+            "application/json",
+            &export::to_json(&engine.results()),
+        ) {
             engine.notify(None, None, format!("The export failed: {error}"));
         }
     };
     let export_md = move |_| {
-        if let Err(error) = export::download("verity-results.md", "text/markdown", &export::to_markdown(&engine.results())) {
+        if let Err(error) = export::download(
+            "verity-results.md",
+            "text/markdown",
+            &export::to_markdown(&engine.results()),
+        ) {
             engine.notify(None, None, format!("The export failed: {error}"));
         }
     };

@@ -26,7 +26,9 @@ fn read_files(engine: Engine, list: FileList) {
         for file in files {
             let name = file.name();
             match JsFuture::from(file.text()).await {
-                Ok(text) => read.push(NamedText { name, text: text.as_string().unwrap_or_default() }),
+                Ok(text) => {
+                    read.push(NamedText { name, text: text.as_string().unwrap_or_default() })
+                }
                 Err(error) => engine.notify(
                     Some(name),
                     None,
@@ -64,7 +66,9 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
     let index_state = move || {
         engine.corpus.with(|c| match (c.items, c.indexed, c.index_ms) {
             (0, ..) => String::new(),
-            (_, true, Some(ms)) => format!("indexed in {}", crate::engine::wait_text(ms.round() as u64)),
+            (_, true, Some(ms)) => {
+                format!("indexed in {}", crate::engine::wait_text(ms.round() as u64))
+            }
             (_, true, None) => "indexed".to_owned(),
             (_, false, _) => "indexing…".to_owned(),
         })
@@ -206,7 +210,11 @@ fn ItemsTable(engine: Engine) -> impl IntoView {
     let range = move || {
         let page = page();
         if page.total == 0 {
-            if page.query.is_empty() { "No items yet.".to_owned() } else { "No item matches.".to_owned() }
+            if page.query.is_empty() {
+                "No items yet.".to_owned()
+            } else {
+                "No item matches.".to_owned()
+            }
         } else {
             let last = (page.offset + page.items.len()).min(page.total);
             format!("{}–{} of {}", page.offset + 1, last, page.total)

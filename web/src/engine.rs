@@ -168,10 +168,9 @@ impl CheckState {
             } else {
                 format!("Tool {tool} answered")
             }),
-            EventView::Retry { attempt, delay_ms, message } => self.push_log(format!(
-                "Retry {attempt} in {}: {message}",
-                wait_text(delay_ms)
-            )),
+            EventView::Retry { attempt, delay_ms, message } => {
+                self.push_log(format!("Retry {attempt} in {}: {message}", wait_text(delay_ms)))
+            }
             EventView::Delta { delta, .. } => {
                 if delta.get("type").and_then(Value::as_str) == Some("text")
                     && let Some(text) = delta.get("text").and_then(Value::as_str)
@@ -200,7 +199,12 @@ impl CheckState {
 }
 
 /// A stage in words: "Retrieving evidence", "Research turn 2 of 6", ...
-pub fn stage_text(stage: &str, turn: Option<u32>, of: Option<u32>, evidence: Option<usize>) -> String {
+pub fn stage_text(
+    stage: &str,
+    turn: Option<u32>,
+    of: Option<u32>,
+    evidence: Option<usize>,
+) -> String {
     let items = |n: usize| if n == 1 { "1 item".to_owned() } else { format!("{n} items") };
     match (stage, turn, of, evidence) {
         ("retrieve", _, _, Some(n)) => format!("Retrieving evidence ({} found)", items(n)),
@@ -350,17 +354,24 @@ impl Engine {
                 for result in results {
                     let id = result.id.clone();
                     if self.card(&id).is_none() {
-                        self.add_card(CheckState::new(id, result.claim.clone(), Phase::Finished(result)));
+                        self.add_card(CheckState::new(
+                            id,
+                            result.claim.clone(),
+                            Phase::Finished(result),
+                        ));
                     }
                 }
                 for check in resumed {
                     match self.card(&check.id) {
                         Some(card) => card.state.update(|state| state.phase = Phase::Running),
-                        None => self.add_card(CheckState::new(check.id, check.claim, Phase::Running)),
+                        None => {
+                            self.add_card(CheckState::new(check.id, check.claim, Phase::Running))
+                        }
                     }
                 }
                 self.status.set(EngineStatus::Ready);
-                let pending = self.outbox.try_update_value(|outbox| std::mem::take(&mut outbox.pending));
+                let pending =
+                    self.outbox.try_update_value(|outbox| std::mem::take(&mut outbox.pending));
                 for message in pending.unwrap_or_default() {
                     self.send(message);
                 }
@@ -373,15 +384,14 @@ impl Engine {
             FromWorker::FileRejected { file, line, message } => {
                 self.notify(Some(file), line, message);
             }
-            FromWorker::Items { query, offset, total, items } => {
-                if query == self.query.get_untracked() {
-                    self.items.set(ItemsPage { query, offset, total, items });
-                }
+            // An answer to an older search is stale.
+            FromWorker::Items { query, offset, total, items }
+                if query == self.query.get_untracked() =>
+            {
+                self.items.set(ItemsPage { query, offset, total, items });
             }
-            FromWorker::Queued { check } => {
-                if self.card(&check.id).is_none() {
-                    self.add_card(CheckState::new(check.id, check.claim, Phase::Queued));
-                }
+            FromWorker::Queued { check } if self.card(&check.id).is_none() => {
+                self.add_card(CheckState::new(check.id, check.claim, Phase::Queued));
             }
             FromWorker::Progress { id, event } => {
                 if let Some(card) = self.card(&id) {
@@ -389,6 +399,9 @@ impl Engine {
                 }
             }
             FromWorker::Finished { result } => match self.card(&result.id) {
+                // A check ends once; a late second end (a cancel racing the last answer) is
+                // not news.
+                Some(card) if !card.state.with_untracked(CheckState::is_active) => {}
                 Some(card) => card.state.update(|state| {
                     state.live.clear();
                     state.cancelling = false;
@@ -406,8 +419,9 @@ impl Engine {
 
     /// The card of a check id.
     pub fn card(&self, id: &str) -> Option<CheckCard> {
-        self.checks
-            .with_untracked(|cards| cards.iter().copied().find(|card| card.state.with_untracked(|s| s.id == id)))
+        self.checks.with_untracked(|cards| {
+            cards.iter().copied().find(|card| card.state.with_untracked(|s| s.id == id))
+        })
     }
 
     fn add_card(&self, state: CheckState) {
@@ -548,13 +562,21 @@ mod tests {
         assert_eq!(state.phase, Phase::Running);
         assert_eq!(state.stage.as_deref(), Some("Research turn 2 of 6"));
         state.apply_event(&json!({"type": "modelCall", "call": 3, "retry": 0, "delayMs": 0}));
-        state.apply_event(&json!({"type": "delta", "call": 3, "delta": {"type": "text", "text": "The bri"}}));
-        state.apply_event(&json!({"type": "delta", "call": 3, "delta": {"type": "text", "text": "dge"}}));
-        state.apply_event(&json!({"type": "delta", "call": 3, "delta": {"type": "toolCall", "id": "x"}}));
+        state.apply_event(
+            &json!({"type": "delta", "call": 3, "delta": {"type": "text", "text": "The bri"}}),
+        );
+        state.apply_event(
+            &json!({"type": "delta", "call": 3, "delta": {"type": "text", "text": "dge"}}),
+        );
+        state.apply_event(
+            &json!({"type": "delta", "call": 3, "delta": {"type": "toolCall", "id": "x"}}),
+        );
         assert_eq!(state.live, "The bridge");
         state.apply_event(&json!({"type": "modelAnswered", "call": 3, "stopReason": "tool_use",
             "usage": {"input": 100, "output": 20, "cost": 0.001}}));
-        state.apply_event(&json!({"type": "retry", "attempt": 1, "delayMs": 1500, "message": "429"}));
+        state.apply_event(
+            &json!({"type": "retry", "attempt": 1, "delayMs": 1500, "message": "429"}),
+        );
         state.apply_event(&json!({"type": "somethingNew"}));
         assert_eq!(state.requests, 1);
         assert_eq!(state.usage.input, 100);
@@ -568,7 +590,9 @@ mod tests {
         let mut state = CheckState::new("c1".into(), "A claim.".into(), Phase::Running);
         let piece = "é".repeat(500);
         for _ in 0..4 {
-            state.apply_event(&json!({"type": "delta", "call": 1, "delta": {"type": "text", "text": piece}}));
+            state.apply_event(
+                &json!({"type": "delta", "call": 1, "delta": {"type": "text", "text": piece}}),
+            );
         }
         assert!(state.live.len() <= LIVE_LIMIT + 1);
         assert!(state.live.chars().all(|c| c == 'é'));
@@ -610,9 +634,14 @@ mod tests {
             });
             assert_eq!(cards[2].state.get_untracked().phase, Phase::Running);
             engine.cancel_all();
-            let cancels = sent.borrow().iter().filter(|m| matches!(m, ToWorker::Cancel { .. })).count();
+            let cancels =
+                sent.borrow().iter().filter(|m| matches!(m, ToWorker::Cancel { .. })).count();
             assert_eq!(cancels, 2, "the resumed and the new check");
-            engine.apply(FromWorker::FileRejected { file: "a.jsonl".into(), line: Some(3), message: "bad".into() });
+            engine.apply(FromWorker::FileRejected {
+                file: "a.jsonl".into(),
+                line: Some(3),
+                message: "bad".into(),
+            });
             assert_eq!(engine.notices.get_untracked()[0].text(), "a.jsonl, line 3: bad");
             engine.clear_results();
             assert_eq!(engine.checks.get_untracked().len(), 2, "only the finished one goes");
@@ -625,6 +654,9 @@ mod tests {
         assert_eq!(size_text(12_345), "12.3 KB");
         assert_eq!(size_text(4_800_000), "4.8 MB");
         assert_eq!(wait_text(250), "250 ms");
-        assert_eq!(stage_text("retrieve", None, None, Some(1)), "Retrieving evidence (1 item found)");
+        assert_eq!(
+            stage_text("retrieve", None, None, Some(1)),
+            "Retrieving evidence (1 item found)"
+        );
     }
 }

@@ -29,36 +29,40 @@ pub fn to_markdown(results: &[CheckResult]) -> String {
     for result in results {
         md.push_str(&format!("\n## {}\n\n", inline(&result.claim)));
         match &result.outcome {
-            Outcome::Report { report } => match serde_json::from_value::<ReportView>(report.clone()) {
-                Ok(report) => {
-                    md.push_str(&format!(
-                        "**{}** ({:.0}% confidence)\n\n{}\n\n",
-                        verdict_text(&report.assessment.verdict),
-                        report.assessment.confidence * 100.0,
-                        inline(&report.summary)
-                    ));
-                    for citation in &report.assessment.citations {
-                        md.push_str(&format!("> {}\n\n", inline(citation)));
+            Outcome::Report { report } => {
+                match serde_json::from_value::<ReportView>(report.clone()) {
+                    Ok(report) => {
+                        md.push_str(&format!(
+                            "**{}** ({:.0}% confidence)\n\n{}\n\n",
+                            verdict_text(&report.assessment.verdict),
+                            report.assessment.confidence * 100.0,
+                            inline(&report.summary)
+                        ));
+                        for citation in &report.assessment.citations {
+                            md.push_str(&format!("> {}\n\n", inline(citation)));
+                        }
+                        md.push_str(&format!(
+                            "Route: {} · {} requests · {}\n",
+                            report.route,
+                            report.requests,
+                            usage_text(&report.usage)
+                        ));
                     }
-                    md.push_str(&format!(
-                        "Route: {} · {} requests · {}\n",
-                        report.route,
-                        report.requests,
-                        usage_text(&report.usage)
-                    ));
+                    Err(error) => md.push_str(&format!("The report could not be read: {error}\n")),
                 }
-                Err(error) => md.push_str(&format!("The report could not be read: {error}\n")),
-            },
-            Outcome::Failed { failure } => match serde_json::from_value::<FailureView>(failure.clone()) {
-                Ok(failure) => md.push_str(&format!(
-                    "**Failed** (`{}`): {}\n\nWhat to do: {}\n\nSpent: {}\n",
-                    failure.kind,
-                    inline(&failure.message),
-                    what_to_do(&failure.kind),
-                    spent_text(&failure.spent)
-                )),
-                Err(error) => md.push_str(&format!("The failure could not be read: {error}\n")),
-            },
+            }
+            Outcome::Failed { failure } => {
+                match serde_json::from_value::<FailureView>(failure.clone()) {
+                    Ok(failure) => md.push_str(&format!(
+                        "**Failed** (`{}`): {}\n\nWhat to do: {}\n\nSpent: {}\n",
+                        failure.kind,
+                        inline(&failure.message),
+                        what_to_do(&failure.kind),
+                        spent_text(&failure.spent)
+                    )),
+                    Err(error) => md.push_str(&format!("The failure could not be read: {error}\n")),
+                }
+            }
         }
     }
     md
@@ -71,7 +75,8 @@ pub fn download(name: &str, mime: &str, text: &str) -> Result<(), String> {
     options.set_type(mime);
     let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)
         .map_err(|error| crate::bridge::describe(&error))?;
-    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(|error| crate::bridge::describe(&error))?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob)
+        .map_err(|error| crate::bridge::describe(&error))?;
     let document = web_sys::window().and_then(|window| window.document()).ok_or("no document")?;
     let anchor: web_sys::HtmlAnchorElement = document
         .create_element("a")
@@ -105,7 +110,9 @@ mod tests {
             CheckResult {
                 id: "c2".into(),
                 claim: "Other.".into(),
-                outcome: Outcome::Failed { failure: json!({"kind": "cancelled", "message": "stopped"}) },
+                outcome: Outcome::Failed {
+                    failure: json!({"kind": "cancelled", "message": "stopped"}),
+                },
                 cited: Vec::new(),
             },
         ];

@@ -63,7 +63,10 @@ pub fn App(engine: Engine) -> impl IntoView {
 pub fn start() {
     let prefix = format!("c{}", js_sys::Date::now() as u64);
     let engine = Engine::new(prefix, |_| Err("the engine worker is not running".to_owned()));
-    match bridge::WorkerBridge::start(move |message| engine.apply(message), move |error| engine.failed(error)) {
+    match bridge::WorkerBridge::start(
+        move |message| engine.apply(message),
+        move |error| engine.failed(error),
+    ) {
         Ok(worker) => {
             let worker = std::rc::Rc::new(worker);
             engine.set_sender(move |message| worker.post(message));

@@ -18,9 +18,7 @@ pub fn ProgressView(state: RwSignal<CheckState>) -> impl IntoView {
         })
     };
     let spent = move || {
-        state.with(|s| {
-            format!("{} · {}", count(s.requests, "request"), usage_text(&s.usage))
-        })
+        state.with(|s| format!("{} · {}", count(s.requests, "request"), usage_text(&s.usage)))
     };
     let has_live = move || state.with(|s| !s.live.is_empty());
     let log_len = move || state.with(|s| s.log.len());

@@ -106,7 +106,10 @@ impl ProviderSettings {
             ProviderKind::OpenAi => {
                 let base_url = self.base_url.trim();
                 if base_url.is_empty() {
-                    return Err("Enter the endpoint's base URL (for example https://api.openai.com/v1).".into());
+                    return Err(
+                        "Enter the endpoint's base URL (for example https://api.openai.com/v1)."
+                            .into(),
+                    );
                 }
                 if !(base_url.starts_with("https://") || base_url.starts_with("http://")) {
                     return Err("The base URL must start with https:// or http://.".into());
@@ -162,12 +165,18 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
     Effect::new(move |_| settings.with(ProviderSettings::save));
     let kind = move || settings.with(|s| s.kind);
     let note = move || match kind() {
-        ProviderKind::Offline => "No key, no network: the engine scores word overlap between \
-            the claim and the corpus. Good for trying the page; its verdicts are not a model's judgement.",
-        ProviderKind::OpenAi => "Any server speaking OpenAI's chat completions API. A local \
-            server must allow this page's origin (Ollama: OLLAMA_ORIGINS; llama.cpp: --cors or a proxy).",
-        ProviderKind::Anthropic => "Claude through Anthropic's API, called directly from this \
-            browser.",
+        ProviderKind::Offline => {
+            "No key, no network: the engine scores word overlap between \
+            the claim and the corpus. Good for trying the page; its verdicts are not a model's judgement."
+        }
+        ProviderKind::OpenAi => {
+            "Any server speaking OpenAI's chat completions API. A local \
+            server must allow this page's origin (Ollama: OLLAMA_ORIGINS; llama.cpp: --cors or a proxy)."
+        }
+        ProviderKind::Anthropic => {
+            "Claude through Anthropic's API, called directly from this \
+            browser."
+        }
     };
     view! {
         <section class="panel" aria-labelledby="provider-title">

@@ -18,21 +18,33 @@ pub fn verdict_text(verdict: &str) -> String {
 /// What to do after a failure of this kind.
 pub fn what_to_do(kind: &str) -> &'static str {
     match kind {
-        "provider" => "Check the API key, the base URL and the model name. If the browser blocked \
+        "provider" => {
+            "Check the API key, the base URL and the model name. If the browser blocked \
             the request (CORS), the server must allow this page's origin: for Ollama set \
-            OLLAMA_ORIGINS, for a local server enable CORS.",
+            OLLAMA_ORIGINS, for a local server enable CORS."
+        }
         "config" => "The check's settings were refused: check the provider's base URL and model.",
         "cancelled" => "The check was cancelled. Re-run it when you like.",
-        "no-new-evidence" => "Research found nothing new in the corpus: add evidence that speaks \
-            to the claim, then re-run.",
-        "research-turn-limit" => "Research used all its turns: add more specific evidence or \
-            make the claim narrower.",
-        "citation-not-in-evidence" => "The model cited text that is not in the evidence: re-run, \
-            or use a stronger model.",
-        "assess-request" | "assess-prose" | "assess-schema" => "The model did not give its \
-            assessment through the tool as asked: use a model with reliable tool calling.",
-        "invalid-submissions" | "no-submit" | "turn-limit" => "The model did not finish its \
-            answer in the expected form: re-run, or use a stronger model.",
+        "no-new-evidence" => {
+            "Research found nothing new in the corpus: add evidence that speaks \
+            to the claim, then re-run."
+        }
+        "research-turn-limit" => {
+            "Research used all its turns: add more specific evidence or \
+            make the claim narrower."
+        }
+        "citation-not-in-evidence" => {
+            "The model cited text that is not in the evidence: re-run, \
+            or use a stronger model."
+        }
+        "assess-request" | "assess-prose" | "assess-schema" => {
+            "The model did not give its \
+            assessment through the tool as asked: use a model with reliable tool calling."
+        }
+        "invalid-submissions" | "no-submit" | "turn-limit" => {
+            "The model did not finish its \
+            answer in the expected form: re-run, or use a stronger model."
+        }
         _ => "See the message above; re-run when it is fixed.",
     }
 }
@@ -69,13 +81,16 @@ pub fn highlight(text: &str, quotes: &[String]) -> Vec<(String, bool)> {
         ranges.extend(text.match_indices(quote).map(|(start, found)| (start, start + found.len())));
     }
     ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
     let mut pieces = Vec::new();
     let mut at = 0;
-    for (start, end) in ranges {
-        if end <= at {
-            continue;
-        }
-        let start = start.max(at);
+    for (start, end) in merged {
         if start > at {
             pieces.push((text[at..start].to_owned(), false));
         }
@@ -149,7 +164,11 @@ fn ReportBody(n: usize, report: ReportView, cited: Vec<Item>) -> impl IntoView {
             let pieces = highlight(&item.text, &citations)
                 .into_iter()
                 .map(|(piece, marked)| {
-                    if marked { view! { <mark>{piece}</mark> }.into_any() } else { piece.into_any() }
+                    if marked {
+                        view! { <mark>{piece}</mark> }.into_any()
+                    } else {
+                        piece.into_any()
+                    }
                 })
                 .collect_view();
             view! {
