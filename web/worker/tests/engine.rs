@@ -561,3 +561,20 @@ fn every_core_event_is_read_by_the_page_view() {
     let compacted = serde_json::to_value(Event::Compacted { dropped: 2 }).unwrap();
     assert_eq!(serde_json::from_value::<EventView>(compacted).unwrap(), EventView::Other);
 }
+
+/// The 26,259-passage VitaminC corpus loads and indexes through the engine (when present).
+#[test]
+fn the_vitaminc_corpus_loads_and_indexes() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/vitaminc/corpus.jsonl");
+    let Ok(text) = std::fs::read_to_string(path) else { return };
+    let (engine, _pool, recorded) = started();
+    take(&recorded);
+    engine.handle(ToWorker::AddFiles { files: vec![file("corpus.jsonl", &text)] });
+    let posted = take(&recorded);
+    assert!(!posted.iter().any(|m| matches!(m, FromWorker::FileRejected { .. })), "{posted:?}");
+    let summary = last_corpus(&posted);
+    assert_eq!(summary.items, 26_259);
+    assert!(summary.indexed);
+    engine.handle(ToWorker::ListItems { query: " THE ".into(), offset: 0, limit: 20 });
+    assert!(matches!(&take(&recorded)[..], [FromWorker::Items { items, .. }] if !items.is_empty()));
+}
