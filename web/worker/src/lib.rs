@@ -4,30 +4,31 @@
 //! talks to it with `postMessage`. With trunk (in `index.html`):
 //!
 //! ```html
-//! <link data-trunk rel="rust" href="web/worker/Cargo.toml" data-type="worker"
-//!       data-bindgen-target="web" data-loader-shim data-wasm-opt="z"
+//! <link data-trunk rel="rust" href="web/worker/Cargo.toml" data-bin="verity-worker"
+//!       data-type="worker" data-bindgen-target="web" data-loader-shim data-wasm-opt="z"
 //!       data-cargo-profile-release="wasm-release"/>
 //! ```
 //!
-//! which emits `verity_worker.js`, `verity_worker_bg.wasm` and `verity_worker_loader.js`
-//! (the lib's name, not hashed). Without trunk, `wasm-bindgen --target web` gives the first two
-//! and `web/worker/worker.js` is the loader. Then:
+//! which emits `verity-worker.js`, `verity-worker_bg.wasm` and `verity-worker_loader.js`
+//! (the binary's name, not hashed). Without trunk, `wasm-bindgen --target web` on the
+//! binary's wasm gives the first two and `web/worker/worker.js` is the loader. Then:
 //!
 //! ```js
-//! const worker = new Worker("./verity_worker_loader.js", { type: "module" });
-//! worker.onmessage = (e) => handle(JSON.parse(e.data));      // FromWorker, JSON text
-//! worker.postMessage(JSON.stringify({ type: "loadDemo" }));  // ToWorker, JSON text
+//! const worker = new Worker("./verity-worker_loader.js", { type: "module" });
+//! worker.onmessage = (e) => handle(e.data);            // FromWorker, a plain object
+//! worker.postMessage({ type: "loadDemo" });            // ToWorker, a plain object or JSON text
 //! ```
 //!
-//! The wasm's start function installs the message listener and buffers what arrives until
-//! storage is restored and `Ready` is posted, then handles it in order.
+//! The binary's `main` installs the message listener and buffers what arrives until storage
+//! is restored and `Ready` is posted, then handles it in order.
 //!
-//! **Encoding: every message is JSON text** (a JS string), the serde JSON of
-//! `verity_messages::ToWorker` and `FromWorker` (camelCase, a `"type"` tag). The worker also
-//! accepts a plain object for `ToWorker` (it stringifies it), but always posts strings. JSON
-//! text keeps one codec on both sides (serde_json, already in both wasm files), is what a
-//! JavaScript page writes with `JSON.stringify`, and copies a 5 MB upload once each way.
-//!
+//! **Encoding: plain JSON-compatible JavaScript objects**, the serde JSON of
+//! `verity_messages::ToWorker` and `FromWorker` (camelCase, a `"type"` tag): exactly what
+//! `serde_wasm_bindgen::Serializer::json_compatible()` writes and `serde_wasm_bindgen::from_value`
+//! reads on the page. The worker reads an incoming object through `JSON.stringify` and
+//! serde_json, and posts `JSON.parse` of serde_json's text, so it links no
+//! serde-wasm-bindgen; it also accepts JSON text (a string) from a page that prefers it.
+
 //! The worker posts `Ready` once it has restored what IndexedDB holds (corpus, results, and
 //! the checks that were running, which resume from their durable sessions). Without
 //! IndexedDB it runs in memory and posts one `Error` saying so.
@@ -50,5 +51,9 @@ pub mod demo;
 pub mod engine;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
+
+/// Starts the worker in a browser (the binary's `main`).
+#[cfg(target_arch = "wasm32")]
+pub use wasm::start;
 
 pub use engine::{Engine, Host, Restored, SessionMeta, StoredSession};

@@ -50,9 +50,8 @@ fn describe(error: &JsValue) -> String {
         .unwrap_or_else(|| format!("{error:?}"))
 }
 
-/// The worker's entry point (wasm-bindgen `start`): listens for messages at once (buffering
+/// The worker's entry point (the binary's `main`): listens for messages at once (buffering
 /// them), opens storage, restores, posts `Ready`, then hands the buffered messages over.
-#[wasm_bindgen(start)]
 pub fn start() {
     let pending: Rc<RefCell<Option<Vec<String>>>> = Rc::new(RefCell::new(Some(Vec::new())));
     let engine: Rc<RefCell<Option<Engine<WorkerHost>>>> = Rc::new(RefCell::new(None));
@@ -193,9 +192,12 @@ fn put_later(db: &Rc<Database>, store: &'static str, key: &str, value: Option<St
     });
 }
 
+/// Posts `message` as a plain, JSON-compatible JavaScript object (what
+/// `serde_wasm_bindgen::Serializer::json_compatible()` makes and reads).
 fn post(message: &FromWorker) {
     let text = serde_json::to_string(message).expect("messages serialize");
-    let _ = scope().post_message(&JsValue::from_str(&text));
+    let value = js_sys::JSON::parse(&text).unwrap_or_else(|_| JsValue::from_str(&text));
+    let _ = scope().post_message(&value);
 }
 
 /// The engine's host in a browser worker.
