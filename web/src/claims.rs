@@ -58,7 +58,7 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
                 <textarea
                     id="claims-input"
                     data-testid="claims-input"
-                    rows="4"
+                    rows="3"
                     placeholder="The Golden Gate Bridge opened in 1937."
                     prop:value=move || text.get()
                     on:input=move |ev| text.set(event_target_value(&ev))

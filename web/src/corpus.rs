@@ -116,14 +116,14 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
                     </p>
                 </Show>
             </div>
-            <ul class="notices" aria-live="polite">
+            <div class="notices">
                 <For
                     each=move || engine.notices.get()
                     key=|notice| notice.key
                     children=move |notice| {
                         let key = notice.key;
                         view! {
-                            <li class="notice" role="alert" data-testid="corpus-error">
+                            <div class="notice" role="alert" data-testid="corpus-error">
                                 <span>{notice.text()}</span>
                                 <button
                                     type="button"
@@ -135,11 +135,11 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
                                 >
                                     "Dismiss"
                                 </button>
-                            </li>
+                            </div>
                         }
                     }
                 />
-            </ul>
+            </div>
             <div class="corpus-stats">
                 <span data-testid="corpus-count">
                     {move || match count() {
@@ -149,7 +149,7 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
                 </span>
                 <span aria-hidden="true">"·"</span>
                 <span data-testid="corpus-size">{move || size_text(engine.corpus.with(|c| c.bytes))}</span>
-                <span class="hint">{index_state}</span>
+                <span class="hint" data-testid="corpus-index">{index_state}</span>
             </div>
             <div class="field">
                 <label for="corpus-search">"Search the corpus"</label>

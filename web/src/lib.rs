@@ -11,6 +11,12 @@
 //!   [`progress`] and [`results`]; [`export`] writes JSON and Markdown.
 //!
 //! Everything the corpus or a model wrote is rendered as text nodes, never as HTML.
+//!
+//! To look at the page without the engine, the `preview` example feeds the same components
+//! canned worker messages (`?state=loading|empty|corpus|running|results|failure|all`):
+//! `cargo build -p verity-web --example preview --target wasm32-unknown-unknown`, then
+//! `wasm-bindgen --target web` on `examples/preview.wasm`, beside `style.css` and an
+//! `index.html` whose module script imports `preview.js` and awaits its `init()`.
 
 pub mod bridge;
 pub mod claims;
@@ -50,9 +56,9 @@ pub fn App(engine: Engine) -> impl IntoView {
         <main class="layout">
             <div class="column">
                 <CorpusSection engine />
-                <ProviderSection settings />
             </div>
             <div class="column wide">
+                <ProviderSection settings />
                 <ClaimsSection engine settings />
             </div>
         </main>

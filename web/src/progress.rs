@@ -28,7 +28,9 @@ pub fn ProgressView(state: RwSignal<CheckState>) -> impl IntoView {
                 <span class="spinner" aria-hidden="true"></span>
                 {stage}
             </p>
-            <p class="hint">{spent}</p>
+            <Show when=move || state.with(|s| s.requests != 0)>
+                <p class="hint">{spent}</p>
+            </Show>
             <Show when=has_live>
                 <div class="live" data-testid="check-live" aria-label="Streamed model text">
                     {move || state.with(|s| s.live.clone())}

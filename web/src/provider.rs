@@ -171,7 +171,7 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
         }
         ProviderKind::OpenAi => {
             "Any server speaking OpenAI's chat completions API. A local \
-            server must allow this page's origin (Ollama: OLLAMA_ORIGINS; llama.cpp: --cors or a proxy)."
+            server must allow this page's origin (for Ollama, set OLLAMA_ORIGINS)."
         }
         ProviderKind::Anthropic => {
             "Claude through Anthropic's API, called directly from this \
@@ -204,101 +204,103 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                 </Show>
                 <p class="hint" id="provider-note">{note}</p>
             </div>
-            <Show when=move || kind() == ProviderKind::OpenAi>
-                <div class="field">
-                    <label for="provider-preset">"Preset"</label>
-                    <select
-                        id="provider-preset"
-                        data-testid="provider-preset"
-                        prop:value=move || settings.with(|s| s.preset.clone())
-                        on:change=move |ev| {
-                            let value = event_target_value(&ev);
-                            settings.update(|s| s.apply_preset(&value));
-                        }
-                    >
-                        {PRESETS
-                            .iter()
-                            .map(|(value, label, _, _)| view! { <option value=*value>{*label}</option> })
-                            .collect_view()}
-                        <option value="custom">"Custom"</option>
-                    </select>
-                </div>
-                <div class="field">
-                    <label for="provider-base-url">"Base URL"</label>
-                    <input
-                        id="provider-base-url"
-                        data-testid="provider-base-url"
-                        type="url"
-                        spellcheck="false"
-                        autocomplete="off"
-                        prop:value=move || settings.with(|s| s.base_url.clone())
-                        on:input=move |ev| {
-                            let value = event_target_value(&ev);
-                            settings.update(|s| {
-                                s.base_url = value;
-                                s.preset = "custom".into();
-                            });
-                        }
-                    />
-                </div>
-            </Show>
-            <Show when=move || kind() != ProviderKind::Offline>
-                <div class="field">
-                    <label for="provider-model">"Model name"</label>
-                    <input
-                        id="provider-model"
-                        data-testid="provider-model"
-                        type="text"
-                        spellcheck="false"
-                        autocomplete="off"
-                        prop:value=move || {
-                            settings.with(|s| match s.kind {
-                                ProviderKind::Anthropic => s.anthropic_model.clone(),
-                                _ => s.openai_model.clone(),
-                            })
-                        }
-                        on:input=move |ev| {
-                            let value = event_target_value(&ev);
-                            settings.update(|s| match s.kind {
-                                ProviderKind::Anthropic => s.anthropic_model = value,
-                                _ => s.openai_model = value,
-                            });
-                        }
-                    />
-                </div>
-                <div class="field">
-                    <label for="provider-key">"API key"</label>
-                    <input
-                        id="provider-key"
-                        data-testid="provider-key"
-                        type="password"
-                        autocomplete="off"
-                        spellcheck="false"
-                        aria-describedby="provider-key-note"
-                        prop:value=move || settings.with(|s| s.api_key.clone())
-                        on:input=move |ev| {
-                            let value = event_target_value(&ev);
-                            settings.update(|s| s.api_key = value);
-                        }
-                    />
-                    <p class="hint" id="provider-key-note">
-                        "Sent only to the endpoint above. Kept in this tab's memory unless you tick the box."
-                    </p>
-                </div>
-                <div class="field check">
-                    <input
-                        id="provider-remember"
-                        data-testid="provider-remember"
-                        type="checkbox"
-                        prop:checked=move || settings.with(|s| s.remember)
-                        on:change=move |ev| {
-                            let checked = event_target_checked(&ev);
-                            settings.update(|s| s.remember = checked);
-                        }
-                    />
-                    <label for="provider-remember">"Remember on this device"</label>
-                </div>
-            </Show>
+            <div class="provider-grid">
+                <Show when=move || kind() == ProviderKind::OpenAi>
+                    <div class="field">
+                        <label for="provider-preset">"Preset"</label>
+                        <select
+                            id="provider-preset"
+                            data-testid="provider-preset"
+                            prop:value=move || settings.with(|s| s.preset.clone())
+                            on:change=move |ev| {
+                                let value = event_target_value(&ev);
+                                settings.update(|s| s.apply_preset(&value));
+                            }
+                        >
+                            {PRESETS
+                                .iter()
+                                .map(|(value, label, _, _)| view! { <option value=*value>{*label}</option> })
+                                .collect_view()}
+                            <option value="custom">"Custom"</option>
+                        </select>
+                    </div>
+                    <div class="field">
+                        <label for="provider-base-url">"Base URL"</label>
+                        <input
+                            id="provider-base-url"
+                            data-testid="provider-base-url"
+                            type="url"
+                            spellcheck="false"
+                            autocomplete="off"
+                            prop:value=move || settings.with(|s| s.base_url.clone())
+                            on:input=move |ev| {
+                                let value = event_target_value(&ev);
+                                settings.update(|s| {
+                                    s.base_url = value;
+                                    s.preset = "custom".into();
+                                });
+                            }
+                        />
+                    </div>
+                </Show>
+                <Show when=move || kind() != ProviderKind::Offline>
+                    <div class="field">
+                        <label for="provider-model">"Model name"</label>
+                        <input
+                            id="provider-model"
+                            data-testid="provider-model"
+                            type="text"
+                            spellcheck="false"
+                            autocomplete="off"
+                            prop:value=move || {
+                                settings.with(|s| match s.kind {
+                                    ProviderKind::Anthropic => s.anthropic_model.clone(),
+                                    _ => s.openai_model.clone(),
+                                })
+                            }
+                            on:input=move |ev| {
+                                let value = event_target_value(&ev);
+                                settings.update(|s| match s.kind {
+                                    ProviderKind::Anthropic => s.anthropic_model = value,
+                                    _ => s.openai_model = value,
+                                });
+                            }
+                        />
+                    </div>
+                    <div class="field">
+                        <label for="provider-key">"API key"</label>
+                        <input
+                            id="provider-key"
+                            data-testid="provider-key"
+                            type="password"
+                            autocomplete="off"
+                            spellcheck="false"
+                            aria-describedby="provider-key-note"
+                            prop:value=move || settings.with(|s| s.api_key.clone())
+                            on:input=move |ev| {
+                                let value = event_target_value(&ev);
+                                settings.update(|s| s.api_key = value);
+                            }
+                        />
+                        <p class="hint" id="provider-key-note">
+                            "Sent only to the endpoint above. Kept in this tab's memory unless you tick the box."
+                        </p>
+                    </div>
+                    <div class="field check">
+                        <input
+                            id="provider-remember"
+                            data-testid="provider-remember"
+                            type="checkbox"
+                            prop:checked=move || settings.with(|s| s.remember)
+                            on:change=move |ev| {
+                                let checked = event_target_checked(&ev);
+                                settings.update(|s| s.remember = checked);
+                            }
+                        />
+                        <label for="provider-remember">"Remember on this device"</label>
+                    </div>
+                </Show>
+            </div>
         </section>
     }
 }
