@@ -23,6 +23,13 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
     let text = RwSignal::new(String::new());
     let concurrency = RwSignal::new(2usize);
     let problem = RwSignal::new(None::<String>);
+    // The demo corpus comes with claims to try: they fill an empty box.
+    Effect::new(move |_| {
+        let suggested = engine.suggested.get();
+        if !suggested.is_empty() && text.with_untracked(|text| text.trim().is_empty()) {
+            text.set(suggested.join("\n"));
+        }
+    });
     let claim_count = move || text.with(|text| claims_of(text).len());
     let corpus_empty = move || engine.corpus.with(|c| c.items == 0);
     let run = move || {

@@ -98,6 +98,8 @@ pub struct CheckState {
     pub usage: UsageView,
     /// Model requests answered so far.
     pub requests: u32,
+    /// Model calls started so far (retries not counted).
+    pub calls: u32,
     /// A cancel was asked for.
     pub cancelling: bool,
 }
@@ -113,6 +115,7 @@ impl CheckState {
             live: String::new(),
             usage: UsageView::default(),
             requests: 0,
+            calls: 0,
             cancelling: false,
         }
     }
@@ -136,25 +139,31 @@ impl CheckState {
                 self.push_log(text.clone());
                 self.stage = Some(text);
             }
-            EventView::ModelCall { call, retry, delay_ms } => {
+            // Call ids are the engine's, not a count: the log counts the calls itself.
+            EventView::ModelCall { retry, delay_ms, .. } => {
                 self.live.clear();
-                self.push_log(if retry == 0 {
-                    format!("Model call {call} sent")
+                if retry == 0 {
+                    self.calls += 1;
+                    self.push_log(format!("Model call {} sent", self.calls));
                 } else {
-                    format!("Model call {call}: retry {retry} after {}", wait_text(delay_ms))
-                });
+                    self.push_log(format!(
+                        "Model call {} sent again (retry {retry}, after {})",
+                        self.calls,
+                        wait_text(delay_ms)
+                    ));
+                }
             }
-            EventView::ModelAnswered { call, stop_reason, usage, error } => {
+            EventView::ModelAnswered { stop_reason, usage, error, .. } => {
                 self.requests += 1;
                 self.usage.input += usage.input;
                 self.usage.output += usage.output;
                 self.usage.cache_read += usage.cache_read;
                 self.usage.cost += usage.cost;
                 self.push_log(match error {
-                    Some(error) => format!("Model call {call} failed: {error}"),
+                    Some(error) => format!("Model call {} failed: {error}", self.calls),
                     None => format!(
-                        "Model call {call} answered ({stop_reason}): {} in, {} out tokens",
-                        usage.input, usage.output
+                        "Model call {} answered ({stop_reason}): {} in, {} out tokens",
+                        self.calls, usage.input, usage.output
                     ),
                 });
             }
@@ -271,6 +280,8 @@ pub struct Engine {
     pub checks: RwSignal<Vec<CheckCard>>,
     /// Files being read by the page.
     pub reading: RwSignal<usize>,
+    /// Claims the worker suggests for the demo corpus.
+    pub suggested: RwSignal<Vec<String>>,
     counter: StoredValue<u64>,
     prefix: StoredValue<String>,
     outbox: StoredValue<Outbox, LocalStorage>,
@@ -298,6 +309,7 @@ impl Engine {
             offset: RwSignal::new(0),
             checks: RwSignal::new(Vec::new()),
             reading: RwSignal::new(0),
+            suggested: RwSignal::new(Vec::new()),
             counter: StoredValue::new(0),
             prefix: StoredValue::new(id_prefix.into()),
             outbox: StoredValue::new_local(Outbox { send: Rc::new(send), pending: Vec::new() }),
@@ -412,6 +424,7 @@ impl Engine {
                     self.add_card(CheckState::new(id, claim, Phase::Finished(result)));
                 }
             },
+            FromWorker::Demo { claims } => self.suggested.set(claims),
             FromWorker::Error { message } => self.notify(None, None, message),
             _ => {}
         }

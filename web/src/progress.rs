@@ -37,6 +37,9 @@ pub fn ProgressView(state: RwSignal<CheckState>) -> impl IntoView {
                 </div>
             </Show>
             <Show when=move || log_len() != 0>
+                <p class="latest" data-testid="check-latest">
+                    {move || state.with(|s| s.log.last().cloned().unwrap_or_default())}
+                </p>
                 <details class="log">
                     <summary>{move || format!("Activity ({})", log_len())}</summary>
                     <ol>
