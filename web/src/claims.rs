@@ -14,6 +14,20 @@ pub fn claims_of(text: &str) -> Vec<String> {
     text.lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_owned).collect()
 }
 
+/// Brings the newest check card into view once it is painted (it may be below the fold).
+fn show_newest_card() {
+    request_animation_frame(|| {
+        let card = web_sys::window()
+            .and_then(|window| window.document())
+            .and_then(|document| document.query_selector(".cards > li").ok().flatten());
+        if let Some(card) = card {
+            let options = web_sys::ScrollIntoViewOptions::new();
+            options.set_block(web_sys::ScrollLogicalPosition::Nearest);
+            card.scroll_into_view_with_scroll_into_view_options(&options);
+        }
+    });
+}
+
 /// The concurrency choices.
 const CONCURRENCY: [usize; 5] = [1, 2, 3, 4, 8];
 
@@ -38,6 +52,7 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
             Ok(provider) => {
                 problem.set(None);
                 engine.run(claims, provider, concurrency.get_untracked());
+                show_newest_card();
             }
             Err(message) => problem.set(Some(message)),
         }

@@ -15,35 +15,34 @@ pub fn verdict_text(verdict: &str) -> String {
     }
 }
 
-/// What to do after a failure of this kind.
+/// The advice for a request that failed: the key, the address, or the browser's CORS check.
+const REQUEST_FAILED: &str = "Check the API key, the base URL and the model name. If the \
+    browser blocked the request (CORS), the server must allow this page's origin: for Ollama \
+    set OLLAMA_ORIGINS; a local server must send Access-Control-Allow-Origin.";
+
+/// What to do after a failure of this kind (the core's `JobFailureKind` names).
 pub fn what_to_do(kind: &str) -> &'static str {
     match kind {
-        "provider" => {
-            "Check the API key, the base URL and the model name. If the browser blocked \
-            the request (CORS), the server must allow this page's origin: for Ollama set \
-            OLLAMA_ORIGINS, for a local server enable CORS."
-        }
+        "provider" | "assess-request" => REQUEST_FAILED,
         "config" => "The check's settings were refused: check the provider's base URL and model.",
         "cancelled" => "The check was cancelled. Re-run it when you like.",
         "no-new-evidence" => {
-            "Research found nothing new in the corpus: add evidence that speaks \
-            to the claim, then re-run."
+            "Research found nothing new in the corpus: add evidence that speaks to the claim, \
+             then re-run."
         }
         "research-turn-limit" => {
-            "Research used all its turns: add more specific evidence or \
-            make the claim narrower."
+            "Research used all its turns: add more specific evidence or make the claim narrower."
         }
         "citation-not-in-evidence" => {
-            "The model cited text that is not in the evidence: re-run, \
-            or use a stronger model."
+            "The model cited text that is not an evidence item: re-run, or use a stronger model."
         }
-        "assess-request" | "assess-prose" | "assess-schema" => {
-            "The model did not give its \
-            assessment through the tool as asked: use a model with reliable tool calling."
+        "assess-prose" | "assess-schema" => {
+            "The model did not record its assessment through the tool as asked: use a model \
+             with reliable tool calling."
         }
         "invalid-submissions" | "no-submit" | "turn-limit" => {
-            "The model did not finish its \
-            answer in the expected form: re-run, or use a stronger model."
+            "The model did not finish its summary in the expected form: re-run, or use a \
+             stronger model."
         }
         _ => "See the message above; re-run when it is fixed.",
     }
