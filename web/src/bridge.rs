@@ -1,11 +1,13 @@
 //! The bridge to the engine worker: starts it, posts [`ToWorker`] messages and hands every
 //! [`FromWorker`] message to a callback.
 //!
-//! Messages travel as plain JavaScript objects made by `serde-wasm-bindgen`'s JSON-compatible
-//! serializer (objects, not `Map`s), which is what the worker reads with the same crate.
-//! [`encode`] and [`decode`] are the only places that know it.
+//! Messages travel as plain JavaScript objects (the messages' serde JSON: camelCase, a `"type"`
+//! tag), which is what the worker reads and posts. The page converts them with serde_json and
+//! the browser's `JSON.parse` / `JSON.stringify` rather than serde-wasm-bindgen: the same
+//! objects, and serde-wasm-bindgen's code stays out of the page's wasm (serde_json is there
+//! anyway for the engine's report and event JSON). [`encode`] and [`decode`] are the only
+//! places that know it.
 
-use serde::Serialize;
 use verity_messages::{FromWorker, ToWorker};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -14,16 +16,23 @@ use web_sys::{ErrorEvent, MessageEvent, Worker, WorkerOptions, WorkerType};
 /// Where the worker's loader is, relative to the page (trunk's `{bin}_loader.js`).
 pub const WORKER_URL: &str = "./verity-worker_loader.js";
 
-/// A message for the worker as a JavaScript value.
+/// A message for the worker as a JavaScript value (a plain object).
 pub fn encode(message: &ToWorker) -> Result<JsValue, String> {
-    message
-        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
-        .map_err(|error| format!("could not encode a message for the engine: {error}"))
+    let text = serde_json::to_string(message)
+        .map_err(|error| format!("could not encode a message for the engine: {error}"))?;
+    js_sys::JSON::parse(&text)
+        .map_err(|error| format!("could not encode a message for the engine: {}", describe(&error)))
 }
 
-/// A message from the worker, from a JavaScript value.
+/// A message from the worker, from a JavaScript value (a plain object, or JSON text).
 pub fn decode(value: JsValue) -> Result<FromWorker, String> {
-    serde_wasm_bindgen::from_value(value)
+    let text = match value.as_string() {
+        Some(text) => text,
+        None => js_sys::JSON::stringify(&value).map(String::from).map_err(|error| {
+            format!("could not read a message from the engine: {}", describe(&error))
+        })?,
+    };
+    serde_json::from_str(&text)
         .map_err(|error| format!("could not read a message from the engine: {error}"))
 }
 

@@ -14,12 +14,12 @@ pub fn claims_of(text: &str) -> Vec<String> {
     text.lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_owned).collect()
 }
 
-/// Brings the newest check card into view once it is painted (it may be below the fold).
-fn show_newest_card() {
-    request_animation_frame(|| {
-        let card = web_sys::window()
-            .and_then(|window| window.document())
-            .and_then(|document| document.query_selector(".cards > li").ok().flatten());
+/// Brings a new check card into view once it is painted (it may be below the fold).
+fn show_card(n: usize) {
+    request_animation_frame(move || {
+        let card = web_sys::window().and_then(|window| window.document()).and_then(|document| {
+            document.query_selector(&format!("[data-testid=check-{n}]")).ok().flatten()
+        });
         if let Some(card) = card {
             let options = web_sys::ScrollIntoViewOptions::new();
             options.set_block(web_sys::ScrollLogicalPosition::Nearest);
@@ -51,8 +51,9 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
         match settings.with_untracked(ProviderSettings::choice) {
             Ok(provider) => {
                 problem.set(None);
+                let first = engine.checks.with_untracked(Vec::len) + 1;
                 engine.run(claims, provider, concurrency.get_untracked());
-                show_newest_card();
+                show_card(first);
             }
             Err(message) => problem.set(Some(message)),
         }
@@ -178,11 +179,11 @@ fn ChecksList(
             </div>
             <Show
                 when=move || engine.checks.with(|cards| !cards.is_empty())
-                fallback=|| view! { <p class="empty">"No checks yet. Type a claim above and run it; its verdict, citations and cost appear here, newest first."</p> }
+                fallback=|| view! { <p class="empty">"No checks yet. Type a claim above and run it; its verdict, citations and cost appear here."</p> }
             >
                 <ol class="cards">
                     <For
-                        each=move || engine.checks.get().into_iter().rev()
+                        each=move || engine.checks.get()
                         key=|card| (card.n, card.state)
                         children=move |card| view! { <CheckCardView engine settings concurrency card /> }
                     />
