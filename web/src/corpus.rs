@@ -8,7 +8,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{DragEvent, FileList, HtmlInputElement};
 
 use crate::bridge::describe;
-use crate::engine::{Engine, PAGE_SIZE, size_text};
+use crate::engine::{Engine, PAGE_SIZE, size_text, thousands};
 
 /// The file types the picker offers (the worker decides by extension).
 pub const ACCEPT: &str = ".txt,.md,.jsonl,.json,.csv";
@@ -144,7 +144,7 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
                 <span data-testid="corpus-count">
                     {move || match count() {
                         1 => "1 item".to_owned(),
-                        n => format!("{n} items"),
+                        n => format!("{} items", thousands(n)),
                     }}
                 </span>
                 <span aria-hidden="true">"·"</span>
@@ -217,7 +217,12 @@ fn ItemsTable(engine: Engine) -> impl IntoView {
             }
         } else {
             let last = (page.offset + page.items.len()).min(page.total);
-            format!("{}–{} of {}", page.offset + 1, last, page.total)
+            format!(
+                "{}–{} of {}",
+                thousands(page.offset + 1),
+                thousands(last),
+                thousands(page.total)
+            )
         }
     };
     view! {

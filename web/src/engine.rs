@@ -234,6 +234,19 @@ pub fn wait_text(ms: u64) -> String {
     if ms >= 1_000 { format!("{:.1} s", ms as f64 / 1_000.0) } else { format!("{ms} ms") }
 }
 
+/// A count with thousands separators ("26,259").
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i != 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 /// A size in bytes in words ("12.3 KB").
 pub fn size_text(bytes: usize) -> String {
     match bytes {
@@ -664,6 +677,9 @@ mod tests {
     #[test]
     fn sizes_and_waits_read_well() {
         assert_eq!(size_text(999), "999 B");
+        assert_eq!(thousands(26_259), "26,259");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000_000), "1,000,000");
         assert_eq!(size_text(12_345), "12.3 KB");
         assert_eq!(size_text(4_800_000), "4.8 MB");
         assert_eq!(wait_text(250), "250 ms");

@@ -32,7 +32,7 @@ pub fn ProgressView(state: RwSignal<CheckState>) -> impl IntoView {
                 <p class="hint">{spent}</p>
             </Show>
             <Show when=has_live>
-                <div class="live" data-testid="check-live" aria-label="Streamed model text">
+                <div class="live" data-testid="check-live" role="region" aria-label="Streamed model text" tabindex="0">
                     {move || state.with(|s| s.live.clone())}
                 </div>
             </Show>
