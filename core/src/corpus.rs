@@ -313,6 +313,11 @@ mod tests {
     }
 
     #[test]
+    fn duplicate_ids_are_refused() {
+        assert!(Corpus::from_pairs([("a", "x"), ("a", "y")]).is_err());
+    }
+
+    #[test]
     fn the_id_depends_on_every_id_and_text_and_their_order() {
         let base = corpus(&[("a", "one"), ("b", "two")]).id();
         assert!(base.as_str().starts_with("sha256:"));

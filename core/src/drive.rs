@@ -14,10 +14,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::event::Event;
+use crate::log::SessionError;
 use crate::machine::{Input, Machine, Output, Settled};
-use crate::message::{AssistantMessage, ModelRequest, StopReason, ToolCall, ToolOutput};
-use crate::provider::Delta;
-use crate::transcript::{Session, SessionError, SessionOutput, Store};
+use crate::message::{AssistantMessage, Delta, ModelRequest, StopReason, ToolCall, ToolOutput};
+use crate::session::{Session, SessionOutput, Store};
 
 /// Makes model calls. A failed request is answered with a response whose stop reason is
 /// `error` (see [`AssistantMessage::failed`]), never with a panic.
@@ -327,14 +327,10 @@ where
     drive_session_with(session, store, transport, tools, DriveOptions::default()).await
 }
 
-/// [`drive_session`] with options, as [`drive_with`] has them: `options.events` receives the
-/// machine's events (drained after each input, [`Session::drain_events`]) and the transport's
-/// streamed pieces; when `options.cancel` fires, the model call or tool batch in flight is
-/// dropped, the cancel is recorded ([`Session::cancel`]: open calls recorded as aborted) and
-/// written to the store, and the function returns; [`Session::finish`] then gives the
-/// cancelled failure. A response that arrived complete before the cancel is recorded; one the
-/// transport aborted because of the cancel is not. Tool calls dropped in flight stay
-/// recorded as started, then as aborted by the cancel.
+/// [`drive_session`] with options: `options.events` receives the machine's events and the
+/// transport's streamed pieces as [`drive_with`] gives them; when `options.cancel` fires, the
+/// request or batch in flight is dropped, the cancel is recorded ([`Session::cancel`]: every
+/// open call is settled as aborted) and stored, and the session is done.
 ///
 /// # Errors
 /// As [`drive_session`].
@@ -350,23 +346,19 @@ where
 {
     let DriveOptions { cancel, mut events } = options;
     let cancel = cancel.as_ref();
-    fn report<M: Machine + Serialize + DeserializeOwned>(
-        session: &mut Session<M>,
-        events: &mut Option<Box<dyn FnMut(Event) + '_>>,
-    ) {
-        if let Some(events) = events.as_mut() {
-            session.drain_events().into_iter().for_each(events);
-        }
-    }
     loop {
-        report(session, &mut events);
+        if let Some(events) = events.as_mut() {
+            session.drain_events().into_iter().for_each(&mut *events);
+        }
         // What was recorded last (the start, a lease, a response, results) is stored before
         // the next effect; with nothing to write, the store still checks the lease.
         session.sync(store).await?;
         if let Some(reason) = cancel.and_then(Cancel::reason) {
             if !matches!(session.poll(), SessionOutput::Done) {
                 session.cancel(reason)?;
-                report(session, &mut events);
+                if let Some(events) = events.as_mut() {
+                    session.drain_events().into_iter().for_each(&mut *events);
+                }
             }
             return session.sync(store).await;
         }
@@ -409,10 +401,10 @@ where
                     for call in &calls {
                         session.start_tool(batch, &call.id)?;
                         session.sync(store).await?;
-                        match until_cancelled(cancel, tools.run(call)).await {
-                            Some(output) => session.settle_tool(batch, &call.id, output)?,
-                            None => break,
-                        }
+                        let Some(output) = until_cancelled(cancel, tools.run(call)).await else {
+                            break;
+                        };
+                        session.settle_tool(batch, &call.id, output)?;
                     }
                 } else {
                     for call in &calls {
@@ -427,10 +419,7 @@ where
                     }
                 }
             }
-            _ => {
-                report(session, &mut events);
-                return session.sync(store).await;
-            }
+            _ => return session.sync(store).await,
         }
     }
 }

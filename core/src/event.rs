@@ -9,12 +9,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::machine::CallId;
-use crate::message::{StopReason, Usage};
-use crate::provider::Delta;
+use crate::message::{Delta, StopReason, Usage};
 
 /// Something a host may want to show or log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 #[non_exhaustive]
 pub enum Event {
     /// A claim check entered a stage.

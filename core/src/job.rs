@@ -49,7 +49,7 @@ use crate::claim::{ClaimCheck, ClaimFailed, ClaimFailureKind, ClaimOptions, Look
 use crate::corpus::{CorpusId, IndexedCorpus, with_corpora};
 use crate::event::Event;
 use crate::machine::{CallId, Input, Machine, Misuse, MisuseKind, Output};
-use crate::provider::Delta;
+use crate::message::Delta;
 use crate::retrieve::Retriever;
 use crate::retry::RetryPolicy;
 use crate::schema::Schema;

@@ -74,8 +74,10 @@ pub mod claim;
 pub mod corpus;
 pub mod drive;
 pub mod event;
+pub mod failure;
 pub mod files;
 pub mod job;
+pub mod log;
 pub mod machine;
 pub mod message;
 pub mod provider;
@@ -83,8 +85,8 @@ pub mod retrieve;
 pub mod retry;
 pub mod schema;
 pub mod scripted;
+pub mod session;
 pub mod step;
-pub mod transcript;
 
 pub use agent::{Agent, Compaction, End, Halt, Hooks, Spent, Tool};
 pub use claim::{
@@ -97,7 +99,9 @@ pub use drive::{
     drive_with,
 };
 pub use event::{ClaimStage, Event};
+pub use failure::{FailureClass, ProviderError};
 pub use job::{ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError};
+pub use log::{Lease, Log, SessionError};
 pub use machine::{
     CallId, Input, Machine, Misuse, MisuseKind, ModelCall, Output, OwnedModelCall, OwnedOutput,
     OwnedToolBatch, Settled, ToolBatch,
@@ -111,8 +115,8 @@ pub use provider::{
     OpenAiConfig, Price, PriceTable, Provider, ProviderTransport, ResponseHead, StreamDecoder,
     ToolChoice,
 };
-pub use retry::{FailureClass, ProviderError, RetryPolicy};
+pub use retry::RetryPolicy;
 pub use schema::{Schema, SchemaError, Violation};
 pub use scripted::{SCRIPT_EXHAUSTED, ScriptedModel};
+pub use session::{MemoryStore, Session, SessionOutput, Store};
 pub use step::{FailureKind, Step, StepBuilder, StepFailed, StepOptions, step, value_step};
-pub use transcript::{Lease, Log, MemoryStore, Session, SessionError, SessionOutput, Store};

@@ -1,4 +1,5 @@
-//! Provider-neutral messages: what a model said, what tools answered, what a request carries.
+//! Provider-neutral messages: what a model said (whole, or piece by piece as [`Delta`]s while it
+//! streams), what tools answered, what a request carries.
 //!
 //! The wire names follow the design's TypeScript packages (`toolCall`, `stopReason`,
 //! `toolUse`), so scripted models and stored transcripts read the same in every host.
@@ -6,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::retry::ProviderError;
+use crate::failure::ProviderError;
 
 /// Why a model response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -340,6 +341,41 @@ impl ModelRequest<'_> {
             _ => None,
         })
     }
+}
+
+/// What a streaming response has produced since the last chunk, for progress display. The
+/// machine never sees these: it receives the final message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Delta {
+    /// More visible text.
+    Text {
+        /// The new text.
+        text: String,
+    },
+    /// More reasoning text.
+    Thinking {
+        /// The new reasoning.
+        thinking: String,
+    },
+    /// A tool call began. `index` is the provider's index for it within the response (OpenAI's
+    /// `tool_calls[].index`, Anthropic's content block index).
+    ToolCallStart {
+        /// The provider's index of the call.
+        index: usize,
+        /// The call's id (empty if the provider has not said yet).
+        id: String,
+        /// The tool's name (empty if the provider has not said yet).
+        name: String,
+    },
+    /// A piece of a tool call's JSON arguments, as text.
+    ToolCallArguments {
+        /// The provider's index of the call.
+        index: usize,
+        /// The next piece of the arguments' JSON text.
+        arguments: String,
+    },
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! JSON Schema validation, strict: the arguments are validated exactly as the model produced
 //! them, never coerced (POLICY.md D1), with error text written for the model.
 
+use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -12,12 +13,23 @@ use serde_json::Value;
 /// more (a huge array of bad items) costs no more than this many.
 const MAX_LISTED_VIOLATIONS: usize = 20;
 
-/// Compiled schemas kept for reuse; the cache is emptied when it reaches this size.
+/// Compiled schemas kept by document; that map is emptied when it reaches this size.
 const CACHE_CAPACITY: usize = 64;
 
-fn cache() -> &'static Mutex<HashMap<String, Schema>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Schema>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+/// The one cache of compiled schemas, shared by every thread.
+#[derive(Default)]
+struct Cache {
+    /// By the document's text, so a schema that arrives again (a resumed machine, a tool
+    /// rebuilt per claim check) is not compiled again. Bounded by [`CACHE_CAPACITY`].
+    by_document: HashMap<String, Schema>,
+    /// By Rust type, for [`Schema::of`]: a type's schema is derived and compiled once. Never
+    /// emptied: a program has as many entries as it has typed steps.
+    by_type: HashMap<TypeId, Schema>,
+}
+
+fn cache() -> &'static Mutex<Cache> {
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(Cache::default()))
 }
 
 /// A compiled JSON Schema. Compiling is the expensive part, so a `Schema` is compiled once and
@@ -68,11 +80,10 @@ impl Schema {
     /// # Errors
     /// When the document is not a valid schema or refers to something that cannot be resolved.
     pub fn compile(document: Value) -> Result<Self, SchemaError> {
-        // Compiled schemas are shared through a small cache keyed by the document's text, so a
-        // schema that arrives again (a resumed machine, a tool rebuilt per claim check) is not
-        // compiled again.
         let key = document.to_string();
-        if let Some(schema) = cache().lock().ok().and_then(|cache| cache.get(&key).cloned()) {
+        if let Some(schema) =
+            cache().lock().ok().and_then(|cache| cache.by_document.get(&key).cloned())
+        {
             return Ok(schema);
         }
         let validator = jsonschema::options()
@@ -81,20 +92,30 @@ impl Schema {
             .map_err(|error| SchemaError(error.to_string()))?;
         let schema = Self(Arc::new(Compiled { document, validator }));
         if let Ok(mut cache) = cache().lock() {
-            if cache.len() >= CACHE_CAPACITY {
-                cache.clear();
+            if cache.by_document.len() >= CACHE_CAPACITY {
+                cache.by_document.clear();
             }
-            cache.insert(key, schema.clone());
+            cache.by_document.insert(key, schema.clone());
         }
         Ok(schema)
     }
 
-    /// The schema for `T`, as schemars derives it.
+    /// The schema for `T`, as schemars derives it: derived and compiled once per type, then
+    /// shared.
     ///
     /// # Errors
     /// Only if schemars produced a document the validator rejects.
-    pub fn of<T: schemars::JsonSchema>() -> Result<Self, SchemaError> {
-        Self::compile(schemars::schema_for!(T).to_value())
+    pub fn of<T: schemars::JsonSchema + 'static>() -> Result<Self, SchemaError> {
+        let key = TypeId::of::<T>();
+        if let Some(schema) = cache().lock().ok().and_then(|cache| cache.by_type.get(&key).cloned())
+        {
+            return Ok(schema);
+        }
+        let schema = Self::compile(schemars::schema_for!(T).to_value())?;
+        if let Ok(mut cache) = cache().lock() {
+            cache.by_type.insert(key, schema.clone());
+        }
+        Ok(schema)
     }
 
     /// The schema document.
@@ -321,6 +342,19 @@ mod tests {
         let a = Schema::compile(json!({"type": "object", "title": "cache probe"})).unwrap();
         let b = Schema::compile(json!({"type": "object", "title": "cache probe"})).unwrap();
         assert!(Arc::ptr_eq(&a.0, &b.0));
+    }
+
+    #[test]
+    fn a_type_is_compiled_once() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Probe {
+            text: String,
+        }
+        let a = Schema::of::<Probe>().unwrap();
+        let b = Schema::of::<Probe>().unwrap();
+        assert!(Arc::ptr_eq(&a.0, &b.0));
+        assert!(cache().lock().unwrap().by_type.contains_key(&TypeId::of::<Probe>()));
     }
 
     #[test]

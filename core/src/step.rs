@@ -6,9 +6,6 @@
 //! later turn fails or hits a bound; a response's calls are judged together (D2); the cause of
 //! an ending wins over the bound (D4).
 
-use std::any::TypeId;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -28,8 +25,6 @@ pub const SUBMIT: &str = "submit";
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Turns allowed when the caller does not say.
 pub const DEFAULT_MAX_TURNS: u32 = 10;
-/// The largest integer JSON numbers carry exactly (`Number.MAX_SAFE_INTEGER`).
-const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// Why a step failed. Branch on it to decide whether to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -134,22 +129,6 @@ impl Default for StepOptions {
 }
 
 impl StepOptions {
-    /// Reads the bounds from JSON values as a host receives them (`maxAttempts`,
-    /// `maxTurns`): absent or `null` means the default, anything but a safe integer >= 1 is a
-    /// `config` failure. `maxAttempts` is checked first.
-    ///
-    /// # Errors
-    /// A [`FailureKind::Config`] failure naming the first bad field.
-    pub fn from_json(
-        max_attempts: Option<&Value>,
-        max_turns: Option<&Value>,
-    ) -> Result<Self, StepFailed> {
-        Ok(Self {
-            max_attempts: bound_from_json("maxAttempts", max_attempts, DEFAULT_MAX_ATTEMPTS)?,
-            max_turns: bound_from_json("maxTurns", max_turns, DEFAULT_MAX_TURNS)?,
-        })
-    }
-
     fn check(self) -> Result<Self, StepFailed> {
         if self.max_attempts == 0 {
             return Err(StepFailed::config("maxAttempts must be a positive integer"));
@@ -158,19 +137,6 @@ impl StepOptions {
             return Err(StepFailed::config("maxTurns must be a positive integer"));
         }
         Ok(self)
-    }
-}
-
-fn bound_from_json(name: &str, value: Option<&Value>, default: u32) -> Result<u32, StepFailed> {
-    let Some(value) = value.filter(|value| !value.is_null()) else {
-        return Ok(default);
-    };
-    let number = value.as_f64().filter(|n| n.fract() == 0.0 && *n >= 1.0 && *n <= MAX_SAFE_INTEGER);
-    match number {
-        // Bounds beyond u32 are unbounded in practice.
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        Some(number) => Ok(number.min(f64::from(u32::MAX)) as u32),
-        None => Err(StepFailed::config(format!("{name} must be a positive integer"))),
     }
 }
 
@@ -250,22 +216,6 @@ impl<T: DeserializeOwned> Hooks for Submit<T> {
     }
 }
 
-thread_local! {
-    static TYPED_SCHEMAS: RefCell<HashMap<TypeId, Schema>> = RefCell::new(HashMap::new());
-}
-
-/// The compiled schema of `T`, compiled once per thread and reused.
-fn schema_of<T: schemars::JsonSchema + 'static>() -> Result<Schema, StepFailed> {
-    TYPED_SCHEMAS.with(|cache| {
-        if let Some(schema) = cache.borrow().get(&TypeId::of::<T>()) {
-            return Ok(schema.clone());
-        }
-        let schema = Schema::of::<T>().map_err(|error| StepFailed::config(error.to_string()))?;
-        cache.borrow_mut().insert(TypeId::of::<T>(), schema.clone());
-        Ok(schema)
-    })
-}
-
 /// A typed step whose value is a `T` (`serde_json::Value` for schemas known at run time).
 ///
 /// Build one with [`step`] (schema derived from `T`) or [`value_step`] (schema given).
@@ -294,7 +244,8 @@ pub fn step<T>(system: impl Into<String>, input: impl Into<String>) -> StepBuild
 where
     T: schemars::JsonSchema + DeserializeOwned + 'static,
 {
-    StepBuilder::with_schema(schema_of::<T>(), system.into(), input.into())
+    let schema = Schema::of::<T>().map_err(|error| StepFailed::config(error.to_string()));
+    StepBuilder::with_schema(schema, system.into(), input.into())
 }
 
 /// A step for a schema that arrives at run time; the value is the submission as JSON.

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use common::*;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use verity_core::transcript::{Entry, Record, UNKNOWN_OUTCOME};
+use verity_core::log::{Entry, Record};
+use verity_core::session::UNKNOWN_OUTCOME;
 use verity_core::{
     AssistantMessage, Lease, Log, MemoryStore, Message, ModelRequest, Schema, Session,
     SessionError, Step, Store, Tool, ToolCall, ToolOutput, Tools, Transport, drive_session,

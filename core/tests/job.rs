@@ -428,3 +428,61 @@ fn the_input_json_documented_in_design_md_reads() {
                        "calls": [{"id": "call_1", "name": "lookup_evidence", "arguments": {"query": "audit"}}]});
     assert!(matches!(serde_json::from_value(batch).unwrap(), OwnedOutput::RunTools(_)));
 }
+
+#[test]
+fn a_durable_claim_job_reports_its_events_and_can_be_cancelled() {
+    use verity_core::session::{MemoryStore, Session};
+    use verity_core::{Cancel, DriveOptions, drive_session_with};
+    let corpus = corpus();
+    let config = claim_config(&corpus, json!({}));
+    let job = Job::from_json(&config, &[Arc::clone(&corpus)]).unwrap();
+    let store = MemoryStore::new();
+    let mut session = Session::start(job).unwrap();
+    let model = ScriptedModel::new(escalation_script());
+    let mut events = Vec::new();
+    let options = DriveOptions::new().events(|event| events.push(kind(&event)));
+    pollster::block_on(drive_session_with(&mut session, &store, &model, &NoTools, options))
+        .unwrap();
+    assert_eq!(session.finish().unwrap()["route"], "agent escalation");
+    assert!(events.starts_with(&["stage:retrieve(2)".into(), "stage:assess".into()]), "{events:?}");
+    assert!(events.contains(&"stage:research(2/6)".to_owned()), "{events:?}");
+    assert_eq!(events.last().unwrap(), "settled(submit, error false, host false)");
+
+    // Cancelled before it starts: nothing is requested, the cancel is stored, the job ends
+    // `cancelled`, and a session rebuilt from the store says the same.
+    let job = Job::from_json(&config, &[Arc::clone(&corpus)]).unwrap();
+    let store = MemoryStore::new();
+    let mut session = Session::start(job).unwrap();
+    let cancel = Cancel::new();
+    cancel.cancel("the user pressed stop");
+    let model = ScriptedModel::new(escalation_script());
+    let options = DriveOptions::new().cancel(cancel);
+    pollster::block_on(drive_session_with(&mut session, &store, &model, &NoTools, options))
+        .unwrap();
+    assert_eq!(model.requests(), 0);
+    assert_eq!(session.finish().unwrap_err().kind(), JobFailureKind::Cancelled);
+    let reopened: Session<Job> = verity_core::corpus::with_corpora(&[Arc::clone(&corpus)], || {
+        pollster::block_on(Session::open(&store, None))
+    })
+    .unwrap();
+    assert_eq!(reopened.finish().unwrap_err().kind(), JobFailureKind::Cancelled);
+}
+
+#[test]
+fn events_are_camel_case_json() {
+    let event = Event::ModelAnswered {
+        call: CallId(2),
+        stop_reason: verity_core::StopReason::ToolUse,
+        tool_calls: 1,
+        usage: Usage::default(),
+        error: None,
+    };
+    let wire = serde_json::to_value(&event).unwrap();
+    assert_eq!(wire["type"], "modelAnswered");
+    assert_eq!(wire["stopReason"], "toolUse");
+    assert_eq!(wire["toolCalls"], 1);
+    let settled =
+        Event::ToolSettled { call_id: "c".into(), tool: "t".into(), is_error: true, host: true };
+    let wire = serde_json::to_value(&settled).unwrap();
+    assert_eq!((wire["callId"].clone(), wire["isError"].clone()), (json!("c"), json!(true)));
+}

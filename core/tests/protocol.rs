@@ -337,13 +337,22 @@ fn configuration_guards() {
     assert_eq!(zero.message(), "maxTurns must be a positive integer");
     let reserved = Tool::new("submit", "", json!({})).unwrap();
     assert_eq!(answer_step().tool(reserved).build().unwrap_err().kind(), FailureKind::Config);
+    // Bounds as JSON carries them, through the job configuration every host sends.
+    let step = |bound: serde_json::Value| {
+        let config = json!({"kind": "step", "prompt": "p", "schema": answer_schema(),
+                            "maxAttempts": bound});
+        verity_core::JobConfig::from_value(config)
+    };
     for bad in
         [json!(0), json!(1.5), json!("3"), json!(-1), json!(9007199254740992_u64), json!(true)]
     {
-        let failed = StepOptions::from_json(Some(&bad), None).unwrap_err();
-        assert_eq!(failed.message(), "maxAttempts must be a positive integer", "{bad}");
+        let error = step(bad.clone()).unwrap_err();
+        assert_eq!(error.path(), "maxAttempts", "{bad}");
+        assert!(error.message().starts_with("must be a positive integer"), "{bad}: {error}");
     }
-    let defaults = StepOptions::from_json(None, Some(&json!(null))).unwrap();
-    assert_eq!(defaults, StepOptions::default());
-    assert_eq!(StepOptions::from_json(Some(&json!(2.0)), None).unwrap().max_attempts, 2);
+    let verity_core::JobConfig::Step(defaults) = step(json!(null)).unwrap() else { panic!() };
+    assert_eq!(defaults.max_attempts, None, "null means the default");
+    let verity_core::JobConfig::Step(two) = step(json!(2.0)).unwrap() else { panic!() };
+    assert_eq!(two.max_attempts, Some(2));
+    assert_eq!(StepOptions::default().max_attempts, 3);
 }

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 use verity_core::corpus::{IndexedCorpus, with_corpora};
+use verity_core::log::Record;
 use verity_core::provider::offline::OfflineModel;
 use verity_core::retrieve::Corpus;
-use verity_core::transcript::Record;
 use verity_core::{
     AssistantMessage, Cancel, DriveOptions, Event, Job, JobFailureKind, MemoryStore, ModelRequest,
     NoTools, Session, Transport, drive_session_with, drive_with,

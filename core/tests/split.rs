@@ -9,7 +9,8 @@ use std::collections::HashMap;
 
 use common::*;
 use serde_json::{Value, json};
-use verity_core::transcript::{Entry, Record, UNKNOWN_OUTCOME};
+use verity_core::log::{Entry, Record};
+use verity_core::session::UNKNOWN_OUTCOME;
 use verity_core::{
     AssistantMessage, Cancel, Compaction, DriveOptions, Event, FailureClass, FailureKind, Input,
     Lease, Log, Machine, MemoryStore, Message, Output, ProviderError, RetryPolicy, Schema,
@@ -320,7 +321,7 @@ fn the_log_is_a_tree_and_a_branch_rebuilds_its_own_path() {
     let first_response = log
         .entries()
         .iter()
-        .find(|e| matches!(e.record, verity_core::transcript::Record::Response { .. }))
+        .find(|e| matches!(e.record, verity_core::log::Record::Response { .. }))
         .unwrap()
         .id;
     log.checkout(first_response).unwrap();

@@ -9,260 +9,41 @@
 //!
 //! The corpus is referred to by its content hash in the check's serialized state, never copied
 //! into it (see [`crate::corpus`]).
+//!
+//! Each part has a file: [`report`] (verdicts, assessments, the report), [`failure`] (why a check
+//! failed), [`mod@cite`] (the citation check), [`lookup`] (the research agent's tool) and
+//! [`prompt`] (the prompts, with untrusted text delimited). This file holds the machine.
 
+pub mod cite;
+pub mod failure;
+pub mod lookup;
 pub mod prompt;
+pub mod report;
 
-use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use crate::agent::{Agent, End, Hooks, Spent, Tool};
-use crate::corpus::{Corpus, CorpusRef, IndexedCorpus};
+use crate::agent::{Agent, End, Hooks, Spent};
+use crate::corpus::{CorpusRef, IndexedCorpus};
 use crate::event::{ClaimStage, Event};
 use crate::machine::{Input, Machine, Misuse, MisuseKind, Output};
-use crate::message::{Message, StopReason, ToolCall, ToolOutput, ToolSpec, Usage};
-use crate::retrieve::{Retriever, retrieve};
+use crate::message::{Message, StopReason, ToolCall, ToolOutput, ToolSpec};
+use crate::retrieve::Retriever;
 use crate::retry::RetryPolicy;
 use crate::schema::Schema;
 use crate::step::{FailureKind, Step, step};
-use prompt::Shown;
+
+pub use cite::{cite, new_evidence};
+pub use failure::{ClaimFailed, ClaimFailureKind};
+pub use lookup::{LOOKUP_EVIDENCE, Lookup, LookupMode, lookup_evidence, lookup_schema, search};
+pub use report::{Assessment, Report, Route, Summary, Verdict, assessment_schema};
 
 /// The research agent's turn bound when the caller does not say.
 pub const ESCALATION_TURNS: u32 = 6;
 /// The assessment tool.
 pub const RECORD_ASSESSMENT: &str = "record_assessment";
-/// The research agent's tool.
-pub const LOOKUP_EVIDENCE: &str = "lookup_evidence";
-
-/// A verdict on a claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    /// The evidence supports the claim.
-    Supported,
-    /// The evidence contradicts the claim.
-    Contradicted,
-    /// The evidence does not decide.
-    Insufficient,
-}
-
-impl Verdict {
-    /// Whether the verdict decides the claim.
-    #[must_use]
-    pub fn is_conclusive(self) -> bool {
-        self != Verdict::Insufficient
-    }
-}
-
-/// An assessment: exactly the arguments of the `record_assessment` call that validated,
-/// undeclared properties kept.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Assessment {
-    /// The verdict.
-    pub verdict: Verdict,
-    /// How sure, from 0 to 1.
-    pub confidence: f64,
-    /// Evidence items quoted whole.
-    pub citations: Vec<String>,
-    /// Why, if the model said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rationale: Option<String>,
-    /// Anything else the model put in its arguments.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-/// The schema of `record_assessment`'s arguments.
-#[must_use]
-pub fn assessment_schema() -> Value {
-    let verdicts: Vec<Value> = ["supported", "contradicted", "insufficient"]
-        .iter()
-        .map(|v| json!({"type": "string", "const": v}))
-        .collect();
-    json!({
-        "type": "object",
-        "required": ["verdict", "confidence", "citations"],
-        "properties": {
-            "verdict": {"anyOf": verdicts},
-            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-            "citations": {"type": "array", "items": {"type": "string"}},
-            "rationale": {"type": "string"}
-        }
-    })
-}
-
-/// The schema of `lookup_evidence`'s arguments.
-#[must_use]
-pub fn lookup_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["query"],
-        "properties": {"query": {"type": "string", "minLength": 1}}
-    })
-}
-
-/// Which way a check went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Route {
-    /// One assessment was enough.
-    #[serde(rename = "single call")]
-    SingleCall,
-    /// The first assessment was `insufficient`; research found more evidence and a second
-    /// assessment decided.
-    #[serde(rename = "agent escalation")]
-    AgentEscalation,
-}
-
-impl Route {
-    /// `"single call"` or `"agent escalation"`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Route::SingleCall => "single call",
-            Route::AgentEscalation => "agent escalation",
-        }
-    }
-}
-
-/// The one-sentence summary the summary step submits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Summary {
-    /// One sentence for a reader who has not seen the evidence.
-    pub text: String,
-}
-
-/// What a check produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Report {
-    /// The claim checked.
-    pub claim: String,
-    /// The final assessment (its citations checked against the evidence it was given).
-    pub assessment: Assessment,
-    /// Which way the check went.
-    pub route: Route,
-    /// The summary sentence.
-    pub summary: String,
-    /// Requests that reached the model.
-    pub requests: u32,
-    /// Tokens and cost over every request.
-    pub usage: Usage,
-}
-
-/// Why a check failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum ClaimFailureKind {
-    /// The assessment request failed or was cut off.
-    AssessRequest,
-    /// The assessment reply did not call `record_assessment`.
-    AssessProse,
-    /// The `record_assessment` arguments broke the schema.
-    AssessSchema,
-    /// A citation is not an entire evidence item the assessment was given, or a conclusive
-    /// verdict cites nothing.
-    CitationNotInEvidence,
-    /// Research ended without new evidence.
-    NoNewEvidence,
-    /// Research hit its turn bound without new evidence.
-    ResearchTurnLimit,
-    /// Research's last request failed and it found no new evidence (POLICY.md D5).
-    Provider,
-    /// The summary step failed with this kind.
-    Summary(FailureKind),
-    /// The host cancelled the check.
-    Cancelled,
-}
-
-impl ClaimFailureKind {
-    /// The kind's stable name; a summary failure is named by the step's kind.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClaimFailureKind::AssessRequest => "assess-request",
-            ClaimFailureKind::AssessProse => "assess-prose",
-            ClaimFailureKind::AssessSchema => "assess-schema",
-            ClaimFailureKind::CitationNotInEvidence => "citation-not-in-evidence",
-            ClaimFailureKind::NoNewEvidence => "no-new-evidence",
-            ClaimFailureKind::ResearchTurnLimit => "research-turn-limit",
-            ClaimFailureKind::Provider => "provider",
-            ClaimFailureKind::Summary(kind) => kind.as_str(),
-            ClaimFailureKind::Cancelled => "cancelled",
-        }
-    }
-}
-
-impl fmt::Display for ClaimFailureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A check that ended without a report: its kind, a message, and what it spent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClaimFailed {
-    kind: ClaimFailureKind,
-    message: String,
-    spent: Spent,
-}
-
-impl ClaimFailed {
-    /// Why.
-    #[must_use]
-    pub fn kind(&self) -> ClaimFailureKind {
-        self.kind
-    }
-
-    /// What happened, in words.
-    #[must_use]
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// Requests that reached the model before the failure.
-    #[must_use]
-    pub fn requests(&self) -> u32 {
-        self.spent.requests
-    }
-
-    /// Tokens and cost before the failure.
-    #[must_use]
-    pub fn usage(&self) -> Usage {
-        self.spent.usage
-    }
-
-    /// Everything spent before the failure: turns (of every inner loop), requests, failed
-    /// summary submissions, retries, usage and cost.
-    #[must_use]
-    pub fn spent(&self) -> Spent {
-        self.spent
-    }
-}
-
-impl fmt::Display for ClaimFailed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "claim check failed ({}): {}", self.kind, self.message)
-    }
-}
-
-impl std::error::Error for ClaimFailed {}
-
-/// Who answers the research agent's `lookup_evidence` calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub enum LookupMode {
-    /// The check itself, from its corpus with its retriever (the default): the host runs no
-    /// tool at all.
-    #[default]
-    Core,
-    /// The host, as an ordinary tool batch (the call is replay-safe).
-    Host,
-}
 
 /// How a check runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -314,37 +95,6 @@ impl Hooks for Recorder {
         }
         Some(ToolOutput::ok("Assessment recorded.", Value::Null).terminating())
     }
-}
-
-/// The research agent's core-side policy: answers `lookup_evidence` from the corpus
-/// ([`LookupMode::Core`]), or leaves it to the host.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Lookup {
-    corpus: CorpusRef,
-    retriever: Retriever,
-    mode: LookupMode,
-    schema: Schema,
-}
-
-impl Hooks for Lookup {
-    fn settle(&mut self, call: &ToolCall) -> Option<ToolOutput> {
-        if call.name != LOOKUP_EVIDENCE || self.mode == LookupMode::Host {
-            return None;
-        }
-        if let Err(text) = self.schema.check_arguments(LOOKUP_EVIDENCE, &call.arguments) {
-            return Some(ToolOutput::error(text));
-        }
-        let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
-        Some(lookup_evidence(self.corpus.corpus(), &search(&self.corpus, &self.retriever, query)))
-    }
-}
-
-/// The passages `retriever` chooses for `query` in `corpus`, using (and building once) the
-/// corpus's shared BM25 index when the retriever ranks.
-#[must_use]
-pub fn search(corpus: &IndexedCorpus, retriever: &Retriever, query: &str) -> Vec<usize> {
-    let index = matches!(retriever, Retriever::Bm25 { .. }).then(|| corpus.bm25());
-    retrieve(corpus.corpus(), index, retriever, query)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -456,9 +206,7 @@ impl ClaimCheck {
     }
 
     fn fail(&mut self, kind: ClaimFailureKind, message: impl Into<String>) {
-        self.stage = Stage::Finished {
-            outcome: Err(ClaimFailed { kind, message: message.into(), spent: self.spent }),
-        };
+        self.stage = Stage::Finished { outcome: Err(ClaimFailed::new(kind, message, self.spent)) };
     }
 
     fn start_assessment(&mut self, round: Round, evidence: Vec<String>) {
@@ -545,25 +293,12 @@ impl ClaimCheck {
     }
 
     fn start_research(&mut self) {
-        let lookup = Tool::new(
-            LOOKUP_EVIDENCE,
-            "Search the evidence corpus. Returns matching passages with their ids.",
-            lookup_schema(),
-        )
-        .expect("the lookup schema is valid")
-        // It only reads the corpus: a durable host may run it again after a crash.
-        .replay_safe();
-        let hooks = Lookup {
-            corpus: self.corpus.clone(),
-            retriever: self.options.retriever,
-            mode: self.options.lookup,
-            schema: Schema::compile(lookup_schema()).expect("the lookup schema is valid"),
-        };
+        let hooks = Lookup::new(self.corpus.clone(), self.options.retriever, self.options.lookup);
         let agent = Agent::new(
             format!("{}{}", prompt::RESEARCH_SYSTEM, prompt::DATA_NOTICE),
             prompt::research_prompt(&self.claim),
             Vec::new(),
-            vec![lookup],
+            vec![lookup::lookup_tool()],
             self.options.research_turns,
             hooks,
         )
@@ -685,68 +420,7 @@ fn add_spent(total: &mut Spent, spent: Spent) {
 }
 
 fn placeholder() -> ClaimFailed {
-    ClaimFailed {
-        kind: ClaimFailureKind::Cancelled,
-        message: String::new(),
-        spent: Spent::default(),
-    }
-}
-
-/// The citation check: a conclusive verdict cites at least one item, and every citation is an
-/// entire item of `evidence` (quoted raw or as shown to the model, see [`Shown`]). Citations
-/// quoted as shown are replaced by the raw item. Returns whether the check passed.
-#[must_use]
-pub fn cite(assessment: &mut Assessment, evidence: &[String]) -> bool {
-    if assessment.verdict.is_conclusive() && assessment.citations.is_empty() {
-        return false;
-    }
-    for citation in &mut assessment.citations {
-        if evidence.iter().any(|item| item == citation) {
-            continue;
-        }
-        match evidence.iter().find(|item| Shown::of(item).0 == *citation) {
-            Some(item) => citation.clone_from(item),
-            None => return false,
-        }
-    }
-    true
-}
-
-/// The new evidence a research transcript found: ids from `details.hits` (strings only) of
-/// successful `lookup_evidence` results, in order, deduplicated, kept only if the corpus has
-/// them, mapped to their texts, minus texts already in `known`.
-#[must_use]
-pub fn new_evidence(messages: &[Message], corpus: &Corpus, known: &[String]) -> Vec<String> {
-    let mut new: Vec<String> = Vec::new();
-    for message in messages {
-        let Message::ToolResult(result) = message else { continue };
-        if result.tool_name != LOOKUP_EVIDENCE || result.output.is_error {
-            continue;
-        }
-        let Some(hits) = result.output.details.get("hits").and_then(Value::as_array) else {
-            continue;
-        };
-        for id in hits.iter().filter_map(Value::as_str) {
-            let Some(passage) = corpus.get(id) else { continue };
-            if !known.contains(&passage.text) && !new.contains(&passage.text) {
-                new.push(passage.text.clone());
-            }
-        }
-    }
-    new
-}
-
-/// Answers a `lookup_evidence` call with the passages at `hits` (indices into `corpus`):
-/// delimited text for the model, `details.hits` with their ids for the machine.
-#[must_use]
-pub fn lookup_evidence(corpus: &Corpus, hits: &[usize]) -> ToolOutput {
-    let passages: Vec<(&str, &str)> = hits
-        .iter()
-        .filter_map(|&index| corpus.passages().get(index))
-        .map(|passage| (passage.id.as_str(), passage.text.as_str()))
-        .collect();
-    let ids: Vec<&str> = passages.iter().map(|(id, _)| *id).collect();
-    ToolOutput::ok(prompt::lookup_text(&passages), json!({ "hits": ids }))
+    ClaimFailed::new(ClaimFailureKind::Cancelled, String::new(), Spent::default())
 }
 
 impl Machine for ClaimCheck {
@@ -785,11 +459,11 @@ impl Machine for ClaimCheck {
         let spent = self.spent();
         match self.stage {
             Stage::Finished { outcome } => outcome,
-            _ => Err(ClaimFailed {
-                kind: ClaimFailureKind::Cancelled,
-                message: "cancelled: finished before the check ended".to_owned(),
+            _ => Err(ClaimFailed::new(
+                ClaimFailureKind::Cancelled,
+                "cancelled: finished before the check ended",
                 spent,
-            }),
+            )),
         }
     }
 }

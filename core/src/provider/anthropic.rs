@@ -31,14 +31,13 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::ToolChoice;
+use super::decode::{Blocks, Ending, StreamState, assemble, parse_body};
+use super::failure::{embedded_error, error_fields, http_error, malformed, redact, secrets};
 use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
 use super::sse::SseEvent;
-use super::{
-    Blocks, Delta, Ending, StreamState, ToolChoice, assemble, embedded_error, error_fields,
-    http_error, malformed, parse_body, redact, secrets,
-};
-use crate::message::{AssistantMessage, ContentBlock, Message, ModelRequest, Usage};
+use crate::message::{AssistantMessage, ContentBlock, Delta, Message, ModelRequest, Usage};
 
 /// Anthropic's API base URL.
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
@@ -588,8 +587,8 @@ mod tests {
     use super::messages as messages_of;
     use super::*;
     use crate::StopReason;
+    use crate::failure::FailureClass;
     use crate::message::ToolCall;
-    use crate::retry::FailureClass;
 
     fn config() -> AnthropicConfig {
         AnthropicConfig::new("claude-test", "sk-ant-secret").at("http://127.0.0.1:9/")
@@ -855,7 +854,7 @@ mod fuzz {
     use crate::provider::sse::fuzz::split;
     use proptest::prelude::*;
 
-    crate::provider::stream_properties!(
+    crate::provider::decode::stream_properties!(
         AnthropicStream,
         AnthropicConfig,
         "{\"type\":\"message_stop\"}"

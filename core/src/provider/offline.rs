@@ -16,8 +16,11 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+use crate::claim::prompt::{assessment_in, claim_in, evidence_in};
+use crate::claim::{LOOKUP_EVIDENCE, RECORD_ASSESSMENT};
 use crate::drive::Transport;
 use crate::message::{AssistantMessage, ContentBlock, Message, ModelRequest, ToolCall, Usage};
+use crate::step::SUBMIT;
 
 /// The name hosts show for this model; say "baseline" wherever it appears.
 pub const OFFLINE_MODEL_NAME: &str = "offline baseline (deterministic, not an LLM)";
@@ -74,24 +77,24 @@ pub fn respond(request: ModelRequest<'_>) -> AssistantMessage {
     let call_number =
         request.messages.iter().filter(|m| matches!(m, Message::Assistant(_))).count();
     let id = |name: &str| format!("offline-{name}-{call_number}");
-    let mut response = if offers("record_assessment") {
+    let mut response = if offers(RECORD_ASSESSMENT) {
         let task = request.task().unwrap_or_default();
-        tool_call(id("assess"), "record_assessment", assess(task))
-    } else if offers("lookup_evidence") {
+        tool_call(id("assess"), RECORD_ASSESSMENT, assess(task))
+    } else if offers(LOOKUP_EVIDENCE) {
         if call_number == 0 {
             let query =
                 content_words(claim_of_research(request.task().unwrap_or_default())).join(" ");
-            tool_call(id("lookup"), "lookup_evidence", json!({ "query": query }))
+            tool_call(id("lookup"), LOOKUP_EVIDENCE, json!({ "query": query }))
         } else {
             AssistantMessage::text("I looked the claim up in the corpus; the results are above.")
         }
-    } else if let Some(submit) = request.tools.iter().find(|tool| tool.name == "submit") {
+    } else if let Some(submit) = request.tools.iter().find(|tool| tool.name == SUBMIT) {
         let value = if requires_text(&submit.parameters) {
             json!({ "text": summarize(request.task().unwrap_or_default()) })
         } else {
             minimal_value(&submit.parameters)
         };
-        tool_call(id("submit"), "submit", value)
+        tool_call(id("submit"), SUBMIT, value)
     } else {
         AssistantMessage::text("The offline baseline has no tool to answer with.")
     };
@@ -107,26 +110,8 @@ fn tool_call(id: String, name: &str, arguments: Value) -> AssistantMessage {
     })])
 }
 
-/// The text between `<<<begin {label} CODE>>>\n` and `\n<<<end {label} CODE>>>`, in order.
-fn delimited<'a>(text: &'a str, label: &str) -> Vec<&'a str> {
-    let open = format!("<<<begin {label} ");
-    let mut items = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find(&open) {
-        let after = &rest[start + open.len()..];
-        let Some(code_end) = after.find(">>>\n") else { break };
-        let code = &after[..code_end];
-        let body = &after[code_end + 4..];
-        let close = format!("\n<<<end {label} {code}>>>");
-        let Some(stop) = body.find(&close) else { break };
-        items.push(&body[..stop]);
-        rest = &body[stop + close.len()..];
-    }
-    items
-}
-
 fn claim_of_research(task: &str) -> &str {
-    delimited(task, "claim").first().copied().unwrap_or(task)
+    claim_in(task).unwrap_or(task)
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -155,8 +140,8 @@ fn negated(text: &str, words: &[String]) -> bool {
 
 /// The assessment of the claim and evidence in an assessment prompt.
 fn assess(task: &str) -> Value {
-    let claim = delimited(task, "claim").first().copied().unwrap_or_default();
-    let evidence = delimited(task, "evidence");
+    let claim = claim_in(task).unwrap_or_default();
+    let evidence = evidence_in(task);
     let claim_words = content_words(claim);
     let best = evidence
         .iter()
@@ -219,7 +204,7 @@ fn requires_text(schema: &Value) -> bool {
 
 /// One sentence from the assessment JSON the summary step is given (delimited).
 fn summarize(task: &str) -> String {
-    let json = delimited(task, "assessment").first().copied().unwrap_or(task);
+    let json = assessment_in(task).unwrap_or(task);
     let assessment: Value = serde_json::from_str(json).unwrap_or(Value::Null);
     let cited = assessment["citations"].as_array().map_or(0, Vec::len);
     match assessment["verdict"].as_str() {

@@ -26,14 +26,13 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::ToolChoice;
+use super::decode::{Blocks, Ending, StreamState, arguments_text, assemble, parse_body};
+use super::failure::{embedded_error, error_fields, http_error, malformed, redact, secrets};
 use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
 use super::sse::SseEvent;
-use super::{
-    Blocks, Delta, Ending, StreamState, ToolChoice, arguments_text, assemble, embedded_error,
-    error_fields, http_error, malformed, parse_body, redact, secrets,
-};
-use crate::message::{AssistantMessage, Message, ModelRequest, Usage};
+use crate::message::{AssistantMessage, Delta, Message, ModelRequest, Usage};
 
 /// OpenAI's API base URL.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -562,8 +561,8 @@ mod tests {
     use super::super::testing::{conversation, request};
     use super::*;
     use crate::StopReason;
+    use crate::failure::FailureClass;
     use crate::message::{ContentBlock, ToolCall};
-    use crate::retry::FailureClass;
 
     fn config() -> OpenAiConfig {
         OpenAiConfig::new("http://127.0.0.1:9/v1/", "gpt-test").header("X-Title", "verity")
@@ -881,7 +880,7 @@ pub(crate) mod fuzz {
     use crate::provider::sse::fuzz::split;
     use proptest::prelude::*;
 
-    crate::provider::stream_properties!(OpenAiStream, OpenAiConfig, "data: [DONE]");
+    crate::provider::decode::stream_properties!(OpenAiStream, OpenAiConfig, "data: [DONE]");
 
     proptest! {
         #[test]

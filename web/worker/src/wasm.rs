@@ -11,7 +11,7 @@ use idb::{Database, DatabaseEvent, Factory, ObjectStoreParams, TransactionMode};
 use js_sys::{Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
 use verity_core::corpus::{IndexedCorpus, Passage};
-use verity_core::transcript::{Entry, Lease, Log};
+use verity_core::log::{Entry, Lease, Log};
 use verity_core::{
     HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead, SessionError, Store,
 };

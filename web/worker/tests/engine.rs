@@ -12,7 +12,7 @@ use futures_executor::LocalPool;
 use futures_util::task::LocalSpawnExt;
 use serde_json::json;
 use verity_core::corpus::{IndexedCorpus, Passage};
-use verity_core::transcript::{Entry, Lease, Log};
+use verity_core::log::{Entry, Lease, Log};
 use verity_core::{
     ClaimStage, Delta, Event, HttpBody, HttpClient, HttpFailure, HttpRequest, MemoryStore,
     ResponseHead, SessionError, StopReason, Store, Usage,

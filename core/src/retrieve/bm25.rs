@@ -1,153 +1,12 @@
-//! Retrieval: candidate evidence for a claim, from a corpus the user uploaded.
-//!
-//! Two retrievers sit behind [`Retriever`]: the design's keyword heuristic (every passage that
-//! shares one long word with the query, in corpus order; the conformance suite's contract) and
-//! BM25 ranking with a top-k bound (the product default).
+//! BM25 ranking with a top-k bound (the product default): an index of integer term ids and
+//! sorted postings with fixed-point scores, searched with MaxScore pruning and a bounded heap.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
-
-pub use crate::corpus::{Corpus, CorpusError, Passage};
-
-/// The design's keyword split: lower-cased, split on ASCII non-word characters (`\W`), words
-/// longer than 3 characters, in order (duplicates kept).
-#[must_use]
-pub fn keyword_words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|word| word.chars().count() > 3)
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The design's keyword heuristic: the indices of the passages whose lower-cased text contains
-/// any keyword of `query` as a substring, in corpus order.
-#[must_use]
-pub fn keyword_search(corpus: &Corpus, query: &str) -> Vec<usize> {
-    let words = keyword_words(query);
-    if words.is_empty() {
-        return Vec::new();
-    }
-    corpus
-        .passages()
-        .iter()
-        .enumerate()
-        .filter(|(_, passage)| {
-            let text = passage.text.to_lowercase();
-            words.iter().any(|word| text.contains(word.as_str()))
-        })
-        .map(|(index, _)| index)
-        .collect()
-}
-
-/// How passages are chosen for a claim: a serializable configuration.
-///
-/// The default is BM25 with the 8 best passages. JSON: `"keyword"` or `{"bm25": {"k": 8}}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[non_exhaustive]
-pub enum Retriever {
-    /// The design's keyword heuristic ([`keyword_search`]): every passage sharing a word of
-    /// more than three characters with the query, in corpus order, unbounded.
-    Keyword,
-    /// BM25 ranking ([`Bm25Index::search`]): at most `k` passages, best first.
-    Bm25 {
-        /// The most passages returned.
-        k: usize,
-    },
-}
-
-impl Default for Retriever {
-    fn default() -> Self {
-        Self::Bm25 { k: 8 }
-    }
-}
-
-/// The passages `retriever` chooses for `query`, as indices into `corpus`, best first (corpus
-/// order for [`Retriever::Keyword`]).
-///
-/// `index` must have been built from `corpus` ([`Bm25Index::build`]); build it once per corpus
-/// and pass it to every call. With `None`, BM25 builds a throw-away index for this call, which
-/// costs as much as indexing the whole corpus. The keyword heuristic ignores `index`.
-#[must_use]
-pub fn retrieve(
-    corpus: &Corpus,
-    index: Option<&Bm25Index>,
-    retriever: &Retriever,
-    query: &str,
-) -> Vec<usize> {
-    match *retriever {
-        Retriever::Keyword => keyword_search(corpus, query),
-        Retriever::Bm25 { k } => {
-            let ranked = match index {
-                Some(index) => {
-                    debug_assert_eq!(index.len(), corpus.len(), "an index of another corpus");
-                    index.search(query, k)
-                }
-                None => Bm25Index::build(corpus).search(query, k),
-            };
-            ranked.into_iter().map(|(passage, _)| passage).collect()
-        }
-    }
-}
-
-/// Words that carry no evidence: Lucene's classic English stop set, sorted (binary search).
-const STOPWORDS: [&str; 33] = [
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
-    "they", "this", "to", "was", "will", "with",
-];
-
-/// [`STOPWORDS`] packed by [`pack`], in the same (sorted) order.
-const STOP_KEYS: [u64; STOPWORDS.len()] = {
-    let mut keys = [0; STOPWORDS.len()];
-    let mut i = 0;
-    while i < keys.len() {
-        keys[i] = pack(STOPWORDS[i].as_bytes());
-        i += 1;
-    }
-    keys
-};
-
-/// Up to 8 bytes as a big-endian number, zero-padded: numeric order is the strings' order.
-#[inline(always)]
-const fn pack(word: &[u8]) -> u64 {
-    let mut key = 0u64;
-    let mut i = 0;
-    while i < 8 {
-        key <<= 8;
-        if i < word.len() {
-            key |= word[i] as u64;
-        }
-        i += 1;
-    }
-    key
-}
-
-/// Whether `word` (lower-cased) is a stop word. Runs for every word of every passage, hence
-/// integer keys instead of string comparisons.
-#[inline(always)]
-fn is_stop_word(word: &str) -> bool {
-    // The longest stop word has 5 bytes.
-    if word.len() > 5 {
-        return false;
-    }
-    let key = pack(word.as_bytes());
-    // A binary search written out: `slice::binary_search` is not inlined at `opt-level = "z"`.
-    let (mut low, mut high) = (0, STOP_KEYS.len());
-    while low < high {
-        let middle = (low + high) / 2;
-        match STOP_KEYS[middle].cmp(&key) {
-            Ordering::Less => low = middle + 1,
-            Ordering::Greater => high = middle,
-            Ordering::Equal => return true,
-        }
-    }
-    false
-}
+use super::tokenize::for_each_term;
+use crate::corpus::Corpus;
 
 /// BM25's term-frequency saturation.
 const K1: f32 = 1.2;
@@ -158,126 +17,6 @@ const B: f32 = 0.75;
 /// (ties go to corpus order) and the pruning bound in [`Bm25Index::search`] is exact.
 const SCALE: f32 = 65_536.0;
 
-/// The BM25 analysis of `text`: its terms, in order (duplicates kept).
-///
-/// 1. Split on every character that is not alphanumeric (Unicode `Alphabetic` or `Numeric`):
-///    `"Assassin's Creed (2007)"` gives `Assassin`, `s`, `Creed`, `2007`.
-/// 2. Lower-case each word (Unicode lower-casing, so `ÜBER` gives `über`).
-/// 3. Drop the stop words (Lucene's classic English set: `the`, `of`, `and`, ...).
-/// 4. Fold plurals with Harman's S-stemmer on words of four or more bytes: `-ies` becomes `-y`
-///    (not after `e` or `a`), `-es` becomes `-e` (not after `a`, `e` or `o`), a final `s` is
-///    dropped (not after `u` or `s`): `studies` → `study`, `albums` → `album`, `1990s` → `1990`,
-///    `status` and `glass` are kept.
-///
-/// The same analysis is applied to passages and queries; it is deterministic and depends on
-/// nothing but the text.
-#[must_use]
-pub fn bm25_terms(text: &str) -> Vec<String> {
-    let mut terms = Vec::new();
-    for_each_term(text, &mut String::new(), |term| terms.push(term.to_owned()));
-    terms
-}
-
-/// Calls `emit` with each term of `text` (see [`bm25_terms`]), `word` being the buffer for the
-/// words that need lower-casing.
-///
-/// This runs over every byte of the corpus, in the size-optimised wasm build too, where the
-/// standard library's small functions (`Chars::next`, `String::push`) are not inlined: hence a
-/// byte loop with an ASCII fast path, and words that are already lower-case ASCII (most words)
-/// passed as slices of `text` without a copy.
-fn for_each_term(text: &str, word: &mut String, mut emit: impl FnMut(&str)) {
-    let bytes = text.as_bytes();
-    let mut at = 0;
-    while at < bytes.len() {
-        let start = at;
-        // Whether the word is lower-case ASCII letters and digits, needing no lower-casing.
-        let mut plain = true;
-        while let Some(&byte) = bytes.get(at) {
-            if byte.is_ascii_lowercase() || byte.is_ascii_digit() {
-                at += 1;
-            } else if byte.is_ascii_uppercase() {
-                plain = false;
-                at += 1;
-            } else if byte.is_ascii() {
-                break;
-            } else {
-                let c = text[at..].chars().next().expect("at is a char boundary");
-                if !c.is_alphanumeric() {
-                    break;
-                }
-                plain = false;
-                at += c.len_utf8();
-            }
-        }
-        if at > start {
-            finish_term(&text[start..at], plain, word, &mut emit);
-        } else if bytes[at].is_ascii() {
-            at += 1;
-        } else {
-            at += text[at..].chars().next().map_or(1, char::len_utf8);
-        }
-    }
-}
-
-/// Lower-cases `raw` (unless `plain`), drops it if it is a stop word, folds its plural and
-/// emits it.
-#[inline(always)]
-fn finish_term(raw: &str, plain: bool, word: &mut String, emit: &mut impl FnMut(&str)) {
-    if !plain {
-        word.clear();
-        if raw.is_ascii() {
-            // Capitalised words, most of the rest: a copy and a byte loop.
-            word.push_str(raw);
-            word.make_ascii_lowercase();
-        } else {
-            for c in raw.chars() {
-                if c.is_ascii() {
-                    word.push(c.to_ascii_lowercase());
-                } else {
-                    word.extend(c.to_lowercase());
-                }
-            }
-        }
-    }
-    let lower = if plain { raw } else { word.as_str() };
-    if is_stop_word(lower) {
-        return;
-    }
-    match fold_plural(lower) {
-        (kept, false) => emit(&lower[..kept]),
-        (kept, true) => {
-            if plain {
-                word.clear();
-                word.push_str(&raw[..kept]);
-            } else {
-                word.truncate(kept);
-            }
-            word.push('y');
-            emit(word);
-        }
-    }
-}
-
-/// Harman's S-stemmer, on words of four or more bytes: how many bytes of `word` to keep, and
-/// whether to append a `y`.
-#[inline(always)]
-fn fold_plural(word: &str) -> (usize, bool) {
-    let bytes = word.as_bytes();
-    let n = bytes.len();
-    if n < 4 || bytes[n - 1] != b's' {
-        (n, false)
-    } else if bytes[n - 3..] == *b"ies" && !matches!(bytes[n - 4], b'e' | b'a') {
-        (n - 3, true)
-    } else if bytes[n - 2] == b'e' && matches!(bytes[n - 3], b'a' | b'e' | b'o') {
-        // "-aes", "-ees", "-oes" are kept.
-        (n, false)
-    } else if matches!(bytes[n - 2], b'u' | b's') {
-        (n, false)
-    } else {
-        (n - 1, false)
-    }
-}
-
 /// A BM25 index of a corpus: integer term ids and one postings list per term.
 ///
 /// Built once per corpus ([`Bm25Index::build`]) and read-only afterwards, so one index can
@@ -285,8 +24,8 @@ fn fold_plural(word: &str) -> (usize, bool) {
 /// the vocabulary and the postings, and refers to passages by their index in the corpus.
 ///
 /// Scoring is Okapi BM25 with `k1 = 1.2`, `b = 0.75` and the non-negative idf
-/// `ln(1 + (N - df + 0.5) / (df + 0.5))` over the terms of [`bm25_terms`]. Each distinct query
-/// term counts once.
+/// `ln(1 + (N - df + 0.5) / (df + 0.5))` over the terms of [`bm25_terms`](super::bm25_terms).
+/// Each distinct query term counts once.
 #[derive(Clone, Default)]
 pub struct Bm25Index {
     /// Term → term id.
@@ -615,118 +354,12 @@ impl std::hash::Hasher for FxHasher {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
-    #[test]
-    fn keyword_words_follow_the_design() {
-        assert_eq!(
-            keyword_words("The storage-migration lost NO customer_data; über 2024."),
-            ["storage", "migration", "lost", "customer_data", "2024"]
-        );
-    }
-
-    #[test]
-    fn keyword_search_keeps_corpus_order() {
-        let corpus = Corpus::from_pairs([
-            ("e1", "An April audit found every record intact."),
-            ("e2", "Revenue grew."),
-            ("e3", "The audit was late."),
-        ])
-        .unwrap();
-        assert_eq!(keyword_search(&corpus, "audit records"), [0, 2]);
-        assert!(keyword_search(&corpus, "a an the").is_empty());
-    }
-
-    #[test]
-    fn duplicate_ids_are_refused() {
-        assert!(Corpus::from_pairs([("a", "x"), ("a", "y")]).is_err());
-    }
-    #[test]
-    fn bm25_terms_split_lowercase_drop_stop_words_and_fold_plurals() {
-        assert_eq!(
-            bm25_terms(
-                "The Studies of Assassin 's Creed (2007): ÜBER-Albums, 1990s status; glass!"
-            ),
-            ["study", "assassin", "s", "creed", "2007", "über", "album", "1990", "status", "glass"]
-        );
-        assert_eq!(
-            bm25_terms("Heroes goes via canoes; his buses"),
-            ["heroes", "goes", "via", "canoes", "his", "buse"]
-        );
-        assert!(bm25_terms("").is_empty());
-        assert!(bm25_terms("the of and -- , .").is_empty());
-    }
-
-    /// The analysis, written the obvious way: the fast tokenizer must agree with it.
-    fn reference_terms(text: &str) -> Vec<String> {
-        text.split(|c: char| !c.is_alphanumeric())
-            .filter(|word| !word.is_empty())
-            .map(|word| word.chars().flat_map(char::to_lowercase).collect::<String>())
-            .filter(|word| !STOPWORDS.contains(&word.as_str()))
-            .map(|word| {
-                if word.len() < 4 {
-                    word
-                } else if let Some(stem) = word.strip_suffix("ies")
-                    && !stem.ends_with(['e', 'a'])
-                {
-                    format!("{stem}y")
-                } else if ["aes", "ees", "oes", "us", "ss"].iter().any(|end| word.ends_with(end)) {
-                    word
-                } else if let Some(stem) = word.strip_suffix('s') {
-                    stem.to_owned()
-                } else {
-                    word
-                }
-            })
-            .collect()
-    }
-
-    #[test]
-    fn bm25_terms_agree_with_the_reference_analysis() {
-        let fixed = [
-            "Westlife: 9.8\u{fffd}million singles \u{2013} ΣΊΣΥΦΟΣ, İstanbul, naïve CAFÉS.",
-            "x\u{a0}y\u{200b}z 's THE Of ANDs abc1s ﬁles Ⅻ² ٣٤ 日本語のテキスト",
-            "Queries QUERIES eies aies buses glass",
-        ];
-        for text in fixed {
-            assert_eq!(bm25_terms(text), reference_terms(text), "{text:?}");
-        }
-        // Pseudo-random strings over an alphabet of awkward characters (a fixed LCG, so the
-        // test is the same everywhere).
-        let alphabet: Vec<char> =
-            "aAeEiIsSuUyY019 .-'_:\u{a0}\u{2013}éÉßΣσİıﬁ日Ⅻ²\u{301}\u{fffd}".chars().collect();
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..2000 {
-            let text: String = (0..24)
-                .map(|_| {
-                    state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                    alphabet[(state >> 33) as usize % alphabet.len()]
-                })
-                .collect();
-            assert_eq!(bm25_terms(&text), reference_terms(&text), "{text:?}");
-        }
-    }
-
-    #[test]
-    fn stop_words_are_sorted_for_binary_search() {
-        assert!(STOPWORDS.windows(2).all(|pair| pair[0] < pair[1]));
-        assert!(STOPWORDS.iter().all(|word| word.len() <= 5 && is_stop_word(word)));
-        assert!(!is_stop_word("tha") && !is_stop_word("thein") && !is_stop_word("theyre"));
-    }
-
-    fn sample() -> Corpus {
-        Corpus::from_pairs([
-            ("common", "The city has a river and a bridge."),
-            ("rare", "The zeppelin flew over the city."),
-            ("both", "A city bridge, a river bridge: bridges everywhere."),
-            ("none", "Nothing to see here."),
-            ("common-again", "The city has a river and a bridge."),
-        ])
-        .unwrap()
-    }
+    use super::super::tests::sample;
+    use super::*;
+    use crate::retrieve::bm25_terms;
 
     fn ranked(index: &Bm25Index, query: &str, k: usize) -> Vec<usize> {
         index.search(query, k).into_iter().map(|(passage, _)| passage).collect()
@@ -829,26 +462,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn retrieve_dispatches_on_the_retriever() {
-        let corpus = sample();
-        let index = Bm25Index::build(&corpus);
-        assert_eq!(retrieve(&corpus, None, &Retriever::Keyword, "zeppelin river"), [0, 1, 2, 4]);
-        assert_eq!(
-            retrieve(&corpus, Some(&index), &Retriever::Bm25 { k: 1 }, "zeppelin river"),
-            [1]
-        );
-        assert_eq!(retrieve(&corpus, None, &Retriever::Bm25 { k: 1 }, "zeppelin river"), [1]);
-        assert_eq!(Retriever::default(), Retriever::Bm25 { k: 8 });
-        assert_eq!(
-            serde_json::to_value(Retriever::default()).unwrap(),
-            serde_json::json!({"bm25": {"k": 8}})
-        );
-        assert_eq!(
-            serde_json::from_value::<Retriever>(serde_json::json!("keyword")).unwrap(),
-            Retriever::Keyword
-        );
     }
 }

@@ -1,0 +1,102 @@
+//! The research agent's `lookup_evidence` tool: who answers it ([`LookupMode`]), its schema,
+//! the core-side answer from the corpus ([`Lookup`]) and the search behind it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::prompt;
+use crate::agent::{Hooks, Tool};
+use crate::corpus::{Corpus, CorpusRef, IndexedCorpus};
+use crate::message::{ToolCall, ToolOutput};
+use crate::retrieve::{Retriever, retrieve};
+use crate::schema::Schema;
+
+/// The research agent's tool.
+pub const LOOKUP_EVIDENCE: &str = "lookup_evidence";
+
+/// Who answers the research agent's `lookup_evidence` calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum LookupMode {
+    /// The check itself, from its corpus with its retriever (the default): the host runs no
+    /// tool at all.
+    #[default]
+    Core,
+    /// The host, as an ordinary tool batch (the call is replay-safe).
+    Host,
+}
+
+/// The schema of `lookup_evidence`'s arguments.
+#[must_use]
+pub fn lookup_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["query"],
+        "properties": {"query": {"type": "string", "minLength": 1}}
+    })
+}
+
+/// The research agent's core-side policy: answers `lookup_evidence` from the corpus
+/// ([`LookupMode::Core`]), or leaves it to the host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Lookup {
+    corpus: CorpusRef,
+    retriever: Retriever,
+    mode: LookupMode,
+    schema: Schema,
+}
+
+impl Hooks for Lookup {
+    fn settle(&mut self, call: &ToolCall) -> Option<ToolOutput> {
+        if call.name != LOOKUP_EVIDENCE || self.mode == LookupMode::Host {
+            return None;
+        }
+        if let Err(text) = self.schema.check_arguments(LOOKUP_EVIDENCE, &call.arguments) {
+            return Some(ToolOutput::error(text));
+        }
+        let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
+        Some(lookup_evidence(self.corpus.corpus(), &search(&self.corpus, &self.retriever, query)))
+    }
+}
+
+impl Lookup {
+    /// Answers lookups in `corpus` with `retriever`, unless `mode` leaves them to the host.
+    pub(super) fn new(corpus: CorpusRef, retriever: Retriever, mode: LookupMode) -> Self {
+        let schema = Schema::compile(lookup_schema()).expect("the lookup schema is valid");
+        Self { corpus, retriever, mode, schema }
+    }
+}
+
+/// The research agent's `lookup_evidence` tool.
+pub(super) fn lookup_tool() -> Tool {
+    Tool::new(
+        LOOKUP_EVIDENCE,
+        "Search the evidence corpus. Returns matching passages with their ids.",
+        lookup_schema(),
+    )
+    .expect("the lookup schema is valid")
+    // It only reads the corpus: a durable host may run it again after a crash.
+    .replay_safe()
+}
+
+/// The passages `retriever` chooses for `query` in `corpus`, using (and building once) the
+/// corpus's shared BM25 index when the retriever ranks.
+#[must_use]
+pub fn search(corpus: &IndexedCorpus, retriever: &Retriever, query: &str) -> Vec<usize> {
+    let index = matches!(retriever, Retriever::Bm25 { .. }).then(|| corpus.bm25());
+    retrieve(corpus.corpus(), index, retriever, query)
+}
+
+/// Answers a `lookup_evidence` call with the passages at `hits` (indices into `corpus`):
+/// delimited text for the model, `details.hits` with their ids for the machine.
+#[must_use]
+pub fn lookup_evidence(corpus: &Corpus, hits: &[usize]) -> ToolOutput {
+    let passages: Vec<(&str, &str)> = hits
+        .iter()
+        .filter_map(|&index| corpus.passages().get(index))
+        .map(|passage| (passage.id.as_str(), passage.text.as_str()))
+        .collect();
+    let ids: Vec<&str> = passages.iter().map(|(id, _)| *id).collect();
+    ToolOutput::ok(prompt::lookup_text(&passages), json!({ "hits": ids }))
+}
