@@ -86,9 +86,9 @@ export async function screenshot(page, name) {
 }
 
 /** Starts aimock (the mock OpenAI-compatible and Anthropic server) with a fixture file or folder. */
-export function aimock(fixtures) {
+export function aimock(fixtures, extra = []) {
   const bin = join(ROOT, 'node_modules/.bin/llmock');
-  const child = spawn(bin, ['--port', '0', '--host', '127.0.0.1', '--log-level', 'info', '--fixtures', fixtures],
+  const child = spawn(bin, ['--port', '0', '--host', '127.0.0.1', '--log-level', 'info', '--fixtures', fixtures, ...extra],
     { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   return new Promise((ready, fail) => {
