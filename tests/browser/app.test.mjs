@@ -119,3 +119,19 @@ test('the page fits a phone-width window', async () => {
     await close();
   }
 });
+
+test('the page is interactive before the engine has loaded', async () => {
+  const { page, errors, close } = await browser();
+  try {
+    await page.goto(site.url);
+    await page.locator(id('engine-status')).waitFor();
+    const painted = await page.evaluate(() => performance.now());
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    const engine = await page.evaluate(() => performance.now());
+    console.log(`UI painted ${Math.round(painted)} ms after navigation start; engine ready at ${Math.round(engine)} ms`);
+    assert.ok(painted <= engine);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
