@@ -6,7 +6,9 @@
 //! - `bench step [SECONDS]`: the step benchmark, natively and in wasm under Node.
 //! - `bench claim [SECONDS]`: the claim-check benchmark (cheap and escalation routes), likewise.
 //! - `bench retrieve FILE [--corpus CORPUS]`: retrieval figures beside MiniSearch's.
-//! - `serve`: serves the app on <http://127.0.0.1:8080>.
+//! - `dist [--dev]`: builds the browser app into `dist/` (a static folder).
+//! - `serve [--port N]`: builds and serves the app on <http://127.0.0.1:8090>.
+//! - `size`: the gzip size of every file the page loads.
 //!
 //! Only the standard library is used here, so `cargo xtask` compiles in seconds.
 
@@ -14,12 +16,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod bench;
-mod serve;
+mod web;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
 const USAGE: &str = "usage: cargo xtask <test | conformance FILE... | eval FILE.jsonl | bench step|claim|retrieve \
-     | serve [--port N]>";
+     | dist [--dev] | serve [--port N] | size>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -28,7 +30,9 @@ fn main() -> ExitCode {
         Some("conformance") => conformance(&args[1..]),
         Some("eval") => eval(&args[1..]),
         Some("bench") => bench::bench(&args[1..]),
-        Some("serve") => serve::serve(&args[1..]),
+        Some("serve") => web::serve(&args[1..]),
+        Some("dist") => web::dist(&args[1..]),
+        Some("size") => web::size(&args[1..]),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             Ok(())
@@ -125,6 +129,7 @@ fn test() -> Result {
         "--target",
         "wasm32-unknown-unknown",
     ]))?;
+    web::browser_tests()?;
     eprintln!("\nxtask: all checks passed");
     Ok(())
 }
@@ -243,14 +248,50 @@ mod setup {
             .args(["install", "wasm-bindgen-cli", "--version", &version]))
     }
 
-    /// The npm packages of package-lock.json, installed with `npm ci` when aimock (the mock
-    /// provider server of the provider tests) is missing.
+    /// The npm packages of package-lock.json (the mock provider server, wasm-opt, Playwright's
+    /// driver, axe-core), installed with `npm ci` when one is missing.
     pub fn npm_packages() -> Result {
-        if root().join("node_modules/@copilotkit/aimock/package.json").is_file() {
+        let needed =
+            ["@copilotkit/aimock", "binaryen", "playwright-core", "axe-core", "minisearch"];
+        if needed
+            .iter()
+            .all(|name| root().join("node_modules").join(name).join("package.json").is_file())
+        {
             return Ok(());
         }
         node()?;
         run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(root()))
+    }
+
+    /// trunk 0.21.14 (newer ones need a newer rustc), built without LTO so the install takes
+    /// about ten minutes instead of thirty.
+    pub fn trunk() -> Result {
+        let installed = Command::new("trunk")
+            .arg("--version")
+            .output()
+            .ok()
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+            .unwrap_or_default();
+        if installed.split_whitespace().any(|word| word == TRUNK_VERSION) {
+            return Ok(());
+        }
+        eprintln!("xtask: installing trunk {TRUNK_VERSION} (about ten minutes, once)");
+        run(cargo()
+            .env("CARGO_PROFILE_RELEASE_LTO", "false")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+            .args(["install", "trunk", "--version", TRUNK_VERSION, "--locked"]))
+    }
+
+    const TRUNK_VERSION: &str = "0.21.14";
+
+    /// Debian's Chromium for the browser tests (never a browser a tool downloads itself).
+    pub fn chromium() -> Result {
+        if std::path::Path::new("/usr/bin/chromium").is_file() {
+            return Ok(());
+        }
+        eprintln!("xtask: installing Debian's chromium");
+        run(Command::new("apt-get").args(["update", "-qq"]))?;
+        run(Command::new("apt-get").args(["install", "-y", "-qq", "chromium"]))
     }
 
     pub fn node() -> Result {

@@ -159,6 +159,12 @@ pub enum FromWorker {
         /// The result.
         result: CheckResult,
     },
+    /// Claims to try on the demo corpus, sent after [`ToWorker::LoadDemo`] (added after the
+    /// first version of this contract; a page that ignores it loses nothing).
+    Demo {
+        /// The suggested claims.
+        claims: Vec<String>,
+    },
     /// Something went wrong outside any check (storage unavailable, a bad message).
     Error {
         /// What.
@@ -283,6 +289,9 @@ pub struct FailureView {
 }
 
 /// The core's events, as the page reads them; anything newer is [`EventView::Other`].
+///
+/// The core writes the fields of its events in snake case (`delay_ms`, `stop_reason`,
+/// `is_error`, `call_id`); the views read that and the camelCase spelling alike.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum EventView {
@@ -310,6 +319,7 @@ pub enum EventView {
         /// Which retry (0 for a first try).
         retry: u32,
         /// The wait before it.
+        #[serde(alias = "delay_ms")]
         delay_ms: u64,
     },
     /// A model call was answered.
@@ -318,6 +328,7 @@ pub enum EventView {
         /// Its id.
         call: u64,
         /// Why it ended.
+        #[serde(alias = "stop_reason")]
         stop_reason: String,
         /// Tokens and cost.
         usage: UsageView,
@@ -339,6 +350,7 @@ pub enum EventView {
         /// The tool.
         tool: String,
         /// Whether its result is an error.
+        #[serde(alias = "is_error")]
         is_error: bool,
     },
     /// A failed request will be retried.
@@ -347,6 +359,7 @@ pub enum EventView {
         /// Which retry.
         attempt: u32,
         /// The wait.
+        #[serde(alias = "delay_ms")]
         delay_ms: u64,
         /// The failure.
         message: String,

@@ -1,0 +1,108 @@
+// Shared by the browser tests: serves the built app (DIST) on a free loopback port, launches
+// Debian's Chromium through playwright-core (never a downloaded browser), collects page errors,
+// and saves screenshots under SCREENSHOTS. Each test gets a fresh browser profile.
+import { createServer } from 'node:http';
+import { mkdtempSync, readFileSync, existsSync, mkdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, extname, normalize, resolve } from 'node:path';
+import { spawn } from 'node:child_process';
+import { chromium } from 'playwright-core';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const DIST = process.env.VERITY_DIST ?? join(ROOT, 'dist');
+export const SCREENSHOTS = process.env.VERITY_SCREENSHOTS ?? join(ROOT, 'target/browser-screenshots');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+
+const TYPES = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.wasm': 'application/wasm',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json',
+  '.jsonl': 'application/jsonl',
+  '.txt': 'text/plain; charset=utf-8',
+  '.svg': 'image/svg+xml',
+};
+
+/** Serves `dir` on 127.0.0.1 (a free port); resolves to { url, close }. */
+export function serve(dir = DIST) {
+  if (!existsSync(join(dir, 'index.html'))) {
+    throw new Error(`${dir}/index.html is missing: build the app first (cargo xtask dist)`);
+  }
+  const server = createServer((request, response) => {
+    const path = decodeURIComponent(new URL(request.url, 'http://x').pathname);
+    let file = normalize(join(dir, path === '/' ? 'index.html' : path));
+    if (!file.startsWith(dir) || !existsSync(file) || statSync(file).isDirectory()) {
+      if (path.endsWith('/') && existsSync(join(file, 'index.html'))) {
+        file = join(file, 'index.html');
+      } else {
+        response.writeHead(404).end('not found');
+        return;
+      }
+    }
+    response.writeHead(200, {
+      'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
+      'cache-control': 'no-store',
+    });
+    response.end(readFileSync(file));
+  });
+  return new Promise((ready) => {
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      ready({ url: `http://127.0.0.1:${port}/`, close: () => new Promise((done) => server.close(done)) });
+    });
+  });
+}
+
+/** A fresh Chromium profile; resolves to { context, page, errors, close }. */
+export async function browser({ width = 1280, height = 900 } = {}) {
+  const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'verity-chromium-')), {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width, height },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  const errors = [];
+  const watch = (p) => {
+    p.on('pageerror', (error) => errors.push(`pageerror: ${error.message}`));
+    p.on('console', (message) => {
+      if (message.type() === 'error') errors.push(`console: ${message.text()}`);
+    });
+  };
+  watch(page);
+  context.on('page', watch);
+  return { context, page, errors, close: () => context.close() };
+}
+
+/** Saves a screenshot of `page` as SCREENSHOTS/name.png. */
+export async function screenshot(page, name) {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  const path = join(SCREENSHOTS, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}
+
+/** Starts aimock (the mock OpenAI-compatible and Anthropic server) with a fixture file or folder. */
+export function aimock(fixtures, extra = []) {
+  const bin = join(ROOT, 'node_modules/.bin/llmock');
+  const child = spawn(bin, ['--port', '0', '--host', '127.0.0.1', '--log-level', 'info', '--fixtures', fixtures, ...extra],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  return new Promise((ready, fail) => {
+    const timer = setTimeout(() => fail(new Error(`aimock did not start: ${log}`)), 15000);
+    const read = (chunk) => {
+      log += chunk;
+      const match = log.match(/http:\/\/127\.0\.0\.1:(\d+)/);
+      if (match) {
+        clearTimeout(timer);
+        ready({ url: `http://127.0.0.1:${match[1]}`, log: () => log, close: () => child.kill() });
+      }
+    };
+    child.stdout.on('data', read);
+    child.stderr.on('data', read);
+    child.on('exit', (code) => fail(new Error(`aimock exited (${code}): ${log}`)));
+  });
+}

@@ -1,0 +1,106 @@
+//! The bridge to the engine worker: starts it, posts [`ToWorker`] messages and hands every
+//! [`FromWorker`] message to a callback.
+//!
+//! Messages travel as plain JavaScript objects (the messages' serde JSON: camelCase, a `"type"`
+//! tag), which is what the worker reads and posts. The page converts them with serde_json and
+//! the browser's `JSON.parse` / `JSON.stringify` rather than serde-wasm-bindgen: the same
+//! objects, and serde-wasm-bindgen's code stays out of the page's wasm (serde_json is there
+//! anyway for the engine's report and event JSON). [`encode`] and [`decode`] are the only
+//! places that know it.
+
+use verity_messages::{FromWorker, ToWorker};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use web_sys::{ErrorEvent, MessageEvent, Worker, WorkerOptions, WorkerType};
+
+/// Where the worker's loader is, relative to the page (trunk's `{bin}_loader.js`).
+pub const WORKER_URL: &str = "./verity-worker_loader.js";
+
+/// A message for the worker as a JavaScript value (a plain object).
+pub fn encode(message: &ToWorker) -> Result<JsValue, String> {
+    let text = serde_json::to_string(message)
+        .map_err(|error| format!("could not encode a message for the engine: {error}"))?;
+    js_sys::JSON::parse(&text)
+        .map_err(|error| format!("could not encode a message for the engine: {}", describe(&error)))
+}
+
+/// A message from the worker, from a JavaScript value (a plain object, or JSON text).
+pub fn decode(value: JsValue) -> Result<FromWorker, String> {
+    let text = match value.as_string() {
+        Some(text) => text,
+        None => js_sys::JSON::stringify(&value).map(String::from).map_err(|error| {
+            format!("could not read a message from the engine: {}", describe(&error))
+        })?,
+    };
+    serde_json::from_str(&text)
+        .map_err(|error| format!("could not read a message from the engine: {error}"))
+}
+
+/// A running worker. Dropping it terminates the worker.
+pub struct WorkerBridge {
+    worker: Worker,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_error: Closure<dyn FnMut(web_sys::Event)>,
+}
+
+impl std::fmt::Debug for WorkerBridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBridge").finish_non_exhaustive()
+    }
+}
+
+impl WorkerBridge {
+    /// Starts the worker at [`WORKER_URL`] (a module worker). `on_message` gets each message;
+    /// `on_error` gets what went wrong when the worker cannot load or a message cannot be read.
+    pub fn start(
+        on_message: impl Fn(FromWorker) + 'static,
+        on_error: impl Fn(String) + 'static,
+    ) -> Result<Self, String> {
+        let options = WorkerOptions::new();
+        options.set_type(WorkerType::Module);
+        let worker = Worker::new_with_options(WORKER_URL, &options).map_err(|error| {
+            format!("the engine worker could not be started: {}", describe(&error))
+        })?;
+        let on_error = std::rc::Rc::new(on_error);
+        let message_error = std::rc::Rc::clone(&on_error);
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+            match decode(event.data()) {
+                Ok(message) => on_message(message),
+                Err(error) => message_error(error),
+            }
+        });
+        let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |event: web_sys::Event| {
+            let detail = event
+                .dyn_ref::<ErrorEvent>()
+                .map(|error| error.message())
+                .filter(|message| !message.is_empty())
+                .unwrap_or_else(|| format!("{WORKER_URL} did not load"));
+            on_error(format!("the engine could not be loaded: {detail}"));
+        });
+        worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+        worker.set_onmessageerror(Some(on_error.as_ref().unchecked_ref()));
+        Ok(Self { worker, _on_message: on_message, _on_error: on_error })
+    }
+
+    /// Posts one message.
+    pub fn post(&self, message: &ToWorker) -> Result<(), String> {
+        let value = encode(message)?;
+        self.worker.post_message(&value).map_err(|error| describe(&error))
+    }
+}
+
+impl Drop for WorkerBridge {
+    fn drop(&mut self) {
+        self.worker.terminate();
+    }
+}
+
+/// A JavaScript error in words.
+pub fn describe(error: &JsValue) -> String {
+    error
+        .dyn_ref::<js_sys::Error>()
+        .map(|error| String::from(error.message()))
+        .or_else(|| error.as_string())
+        .unwrap_or_else(|| format!("{error:?}"))
+}

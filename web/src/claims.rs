@@ -1,0 +1,275 @@
+//! The Claims section: the claims (one per line), Run, Cancel all, the concurrency; then one
+//! card per check with its progress or its result, Cancel and Re-run, and the exports.
+
+use leptos::prelude::*;
+
+use crate::engine::{CheckCard, Engine, Phase};
+use crate::export;
+use crate::progress::ProgressView;
+use crate::provider::ProviderSettings;
+use crate::results::ResultView;
+
+/// The claims typed, one per non-empty line.
+pub fn claims_of(text: &str) -> Vec<String> {
+    text.lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_owned).collect()
+}
+
+/// Brings a new check card into view once it is painted (it may be below the fold).
+fn show_card(n: usize) {
+    request_animation_frame(move || {
+        let card = web_sys::window().and_then(|window| window.document()).and_then(|document| {
+            document.query_selector(&format!("[data-testid=check-{n}]")).ok().flatten()
+        });
+        if let Some(card) = card {
+            let options = web_sys::ScrollIntoViewOptions::new();
+            options.set_block(web_sys::ScrollLogicalPosition::Nearest);
+            card.scroll_into_view_with_scroll_into_view_options(&options);
+        }
+    });
+}
+
+/// The concurrency choices.
+const CONCURRENCY: [usize; 5] = [1, 2, 3, 4, 8];
+
+/// The Claims section and the check cards.
+#[component]
+pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> impl IntoView {
+    let text = RwSignal::new(String::new());
+    let concurrency = RwSignal::new(2usize);
+    let problem = RwSignal::new(None::<String>);
+    // The demo corpus comes with claims to try: they fill an empty box.
+    Effect::new(move |_| {
+        let suggested = engine.suggested.get();
+        if !suggested.is_empty() && text.with_untracked(|text| text.trim().is_empty()) {
+            text.set(suggested.join("\n"));
+        }
+    });
+    let claim_count = move || text.with(|text| claims_of(text).len());
+    let corpus_empty = move || engine.corpus.with(|c| c.items == 0);
+    let run = move || {
+        let claims = claims_of(&text.get_untracked());
+        match settings.with_untracked(ProviderSettings::choice) {
+            Ok(provider) => {
+                problem.set(None);
+                let first = engine.checks.with_untracked(Vec::len) + 1;
+                engine.run(claims, provider, concurrency.get_untracked());
+                show_card(first);
+            }
+            Err(message) => problem.set(Some(message)),
+        }
+    };
+    let run_label = move || match claim_count() {
+        0 | 1 => "Check claim".to_owned(),
+        n => format!("Check {n} claims"),
+    };
+    let why_disabled = move || {
+        if !engine.is_ready() {
+            "The engine is loading."
+        } else if corpus_empty() {
+            "Add a corpus first: the claims are checked against it."
+        } else if claim_count() == 0 {
+            "Type a claim to check."
+        } else {
+            ""
+        }
+    };
+    view! {
+        <section class="panel" aria-labelledby="claims-title">
+            <h2 id="claims-title">"Claims"</h2>
+            <div class="field">
+                <label for="claims-input">"Claims to check, one per line"</label>
+                <textarea
+                    id="claims-input"
+                    data-testid="claims-input"
+                    rows="3"
+                    placeholder="The Golden Gate Bridge opened in 1937."
+                    prop:value=move || text.get()
+                    on:input=move |ev| text.set(event_target_value(&ev))
+                    on:keydown=move |ev: leptos::ev::KeyboardEvent| {
+                        if ev.key() == "Enter" && (ev.ctrl_key() || ev.meta_key()) && why_disabled().is_empty() {
+                            ev.prevent_default();
+                            run();
+                        }
+                    }
+                ></textarea>
+            </div>
+            <div class="row controls">
+                <button
+                    type="button"
+                    class="button primary"
+                    data-testid="run"
+                    aria-describedby="run-why"
+                    disabled=move || !why_disabled().is_empty()
+                    on:click=move |_| run()
+                >
+                    {run_label}
+                </button>
+                <button
+                    type="button"
+                    class="button"
+                    data-testid="cancel-all"
+                    disabled=move || !engine.any_active()
+                    on:click=move |_| engine.cancel_all()
+                >
+                    "Cancel all"
+                </button>
+                <span class="concurrency">
+                    <label for="claims-concurrency" class="inline-label">"Checks at once"</label>
+                    <select
+                        id="claims-concurrency"
+                        data-testid="concurrency"
+                        prop:value=move || concurrency.get().to_string()
+                        on:change=move |ev| concurrency.set(event_target_value(&ev).parse().unwrap_or(2))
+                    >
+                        {CONCURRENCY
+                            .iter()
+                            .map(|n| view! { <option value=n.to_string()>{n.to_string()}</option> })
+                            .collect_view()}
+                    </select>
+                </span>
+            </div>
+            <p class="hint" id="run-why">{why_disabled}" "<span class="kbd-hint">"Ctrl+Enter runs."</span></p>
+            {move || problem.get().map(|message| view! { <p class="notice" role="alert">{message}</p> })}
+        </section>
+        <ChecksList engine settings concurrency />
+    }
+}
+
+/// The check cards and the result actions.
+#[component]
+fn ChecksList(
+    engine: Engine,
+    settings: RwSignal<ProviderSettings>,
+    concurrency: RwSignal<usize>,
+) -> impl IntoView {
+    let any_results = move || !engine.results().is_empty();
+    let export_json = move |_| {
+        if let Err(error) = export::download(
+            "verity-results.json",
+            "application/json",
+            &export::to_json(&engine.results()),
+        ) {
+            engine.notify(None, None, format!("The export failed: {error}"));
+        }
+    };
+    let export_md = move |_| {
+        if let Err(error) = export::download(
+            "verity-results.md",
+            "text/markdown",
+            &export::to_markdown(&engine.results()),
+        ) {
+            engine.notify(None, None, format!("The export failed: {error}"));
+        }
+    };
+    view! {
+        <section class="panel checks" aria-labelledby="checks-title">
+            <div class="panel-head">
+                <h2 id="checks-title">"Results"</h2>
+                <div class="row">
+                    <button type="button" class="button small" data-testid="export-json" disabled=move || !any_results() on:click=export_json>
+                        "Export JSON"
+                    </button>
+                    <button type="button" class="button small" data-testid="export-md" disabled=move || !any_results() on:click=export_md>
+                        "Export Markdown"
+                    </button>
+                    <button type="button" class="button small" data-testid="clear-results" disabled=move || !any_results() on:click=move |_| engine.clear_results()>
+                        "Clear results"
+                    </button>
+                </div>
+            </div>
+            <Show
+                when=move || engine.checks.with(|cards| !cards.is_empty())
+                fallback=|| view! { <p class="empty">"No checks yet. Type a claim above and run it; its verdict, citations and cost appear here."</p> }
+            >
+                <ol class="cards">
+                    <For
+                        each=move || engine.checks.get()
+                        key=|card| (card.n, card.state)
+                        children=move |card| view! { <CheckCardView engine settings concurrency card /> }
+                    />
+                </ol>
+            </Show>
+        </section>
+    }
+}
+
+/// One check.
+#[component]
+fn CheckCardView(
+    engine: Engine,
+    settings: RwSignal<ProviderSettings>,
+    concurrency: RwSignal<usize>,
+    card: CheckCard,
+) -> impl IntoView {
+    let state = card.state;
+    let status = move || {
+        state.with(|s| match &s.phase {
+            Phase::Queued => ("queued", "Queued"),
+            Phase::Running if s.cancelling => ("running", "Cancelling"),
+            Phase::Running => ("running", "Running"),
+            Phase::Finished(result) => match result.outcome {
+                verity_messages::Outcome::Report { .. } => ("done", "Done"),
+                verity_messages::Outcome::Failed { .. } => ("failed", "Failed"),
+            },
+        })
+    };
+    let active = move || state.with(|s| s.is_active());
+    let problem = RwSignal::new(None::<String>);
+    let rerun = move |_| match settings.with_untracked(ProviderSettings::choice) {
+        Ok(provider) => {
+            problem.set(None);
+            engine.rerun(card, provider, concurrency.get_untracked());
+        }
+        Err(message) => problem.set(Some(message)),
+    };
+    // Only the end of the check swaps progress for the result (not every streamed piece).
+    let finished = Memo::new(move |_| {
+        state.with(|s| match &s.phase {
+            Phase::Finished(result) => Some(result.clone()),
+            _ => None,
+        })
+    });
+    let title_id = format!("check-{}-title", card.n);
+    let labelled_by = title_id.clone();
+    view! {
+        <li class="card" data-testid=format!("check-{}", card.n) data-check-id=move || state.with(|s| s.id.clone()) aria-labelledby=labelled_by>
+            <div class="card-head">
+                <span class=move || format!("status status-{}", status().0)>{move || status().1}</span>
+                <h3 id=title_id>{move || state.with(|s| s.claim.clone())}</h3>
+                <Show
+                    when=active
+                    fallback=move || view! {
+                        <button type="button" class="button small" data-testid="rerun" on:click=rerun>"Re-run"</button>
+                    }
+                >
+                    <button
+                        type="button"
+                        class="button small"
+                        data-testid="cancel"
+                        disabled=move || state.with(|s| s.cancelling)
+                        on:click=move |_| engine.cancel(card)
+                    >
+                        "Cancel"
+                    </button>
+                </Show>
+            </div>
+            {move || problem.get().map(|message| view! { <p class="notice" role="alert">{message}</p> })}
+            {move || {
+                match finished.get() {
+                    Some(result) => view! { <ResultView n=card.n result /> }.into_any(),
+                    None => view! { <ProgressView state /> }.into_any(),
+                }
+            }}
+        </li>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_are_the_non_empty_lines() {
+        assert_eq!(claims_of(" A.\n\n  B. \r\n"), vec!["A.".to_owned(), "B.".to_owned()]);
+    }
+}

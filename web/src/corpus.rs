@@ -1,0 +1,287 @@
+//! The Corpus section: drop zone and file picker, refused files, the items table with search
+//! and paging, remove and clear, the demo corpus.
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use verity_messages::NamedText;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{DragEvent, FileList, HtmlInputElement};
+
+use crate::bridge::describe;
+use crate::engine::{Engine, PAGE_SIZE, size_text, thousands};
+
+/// The file types the picker offers (the worker decides by extension).
+pub const ACCEPT: &str = ".txt,.md,.jsonl,.json,.csv";
+
+/// Reads the files' text and sends them to the engine in one message.
+fn read_files(engine: Engine, list: FileList) {
+    let files: Vec<web_sys::File> = (0..list.length()).filter_map(|i| list.get(i)).collect();
+    if files.is_empty() {
+        return;
+    }
+    engine.reading.update(|n| *n += files.len());
+    spawn_local(async move {
+        let mut read = Vec::new();
+        let count = files.len();
+        for file in files {
+            let name = file.name();
+            match JsFuture::from(file.text()).await {
+                Ok(text) => {
+                    read.push(NamedText { name, text: text.as_string().unwrap_or_default() })
+                }
+                Err(error) => engine.notify(
+                    Some(name),
+                    None,
+                    format!("the browser could not read it: {}", describe(&error)),
+                ),
+            }
+        }
+        engine.reading.update(|n| *n = n.saturating_sub(count));
+        engine.add_files(read);
+    });
+}
+
+/// The Corpus section.
+#[component]
+pub fn CorpusSection(engine: Engine) -> impl IntoView {
+    let dragging = RwSignal::new(false);
+    let confirming = RwSignal::new(false);
+    let ready = move || engine.is_ready();
+    let count = move || engine.corpus.with(|c| c.items);
+    let on_drop = move |ev: DragEvent| {
+        ev.prevent_default();
+        dragging.set(false);
+        if let Some(files) = ev.data_transfer().and_then(|transfer| transfer.files()) {
+            read_files(engine, files);
+        }
+    };
+    let on_pick = move |ev: leptos::ev::Event| {
+        let input = event_target::<HtmlInputElement>(&ev);
+        if let Some(files) = input.files() {
+            read_files(engine, files);
+        }
+        // The same file can be chosen again after a fix.
+        input.set_value("");
+    };
+    let index_state = move || {
+        engine.corpus.with(|c| match (c.items, c.indexed, c.index_ms) {
+            (0, ..) => String::new(),
+            (_, true, Some(ms)) => {
+                format!("indexed in {}", crate::engine::wait_text(ms.round() as u64))
+            }
+            (_, true, None) => "indexed".to_owned(),
+            (_, false, _) => "indexing…".to_owned(),
+        })
+    };
+    view! {
+        <section class="panel" aria-labelledby="corpus-title">
+            <h2 id="corpus-title">"Corpus"</h2>
+            <div
+                class="drop"
+                class:dragging=move || dragging.get()
+                data-testid="corpus-drop"
+                on:dragover=move |ev: DragEvent| {
+                    ev.prevent_default();
+                    dragging.set(true);
+                }
+                on:dragleave=move |_| dragging.set(false)
+                on:drop=on_drop
+            >
+                <p class="drop-title">"Drop files here"</p>
+                <p class="hint">".txt and .md (one item per paragraph), .jsonl and .json ({id, text}), .csv (id and text columns)"</p>
+                <div class="row">
+                    <input
+                        id="corpus-file-input"
+                        class="visually-hidden"
+                        data-testid="corpus-file-input"
+                        type="file"
+                        multiple=true
+                        accept=ACCEPT
+                        on:change=on_pick
+                    />
+                    <label for="corpus-file-input" class="button primary">"Choose files…"</label>
+                    <button
+                        type="button"
+                        class="button"
+                        data-testid="corpus-demo"
+                        disabled=move || !ready()
+                        on:click=move |_| engine.load_demo()
+                    >
+                        "Load demo corpus"
+                    </button>
+                </div>
+                <Show when=move || engine.reading.get() != 0>
+                    <p class="hint" role="status">
+                        {move || format!("Reading {} file(s)…", engine.reading.get())}
+                    </p>
+                </Show>
+            </div>
+            <div class="notices">
+                <For
+                    each=move || engine.notices.get()
+                    key=|notice| notice.key
+                    children=move |notice| {
+                        let key = notice.key;
+                        view! {
+                            <div class="notice" role="alert" data-testid="corpus-error">
+                                <span>{notice.text()}</span>
+                                <button
+                                    type="button"
+                                    class="button small"
+                                    aria-label="Dismiss this message"
+                                    on:click=move |_| {
+                                        engine.notices.update(|notices| notices.retain(|n| n.key != key))
+                                    }
+                                >
+                                    "Dismiss"
+                                </button>
+                            </div>
+                        }
+                    }
+                />
+            </div>
+            <div class="corpus-stats">
+                <span data-testid="corpus-count">
+                    {move || match count() {
+                        1 => "1 item".to_owned(),
+                        n => format!("{} items", thousands(n)),
+                    }}
+                </span>
+                <span aria-hidden="true">"·"</span>
+                <span data-testid="corpus-size">{move || size_text(engine.corpus.with(|c| c.bytes))}</span>
+                <span class="hint" data-testid="corpus-index">{index_state}</span>
+            </div>
+            <div class="field">
+                <label for="corpus-search">"Search the corpus"</label>
+                <input
+                    id="corpus-search"
+                    data-testid="corpus-search"
+                    type="search"
+                    placeholder="id or text"
+                    prop:value=move || engine.query.get()
+                    on:input=move |ev| engine.search(event_target_value(&ev))
+                />
+            </div>
+            <ItemsTable engine />
+            <div class="row">
+                <Show
+                    when=move || confirming.get()
+                    fallback=move || {
+                        view! {
+                            <button
+                                type="button"
+                                class="button danger"
+                                data-testid="corpus-clear"
+                                disabled=move || !ready() || count() == 0
+                                on:click=move |_| confirming.set(true)
+                            >
+                                "Clear corpus…"
+                            </button>
+                        }
+                    }
+                >
+                    <span class="confirm" role="group" aria-label="Confirm clearing the corpus">
+                        {move || format!("Remove all {} items?", count())}
+                        <button
+                            type="button"
+                            class="button danger"
+                            data-testid="corpus-clear-confirm"
+                            on:click=move |_| {
+                                confirming.set(false);
+                                engine.clear_corpus();
+                            }
+                        >
+                            "Yes, clear"
+                        </button>
+                        <button type="button" class="button" on:click=move |_| confirming.set(false)>
+                            "Keep"
+                        </button>
+                    </span>
+                </Show>
+            </div>
+        </section>
+    }
+}
+
+/// The table of the current page of items.
+#[component]
+fn ItemsTable(engine: Engine) -> impl IntoView {
+    let page = move || engine.items.get();
+    let range = move || {
+        let page = page();
+        if page.total == 0 {
+            if page.query.is_empty() {
+                "No items yet.".to_owned()
+            } else {
+                "No item matches.".to_owned()
+            }
+        } else {
+            let last = (page.offset + page.items.len()).min(page.total);
+            format!(
+                "{}–{} of {}",
+                thousands(page.offset + 1),
+                thousands(last),
+                thousands(page.total)
+            )
+        }
+    };
+    view! {
+        <div class="table-wrap">
+            <table data-testid="corpus-table" class="items">
+                <caption class="visually-hidden">"Corpus items"</caption>
+                <thead>
+                    <tr>
+                        <th scope="col">"Id"</th>
+                        <th scope="col">"Text"</th>
+                        <th scope="col"><span class="visually-hidden">"Remove"</span></th>
+                    </tr>
+                </thead>
+                <tbody>
+                    <For
+                        each=move || engine.items.get().items
+                        key=|item| (item.id.clone(), item.text.len())
+                        children=move |item| {
+                            let id = item.id.clone();
+                            let label = format!("Remove {}", item.id);
+                            view! {
+                                <tr>
+                                    <td class="item-id">{item.id.clone()}</td>
+                                    <td class="item-text"><div class="clamp">{item.text}</div></td>
+                                    <td>
+                                        <button
+                                            type="button"
+                                            class="button small"
+                                            aria-label=label
+                                            on:click=move |_| engine.remove_item(id.clone())
+                                        >
+                                            "Remove"
+                                        </button>
+                                    </td>
+                                </tr>
+                            }
+                        }
+                    />
+                </tbody>
+            </table>
+        </div>
+        <div class="pager">
+            <span class="hint" aria-live="polite">{range}</span>
+            <button
+                type="button"
+                class="button small"
+                disabled=move || engine.items.with(|p| p.offset == 0)
+                on:click=move |_| engine.page(engine.offset.get_untracked().saturating_sub(PAGE_SIZE))
+            >
+                "Previous"
+            </button>
+            <button
+                type="button"
+                class="button small"
+                disabled=move || engine.items.with(|p| p.offset + p.items.len() >= p.total)
+                on:click=move |_| engine.page(engine.offset.get_untracked() + PAGE_SIZE)
+            >
+                "Next"
+            </button>
+        </div>
+    }
+}

@@ -1,0 +1,691 @@
+//! The page's view of the engine worker: signals fed by [`FromWorker`] messages ([`Engine::apply`])
+//! and the user's actions turned into [`ToWorker`] messages.
+//!
+//! The real worker ([`crate::bridge`]) and the preview's canned messages go through the same
+//! [`Engine::apply`], so what the preview shows is what the worker's messages produce.
+
+use std::rc::Rc;
+
+use leptos::prelude::*;
+use serde_json::Value;
+use verity_messages::{
+    CheckRequest, CheckResult, CorpusSummary, EventView, FromWorker, Item, NamedText,
+    ProviderChoice, ToWorker, UsageView,
+};
+
+/// How many table rows one page of the corpus shows.
+pub const PAGE_SIZE: usize = 20;
+/// The most characters of streamed text a check card keeps (the newest ones).
+const LIVE_LIMIT: usize = 1_500;
+/// The most progress lines a check card keeps (the newest ones).
+const LOG_LIMIT: usize = 60;
+
+/// Whether the engine worker is there.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineStatus {
+    /// Started, not ready yet.
+    Loading,
+    /// Ready for work.
+    Ready,
+    /// It could not start (the message says why).
+    Failed(String),
+}
+
+/// A file the worker refused, or another message the person may dismiss.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    /// Unique while the page lives.
+    pub key: u64,
+    /// The file at fault, for a refused file.
+    pub file: Option<String>,
+    /// Its line at fault, if one is.
+    pub line: Option<usize>,
+    /// What happened.
+    pub message: String,
+}
+
+impl Notice {
+    /// One line naming the file and the line.
+    pub fn text(&self) -> String {
+        match (&self.file, self.line) {
+            (Some(file), Some(line)) => format!("{file}, line {line}: {}", self.message),
+            (Some(file), None) => format!("{file}: {}", self.message),
+            (None, _) => self.message.clone(),
+        }
+    }
+}
+
+/// The page of corpus items the table shows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItemsPage {
+    /// The search it answers.
+    pub query: String,
+    /// Its first item's position among the matches.
+    pub offset: usize,
+    /// How many items match.
+    pub total: usize,
+    /// The items.
+    pub items: Vec<Item>,
+}
+
+/// Where a check is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Phase {
+    /// Waiting for a free slot.
+    Queued,
+    /// Running (progress events arrive).
+    Running,
+    /// Ended with a report or a typed failure.
+    Finished(CheckResult),
+}
+
+/// One check, as its card shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckState {
+    /// The id the worker knows it by (a re-run gets a new one).
+    pub id: String,
+    /// The claim.
+    pub claim: String,
+    /// Where it is.
+    pub phase: Phase,
+    /// The current stage, in words.
+    pub stage: Option<String>,
+    /// What happened so far, oldest first (model calls, tool calls, retries).
+    pub log: Vec<String>,
+    /// The current model call's streamed text.
+    pub live: String,
+    /// Tokens and cost so far.
+    pub usage: UsageView,
+    /// Model requests answered so far.
+    pub requests: u32,
+    /// Model calls started so far (retries not counted).
+    pub calls: u32,
+    /// A cancel was asked for.
+    pub cancelling: bool,
+}
+
+impl CheckState {
+    fn new(id: String, claim: String, phase: Phase) -> Self {
+        Self {
+            id,
+            claim,
+            phase,
+            stage: None,
+            log: Vec::new(),
+            live: String::new(),
+            usage: UsageView::default(),
+            requests: 0,
+            calls: 0,
+            cancelling: false,
+        }
+    }
+
+    /// Whether it is queued or running.
+    pub fn is_active(&self) -> bool {
+        !matches!(self.phase, Phase::Finished(_))
+    }
+
+    /// Takes in one of the core's events.
+    pub fn apply_event(&mut self, event: &Value) {
+        if self.phase == Phase::Queued {
+            self.phase = Phase::Running;
+        }
+        let Ok(event) = serde_json::from_value::<EventView>(event.clone()) else {
+            return;
+        };
+        match event {
+            EventView::Stage { stage, turn, of, evidence } => {
+                let text = stage_text(&stage, turn, of, evidence);
+                self.push_log(text.clone());
+                self.stage = Some(text);
+            }
+            // Call ids are the engine's, not a count: the log counts the calls itself.
+            EventView::ModelCall { retry, delay_ms, .. } => {
+                self.live.clear();
+                if retry == 0 {
+                    self.calls += 1;
+                    self.push_log(format!("Model call {} sent", self.calls));
+                } else {
+                    self.push_log(format!(
+                        "Model call {} sent again (retry {retry}, after {})",
+                        self.calls,
+                        wait_text(delay_ms)
+                    ));
+                }
+            }
+            EventView::ModelAnswered { stop_reason, usage, error, .. } => {
+                self.requests += 1;
+                self.usage.input += usage.input;
+                self.usage.output += usage.output;
+                self.usage.cache_read += usage.cache_read;
+                self.usage.cost += usage.cost;
+                self.push_log(match error {
+                    Some(error) => format!("Model call {} failed: {error}", self.calls),
+                    None => format!(
+                        "Model call {} answered ({stop_reason}): {} in, {} out tokens",
+                        self.calls, usage.input, usage.output
+                    ),
+                });
+            }
+            EventView::ToolCall { tool, host } => self.push_log(if host {
+                format!("Tool call: {tool} (run by the page's engine)")
+            } else {
+                format!("Tool call: {tool}")
+            }),
+            EventView::ToolSettled { tool, is_error } => self.push_log(if is_error {
+                format!("Tool {tool} answered with an error")
+            } else {
+                format!("Tool {tool} answered")
+            }),
+            EventView::Retry { attempt, delay_ms, message } => {
+                self.push_log(format!("Retry {attempt} in {}: {message}", wait_text(delay_ms)))
+            }
+            EventView::Delta { delta, .. } => {
+                if delta.get("type").and_then(Value::as_str) == Some("text")
+                    && let Some(text) = delta.get("text").and_then(Value::as_str)
+                {
+                    self.live.push_str(text);
+                    if self.live.len() > LIVE_LIMIT {
+                        let mut cut = self.live.len() - LIVE_LIMIT;
+                        while !self.live.is_char_boundary(cut) {
+                            cut += 1;
+                        }
+                        self.live.drain(..cut);
+                    }
+                }
+            }
+            EventView::Other => {}
+        }
+    }
+
+    fn push_log(&mut self, line: String) {
+        self.log.push(line);
+        if self.log.len() > LOG_LIMIT {
+            let extra = self.log.len() - LOG_LIMIT;
+            self.log.drain(..extra);
+        }
+    }
+}
+
+/// A stage in words: "Retrieving evidence", "Research turn 2 of 6", ...
+pub fn stage_text(
+    stage: &str,
+    turn: Option<u32>,
+    of: Option<u32>,
+    evidence: Option<usize>,
+) -> String {
+    let items = |n: usize| if n == 1 { "1 item".to_owned() } else { format!("{n} items") };
+    match (stage, turn, of, evidence) {
+        ("retrieve", _, _, Some(n)) => format!("Retrieving evidence ({} found)", items(n)),
+        ("retrieve", ..) => "Retrieving evidence".to_owned(),
+        ("assess", ..) => "Assessing the claim".to_owned(),
+        ("research", Some(turn), Some(of), _) => format!("Research turn {turn} of {of}"),
+        ("research", Some(turn), None, _) => format!("Research turn {turn}"),
+        ("research", ..) => "Researching".to_owned(),
+        ("reassess", _, _, Some(n)) => format!("Reassessing with {}", items(n)),
+        ("reassess", ..) => "Reassessing".to_owned(),
+        ("summary", ..) => "Writing the summary".to_owned(),
+        (other, ..) => format!("Stage: {other}"),
+    }
+}
+
+/// A wait in words ("1.5 s", "250 ms").
+pub fn wait_text(ms: u64) -> String {
+    if ms >= 1_000 { format!("{:.1} s", ms as f64 / 1_000.0) } else { format!("{ms} ms") }
+}
+
+/// A count with thousands separators ("26,259").
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i != 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// A size in bytes in words ("12.3 KB").
+pub fn size_text(bytes: usize) -> String {
+    match bytes {
+        0..1_000 => format!("{bytes} B"),
+        1_000..1_000_000 => format!("{:.1} KB", bytes as f64 / 1e3),
+        _ => format!("{:.1} MB", bytes as f64 / 1e6),
+    }
+}
+
+/// One check card: its place in the list (from 1) and its state.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckCard {
+    /// Its place in the list, from 1 (the `check-<n>` test id).
+    pub n: usize,
+    /// What it shows.
+    pub state: RwSignal<CheckState>,
+}
+
+type Sender = Rc<dyn Fn(&ToWorker) -> Result<(), String>>;
+
+struct Outbox {
+    send: Sender,
+    /// Messages asked for before the worker was ready.
+    pending: Vec<ToWorker>,
+}
+
+/// The page's state of the engine, and the way to ask it for work. `Copy`: pass it to every
+/// section.
+#[derive(Debug, Clone, Copy)]
+pub struct Engine {
+    /// Whether the worker is there.
+    pub status: RwSignal<EngineStatus>,
+    /// The corpus.
+    pub corpus: RwSignal<CorpusSummary>,
+    /// Refused files and other errors, until dismissed.
+    pub notices: RwSignal<Vec<Notice>>,
+    /// The table's page of items.
+    pub items: RwSignal<ItemsPage>,
+    /// The table's search text.
+    pub query: RwSignal<String>,
+    /// The table's first row among the matches.
+    pub offset: RwSignal<usize>,
+    /// The check cards, oldest first.
+    pub checks: RwSignal<Vec<CheckCard>>,
+    /// Files being read by the page.
+    pub reading: RwSignal<usize>,
+    /// Claims the worker suggests for the demo corpus.
+    pub suggested: RwSignal<Vec<String>>,
+    counter: StoredValue<u64>,
+    prefix: StoredValue<String>,
+    outbox: StoredValue<Outbox, LocalStorage>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox").field("pending", &self.pending.len()).finish()
+    }
+}
+
+impl Engine {
+    /// An engine state whose messages go through `send` once the worker is ready (they wait
+    /// until then). `id_prefix` makes this page's check ids unique across visits.
+    pub fn new(
+        id_prefix: impl Into<String>,
+        send: impl Fn(&ToWorker) -> Result<(), String> + 'static,
+    ) -> Self {
+        Self {
+            status: RwSignal::new(EngineStatus::Loading),
+            corpus: RwSignal::new(CorpusSummary::default()),
+            notices: RwSignal::new(Vec::new()),
+            items: RwSignal::new(ItemsPage::default()),
+            query: RwSignal::new(String::new()),
+            offset: RwSignal::new(0),
+            checks: RwSignal::new(Vec::new()),
+            reading: RwSignal::new(0),
+            suggested: RwSignal::new(Vec::new()),
+            counter: StoredValue::new(0),
+            prefix: StoredValue::new(id_prefix.into()),
+            outbox: StoredValue::new_local(Outbox { send: Rc::new(send), pending: Vec::new() }),
+        }
+    }
+
+    /// Sends later messages through `send` (the worker, once it is started).
+    pub fn set_sender(&self, send: impl Fn(&ToWorker) -> Result<(), String> + 'static) {
+        self.outbox.update_value(|outbox| outbox.send = Rc::new(send));
+    }
+
+    /// Whether the worker is ready for work.
+    pub fn is_ready(&self) -> bool {
+        self.status.with(|status| *status == EngineStatus::Ready)
+    }
+
+    fn next(&self) -> u64 {
+        self.counter.update_value(|n| *n += 1);
+        self.counter.get_value()
+    }
+
+    fn new_check_id(&self) -> String {
+        format!("{}-{}", self.prefix.get_value(), self.next())
+    }
+
+    /// Sends a message now, or when the worker is ready.
+    pub fn send(&self, message: ToWorker) {
+        if !self.status.with_untracked(|status| *status == EngineStatus::Ready) {
+            self.outbox.update_value(|outbox| outbox.pending.push(message));
+            return;
+        }
+        let send = self.outbox.with_value(|outbox| Rc::clone(&outbox.send));
+        if let Err(error) = send(&message) {
+            self.notify(None, None, format!("Could not reach the engine: {error}"));
+        }
+    }
+
+    /// Adds a dismissable notice.
+    pub fn notify(&self, file: Option<String>, line: Option<usize>, message: String) {
+        let key = self.next();
+        self.notices.update(|notices| notices.push(Notice { key, file, line, message }));
+    }
+
+    /// Takes in the worker's failure to start.
+    pub fn failed(&self, message: String) {
+        self.status.set(EngineStatus::Failed(message));
+    }
+
+    /// Takes in one message from the worker.
+    pub fn apply(&self, message: FromWorker) {
+        match message {
+            FromWorker::Ready { corpus, results, resumed } => {
+                self.corpus.set(corpus);
+                for result in results {
+                    let id = result.id.clone();
+                    if self.card(&id).is_none() {
+                        self.add_card(CheckState::new(
+                            id,
+                            result.claim.clone(),
+                            Phase::Finished(result),
+                        ));
+                    }
+                }
+                for check in resumed {
+                    match self.card(&check.id) {
+                        Some(card) => card.state.update(|state| state.phase = Phase::Running),
+                        None => {
+                            self.add_card(CheckState::new(check.id, check.claim, Phase::Running))
+                        }
+                    }
+                }
+                self.status.set(EngineStatus::Ready);
+                let pending =
+                    self.outbox.try_update_value(|outbox| std::mem::take(&mut outbox.pending));
+                for message in pending.unwrap_or_default() {
+                    self.send(message);
+                }
+                self.request_items();
+            }
+            FromWorker::Corpus { corpus } => {
+                self.corpus.set(corpus);
+                self.request_items();
+            }
+            FromWorker::FileRejected { file, line, message } => {
+                self.notify(Some(file), line, message);
+            }
+            // An answer to an older search is stale.
+            FromWorker::Items { query, offset, total, items }
+                if query == self.query.get_untracked() =>
+            {
+                self.items.set(ItemsPage { query, offset, total, items });
+            }
+            FromWorker::Queued { check } if self.card(&check.id).is_none() => {
+                self.add_card(CheckState::new(check.id, check.claim, Phase::Queued));
+            }
+            FromWorker::Progress { id, event } => {
+                if let Some(card) = self.card(&id) {
+                    card.state.update(|state| state.apply_event(&event));
+                }
+            }
+            FromWorker::Finished { result } => match self.card(&result.id) {
+                // A check ends once; a late second end (a cancel racing the last answer) is
+                // not news.
+                Some(card) if !card.state.with_untracked(CheckState::is_active) => {}
+                Some(card) => card.state.update(|state| {
+                    state.live.clear();
+                    state.cancelling = false;
+                    state.phase = Phase::Finished(result);
+                }),
+                None => {
+                    let (id, claim) = (result.id.clone(), result.claim.clone());
+                    self.add_card(CheckState::new(id, claim, Phase::Finished(result)));
+                }
+            },
+            FromWorker::Demo { claims } => self.suggested.set(claims),
+            FromWorker::Error { message } => self.notify(None, None, message),
+            _ => {}
+        }
+    }
+
+    /// The card of a check id.
+    pub fn card(&self, id: &str) -> Option<CheckCard> {
+        self.checks.with_untracked(|cards| {
+            cards.iter().copied().find(|card| card.state.with_untracked(|s| s.id == id))
+        })
+    }
+
+    fn add_card(&self, state: CheckState) {
+        let n = self.checks.with_untracked(|cards| cards.len()) + 1;
+        let card = CheckCard { n, state: RwSignal::new(state) };
+        self.checks.update(|cards| cards.push(card));
+    }
+
+    /// Asks for the table's page again (after a change of corpus, search or page).
+    pub fn request_items(&self) {
+        self.send(ToWorker::ListItems {
+            query: self.query.get_untracked(),
+            offset: self.offset.get_untracked(),
+            limit: PAGE_SIZE,
+        });
+    }
+
+    /// Searches the corpus table.
+    pub fn search(&self, query: String) {
+        self.query.set(query);
+        self.offset.set(0);
+        self.request_items();
+    }
+
+    /// Shows the table's page starting at `offset`.
+    pub fn page(&self, offset: usize) {
+        self.offset.set(offset);
+        self.request_items();
+    }
+
+    /// Files the page read.
+    pub fn add_files(&self, files: Vec<NamedText>) {
+        if !files.is_empty() {
+            self.send(ToWorker::AddFiles { files });
+        }
+    }
+
+    /// The demo corpus.
+    pub fn load_demo(&self) {
+        self.send(ToWorker::LoadDemo);
+    }
+
+    /// Removes one item.
+    pub fn remove_item(&self, id: String) {
+        self.send(ToWorker::RemoveItems { ids: vec![id] });
+    }
+
+    /// Empties the corpus.
+    pub fn clear_corpus(&self) {
+        self.send(ToWorker::ClearCorpus);
+    }
+
+    /// Checks claims, a new card each.
+    pub fn run(&self, claims: Vec<String>, provider: ProviderChoice, concurrency: usize) {
+        let checks: Vec<CheckRequest> = claims
+            .into_iter()
+            .map(|claim| CheckRequest { id: self.new_check_id(), claim })
+            .collect();
+        if checks.is_empty() {
+            return;
+        }
+        for check in &checks {
+            self.add_card(CheckState::new(check.id.clone(), check.claim.clone(), Phase::Queued));
+        }
+        self.send(ToWorker::Check { checks, provider, concurrency: concurrency.max(1) });
+    }
+
+    /// Checks a card's claim again, in the same card.
+    pub fn rerun(&self, card: CheckCard, provider: ProviderChoice, concurrency: usize) {
+        let id = self.new_check_id();
+        let claim = card.state.with_untracked(|state| state.claim.clone());
+        card.state.set(CheckState::new(id.clone(), claim.clone(), Phase::Queued));
+        self.send(ToWorker::Check {
+            checks: vec![CheckRequest { id, claim }],
+            provider,
+            concurrency: concurrency.max(1),
+        });
+    }
+
+    /// Cancels one check.
+    pub fn cancel(&self, card: CheckCard) {
+        let id = card.state.with_untracked(|state| state.id.clone());
+        card.state.update(|state| state.cancelling = true);
+        self.send(ToWorker::Cancel { id });
+    }
+
+    /// Cancels every queued or running check.
+    pub fn cancel_all(&self) {
+        for card in self.checks.get_untracked() {
+            if card.state.with_untracked(|state| state.is_active() && !state.cancelling) {
+                self.cancel(card);
+            }
+        }
+    }
+
+    /// Forgets finished checks (the running ones stay).
+    pub fn clear_results(&self) {
+        self.checks.update(|cards| {
+            cards.retain(|card| card.state.with_untracked(CheckState::is_active));
+            for (i, card) in cards.iter_mut().enumerate() {
+                card.n = i + 1;
+            }
+        });
+        self.send(ToWorker::ClearResults);
+    }
+
+    /// The finished checks' results, in card order.
+    pub fn results(&self) -> Vec<CheckResult> {
+        self.checks.with(|cards| {
+            cards
+                .iter()
+                .filter_map(|card| {
+                    card.state.with(|state| match &state.phase {
+                        Phase::Finished(result) => Some(result.clone()),
+                        _ => None,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Whether any check is queued or running.
+    pub fn any_active(&self) -> bool {
+        self.checks.with(|cards| cards.iter().any(|card| card.state.with(CheckState::is_active)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use verity_messages::Outcome;
+
+    #[test]
+    fn events_become_stage_log_live_text_and_usage() {
+        let mut state = CheckState::new("c1".into(), "A claim.".into(), Phase::Queued);
+        state.apply_event(&json!({"type": "stage", "stage": "research", "turn": 2, "of": 6}));
+        assert_eq!(state.phase, Phase::Running);
+        assert_eq!(state.stage.as_deref(), Some("Research turn 2 of 6"));
+        state.apply_event(&json!({"type": "modelCall", "call": 3, "retry": 0, "delayMs": 0}));
+        state.apply_event(
+            &json!({"type": "delta", "call": 3, "delta": {"type": "text", "text": "The bri"}}),
+        );
+        state.apply_event(
+            &json!({"type": "delta", "call": 3, "delta": {"type": "text", "text": "dge"}}),
+        );
+        state.apply_event(
+            &json!({"type": "delta", "call": 3, "delta": {"type": "toolCall", "id": "x"}}),
+        );
+        assert_eq!(state.live, "The bridge");
+        state.apply_event(&json!({"type": "modelAnswered", "call": 3, "stopReason": "tool_use",
+            "usage": {"input": 100, "output": 20, "cost": 0.001}}));
+        state.apply_event(
+            &json!({"type": "retry", "attempt": 1, "delayMs": 1500, "message": "429"}),
+        );
+        state.apply_event(&json!({"type": "somethingNew"}));
+        assert_eq!(state.requests, 1);
+        assert_eq!(state.usage.input, 100);
+        assert_eq!(state.log.last().unwrap(), "Retry 1 in 1.5 s: 429");
+        state.apply_event(&json!({"type": "modelCall", "call": 4, "retry": 1, "delayMs": 1500}));
+        assert!(state.live.is_empty(), "a new call starts a new live text");
+    }
+
+    #[test]
+    fn the_live_text_keeps_its_newest_characters_on_a_char_boundary() {
+        let mut state = CheckState::new("c1".into(), "A claim.".into(), Phase::Running);
+        let piece = "é".repeat(500);
+        for _ in 0..4 {
+            state.apply_event(
+                &json!({"type": "delta", "call": 1, "delta": {"type": "text", "text": piece}}),
+            );
+        }
+        assert!(state.live.len() <= LIVE_LIMIT + 1);
+        assert!(state.live.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn messages_wait_for_ready_and_cards_follow_the_worker() {
+        let owner = Owner::new();
+        owner.with(|| {
+            let sent = Rc::new(std::cell::RefCell::new(Vec::new()));
+            let log = Rc::clone(&sent);
+            let engine = Engine::new("t", move |message: &ToWorker| {
+                log.borrow_mut().push(message.clone());
+                Ok(())
+            });
+            engine.load_demo();
+            assert!(sent.borrow().is_empty(), "nothing is sent before the worker is ready");
+            engine.apply(FromWorker::Ready {
+                corpus: CorpusSummary::default(),
+                results: vec![CheckResult {
+                    id: "old".into(),
+                    claim: "Old.".into(),
+                    outcome: Outcome::Failed { failure: json!({"kind": "cancelled"}) },
+                    cited: Vec::new(),
+                }],
+                resumed: vec![CheckRequest { id: "r".into(), claim: "Resumed.".into() }],
+            });
+            assert_eq!(sent.borrow()[0], ToWorker::LoadDemo);
+            assert!(matches!(sent.borrow()[1], ToWorker::ListItems { .. }));
+            engine.run(vec!["New.".into()], ProviderChoice::Offline, 2);
+            let cards = engine.checks.get_untracked();
+            assert_eq!(cards.len(), 3);
+            assert_eq!(cards[2].n, 3);
+            let new_id = cards[2].state.get_untracked().id;
+            assert_eq!(new_id, "t-1");
+            engine.apply(FromWorker::Progress {
+                id: new_id.clone(),
+                event: json!({"type": "stage", "stage": "assess"}),
+            });
+            assert_eq!(cards[2].state.get_untracked().phase, Phase::Running);
+            engine.cancel_all();
+            let cancels =
+                sent.borrow().iter().filter(|m| matches!(m, ToWorker::Cancel { .. })).count();
+            assert_eq!(cancels, 2, "the resumed and the new check");
+            engine.apply(FromWorker::FileRejected {
+                file: "a.jsonl".into(),
+                line: Some(3),
+                message: "bad".into(),
+            });
+            assert_eq!(engine.notices.get_untracked()[0].text(), "a.jsonl, line 3: bad");
+            engine.clear_results();
+            assert_eq!(engine.checks.get_untracked().len(), 2, "only the finished one goes");
+        });
+    }
+
+    #[test]
+    fn sizes_and_waits_read_well() {
+        assert_eq!(size_text(999), "999 B");
+        assert_eq!(thousands(26_259), "26,259");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000_000), "1,000,000");
+        assert_eq!(size_text(12_345), "12.3 KB");
+        assert_eq!(size_text(4_800_000), "4.8 MB");
+        assert_eq!(wait_text(250), "250 ms");
+        assert_eq!(
+            stage_text("retrieve", None, None, Some(1)),
+            "Retrieving evidence (1 item found)"
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! Export of the finished checks as JSON (the worker's results, as they came) and as Markdown,
+//! downloaded through a Blob and an object URL.
+
+use verity_messages::{CheckResult, FailureView, Outcome, ReportView};
+use wasm_bindgen::JsCast;
+
+use crate::results::{spent_text, usage_text, verdict_text, what_to_do};
+
+/// The results as pretty JSON.
+pub fn to_json(results: &[CheckResult]) -> String {
+    serde_json::to_string_pretty(results).unwrap_or_else(|_| "[]".to_owned())
+}
+
+/// Text on one Markdown line, with nothing that Markdown would read as markup or HTML.
+fn inline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.split_whitespace().collect::<Vec<_>>().join(" ").chars() {
+        if "\\`*_[]<>#|".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The results as Markdown.
+pub fn to_markdown(results: &[CheckResult]) -> String {
+    let mut md = String::from("# Verity results\n");
+    for result in results {
+        md.push_str(&format!("\n## {}\n\n", inline(&result.claim)));
+        match &result.outcome {
+            Outcome::Report { report } => {
+                match serde_json::from_value::<ReportView>(report.clone()) {
+                    Ok(report) => {
+                        md.push_str(&format!(
+                            "**{}** ({:.0}% confidence)\n\n{}\n\n",
+                            verdict_text(&report.assessment.verdict),
+                            report.assessment.confidence * 100.0,
+                            inline(&report.summary)
+                        ));
+                        for citation in &report.assessment.citations {
+                            md.push_str(&format!("> {}\n\n", inline(citation)));
+                        }
+                        md.push_str(&format!(
+                            "Route: {} · {} requests · {}\n",
+                            report.route,
+                            report.requests,
+                            usage_text(&report.usage)
+                        ));
+                    }
+                    Err(error) => md.push_str(&format!("The report could not be read: {error}\n")),
+                }
+            }
+            Outcome::Failed { failure } => {
+                match serde_json::from_value::<FailureView>(failure.clone()) {
+                    Ok(failure) => md.push_str(&format!(
+                        "**Failed** (`{}`): {}\n\nWhat to do: {}\n\nSpent: {}\n",
+                        failure.kind,
+                        inline(&failure.message),
+                        what_to_do(&failure.kind),
+                        spent_text(&failure.spent)
+                    )),
+                    Err(error) => md.push_str(&format!("The failure could not be read: {error}\n")),
+                }
+            }
+        }
+    }
+    md
+}
+
+/// Offers `text` as a file download.
+pub fn download(name: &str, mime: &str, text: &str) -> Result<(), String> {
+    let parts = js_sys::Array::of1(&text.into());
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type(mime);
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)
+        .map_err(|error| crate::bridge::describe(&error))?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob)
+        .map_err(|error| crate::bridge::describe(&error))?;
+    let document = web_sys::window().and_then(|window| window.document()).ok_or("no document")?;
+    let anchor: web_sys::HtmlAnchorElement = document
+        .create_element("a")
+        .map_err(|error| crate::bridge::describe(&error))?
+        .unchecked_into();
+    anchor.set_href(&url);
+    anchor.set_download(name);
+    anchor.click();
+    let _ = web_sys::Url::revoke_object_url(&url);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn markdown_names_verdicts_and_failures_and_escapes_markup() {
+        let results = vec![
+            CheckResult {
+                id: "c1".into(),
+                claim: "The bridge <b>opened</b> in 1932.".into(),
+                outcome: Outcome::Report {
+                    report: json!({"claim": "x", "assessment": {"verdict": "supported", "confidence": 0.9,
+                        "citations": ["The bridge opened in 1932."]}, "route": "single call",
+                        "summary": "Yes.", "requests": 2, "usage": {"input": 10, "output": 5, "cost": 0.0}}),
+                },
+                cited: Vec::new(),
+            },
+            CheckResult {
+                id: "c2".into(),
+                claim: "Other.".into(),
+                outcome: Outcome::Failed {
+                    failure: json!({"kind": "cancelled", "message": "stopped"}),
+                },
+                cited: Vec::new(),
+            },
+        ];
+        let md = to_markdown(&results);
+        assert!(md.contains("## The bridge \\<b\\>opened\\</b\\> in 1932."), "{md}");
+        assert!(md.contains("**Supported** (90% confidence)"), "{md}");
+        assert!(md.contains("> The bridge opened in 1932."), "{md}");
+        assert!(md.contains("**Failed** (`cancelled`): stopped"), "{md}");
+        let back: Vec<CheckResult> = serde_json::from_str(&to_json(&results)).unwrap();
+        assert_eq!(back, results);
+    }
+}

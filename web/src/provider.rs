@@ -1,0 +1,347 @@
+//! The Provider section: the offline baseline (the default), an OpenAI-compatible endpoint with
+//! presets, or Anthropic; the API key stays in memory unless "Remember on this device" is ticked.
+
+use gloo_storage::{LocalStorage, Storage};
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use verity_messages::ProviderChoice;
+
+/// The localStorage key of the provider settings.
+const STORAGE_KEY: &str = "verity.provider";
+
+/// Which kind of model checks the claims.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ProviderKind {
+    /// The engine's lexical baseline, no network.
+    #[default]
+    Offline,
+    /// An OpenAI-compatible chat completions endpoint.
+    OpenAi,
+    /// Anthropic's messages API.
+    Anthropic,
+}
+
+impl ProviderKind {
+    fn value(self) -> &'static str {
+        match self {
+            ProviderKind::Offline => "offline",
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+
+    fn from_value(value: &str) -> Self {
+        match value {
+            "openai" => ProviderKind::OpenAi,
+            "anthropic" => ProviderKind::Anthropic,
+            _ => ProviderKind::Offline,
+        }
+    }
+}
+
+/// An OpenAI-compatible preset: (value, label, base URL, model).
+pub const PRESETS: [(&str, &str, &str, &str); 4] = [
+    ("openai", "OpenAI", "https://api.openai.com/v1", "gpt-4o-mini"),
+    ("openrouter", "OpenRouter", "https://openrouter.ai/api/v1", "openai/gpt-4o-mini"),
+    ("ollama", "Ollama (local)", "http://localhost:11434/v1", "llama3.1"),
+    ("llamacpp", "llama.cpp (local)", "http://localhost:8080/v1", "local"),
+];
+
+/// The default Anthropic model.
+pub const ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+
+/// What the Provider section holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProviderSettings {
+    /// The kind.
+    pub kind: ProviderKind,
+    /// The OpenAI-compatible preset last chosen ("custom" once edited by hand).
+    pub preset: String,
+    /// The OpenAI-compatible base URL (up to and including `/v1`).
+    pub base_url: String,
+    /// The OpenAI-compatible model.
+    pub openai_model: String,
+    /// The Anthropic model.
+    pub anthropic_model: String,
+    /// The API key (stored only when `remember`).
+    pub api_key: String,
+    /// Keep the key in this browser's localStorage.
+    pub remember: bool,
+}
+
+impl Default for ProviderSettings {
+    fn default() -> Self {
+        let (preset, _, base_url, model) = PRESETS[0];
+        Self {
+            kind: ProviderKind::Offline,
+            preset: preset.to_owned(),
+            base_url: base_url.to_owned(),
+            openai_model: model.to_owned(),
+            anthropic_model: ANTHROPIC_MODEL.to_owned(),
+            api_key: String::new(),
+            remember: false,
+        }
+    }
+}
+
+impl ProviderSettings {
+    /// Fills the base URL and model from a preset.
+    pub fn apply_preset(&mut self, value: &str) {
+        self.preset = value.to_owned();
+        if let Some((_, _, base_url, model)) = PRESETS.iter().find(|preset| preset.0 == value) {
+            self.base_url = (*base_url).to_owned();
+            self.openai_model = (*model).to_owned();
+        }
+    }
+
+    /// The engine's provider, or what is missing.
+    pub fn choice(&self) -> Result<ProviderChoice, String> {
+        let key = self.api_key.trim();
+        let mut config = Map::new();
+        match self.kind {
+            ProviderKind::Offline => return Ok(ProviderChoice::Offline),
+            ProviderKind::OpenAi => {
+                let base_url = self.base_url.trim();
+                if base_url.is_empty() {
+                    return Err(
+                        "Enter the endpoint's base URL (for example https://api.openai.com/v1)."
+                            .into(),
+                    );
+                }
+                if !(base_url.starts_with("https://") || base_url.starts_with("http://")) {
+                    return Err("The base URL must start with https:// or http://.".into());
+                }
+                if self.openai_model.trim().is_empty() {
+                    return Err("Enter a model name.".into());
+                }
+                config.insert("api".into(), json!("openai"));
+                config.insert("baseUrl".into(), json!(base_url));
+                config.insert("model".into(), json!(self.openai_model.trim()));
+            }
+            ProviderKind::Anthropic => {
+                if self.anthropic_model.trim().is_empty() {
+                    return Err("Enter an Anthropic model name.".into());
+                }
+                if key.is_empty() {
+                    return Err("Anthropic needs an API key.".into());
+                }
+                config.insert("api".into(), json!("anthropic"));
+                config.insert("model".into(), json!(self.anthropic_model.trim()));
+            }
+        }
+        if !key.is_empty() {
+            config.insert("apiKey".into(), json!(key));
+        }
+        config.insert("stream".into(), json!(true));
+        Ok(ProviderChoice::Network { config: Value::Object(config) })
+    }
+
+    /// What may be stored: the key only when remembered.
+    pub fn stored(&self) -> Self {
+        let mut stored = self.clone();
+        if !stored.remember {
+            stored.api_key.clear();
+        }
+        stored
+    }
+
+    /// The settings kept in this browser, or the defaults.
+    pub fn load() -> Self {
+        LocalStorage::get::<Self>(STORAGE_KEY).unwrap_or_default()
+    }
+
+    fn save(&self) {
+        // A browser without storage (private mode, quota) keeps the settings for this visit.
+        let _ = LocalStorage::set(STORAGE_KEY, self.stored());
+    }
+}
+
+/// The Provider section.
+#[component]
+pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
+    Effect::new(move |_| settings.with(ProviderSettings::save));
+    let kind = move || settings.with(|s| s.kind);
+    let note = move || match kind() {
+        ProviderKind::Offline => {
+            "No key, no network: the engine scores word overlap between \
+            the claim and the corpus. Good for trying the page; its verdicts are not a model's judgement."
+        }
+        ProviderKind::OpenAi => {
+            "Any server speaking OpenAI's chat completions API. A local \
+            server must allow this page's origin (for Ollama, set OLLAMA_ORIGINS)."
+        }
+        ProviderKind::Anthropic => {
+            "Claude through Anthropic's API, called directly from this \
+            browser."
+        }
+    };
+    view! {
+        <section class="panel" aria-labelledby="provider-title">
+            <h2 id="provider-title">"Provider"</h2>
+            <div class="field">
+                <label for="provider-kind">"Model"</label>
+                <select
+                    id="provider-kind"
+                    data-testid="provider-kind"
+                    aria-describedby="provider-note"
+                    prop:value=move || kind().value()
+                    on:change=move |ev| {
+                        let value = event_target_value(&ev);
+                        settings.update(|s| s.kind = ProviderKind::from_value(&value));
+                    }
+                >
+                    <option value="offline">"Offline baseline"</option>
+                    <option value="openai">"OpenAI-compatible endpoint"</option>
+                    <option value="anthropic">"Anthropic"</option>
+                </select>
+                <Show when=move || kind() == ProviderKind::Offline>
+                    <p class="provider-label" data-testid="provider-offline-label">
+                        "Offline baseline — a lexical heuristic, not a language model"
+                    </p>
+                </Show>
+                <p class="hint" id="provider-note">{note}</p>
+            </div>
+            <div class="provider-grid">
+                <Show when=move || kind() == ProviderKind::OpenAi>
+                    <div class="field">
+                        <label for="provider-preset">"Preset"</label>
+                        <select
+                            id="provider-preset"
+                            data-testid="provider-preset"
+                            prop:value=move || settings.with(|s| s.preset.clone())
+                            on:change=move |ev| {
+                                let value = event_target_value(&ev);
+                                settings.update(|s| s.apply_preset(&value));
+                            }
+                        >
+                            {PRESETS
+                                .iter()
+                                .map(|(value, label, _, _)| view! { <option value=*value>{*label}</option> })
+                                .collect_view()}
+                            <option value="custom">"Custom"</option>
+                        </select>
+                    </div>
+                    <div class="field">
+                        <label for="provider-base-url">"Base URL"</label>
+                        <input
+                            id="provider-base-url"
+                            data-testid="provider-base-url"
+                            type="url"
+                            spellcheck="false"
+                            autocomplete="off"
+                            prop:value=move || settings.with(|s| s.base_url.clone())
+                            on:input=move |ev| {
+                                let value = event_target_value(&ev);
+                                settings.update(|s| {
+                                    s.base_url = value;
+                                    s.preset = "custom".into();
+                                });
+                            }
+                        />
+                    </div>
+                </Show>
+                <Show when=move || kind() != ProviderKind::Offline>
+                    <div class="field">
+                        <label for="provider-model">"Model name"</label>
+                        <input
+                            id="provider-model"
+                            data-testid="provider-model"
+                            type="text"
+                            spellcheck="false"
+                            autocomplete="off"
+                            prop:value=move || {
+                                settings.with(|s| match s.kind {
+                                    ProviderKind::Anthropic => s.anthropic_model.clone(),
+                                    _ => s.openai_model.clone(),
+                                })
+                            }
+                            on:input=move |ev| {
+                                let value = event_target_value(&ev);
+                                settings.update(|s| match s.kind {
+                                    ProviderKind::Anthropic => s.anthropic_model = value,
+                                    _ => s.openai_model = value,
+                                });
+                            }
+                        />
+                    </div>
+                    <div class="field">
+                        <label for="provider-key">"API key"</label>
+                        <input
+                            id="provider-key"
+                            data-testid="provider-key"
+                            type="password"
+                            autocomplete="off"
+                            spellcheck="false"
+                            aria-describedby="provider-key-note"
+                            prop:value=move || settings.with(|s| s.api_key.clone())
+                            on:input=move |ev| {
+                                let value = event_target_value(&ev);
+                                settings.update(|s| s.api_key = value);
+                            }
+                        />
+                        <p class="hint" id="provider-key-note">
+                            "Sent only to the endpoint above. Kept in this tab's memory unless you tick the box."
+                        </p>
+                    </div>
+                    <div class="field check">
+                        <input
+                            id="provider-remember"
+                            data-testid="provider-remember"
+                            type="checkbox"
+                            prop:checked=move || settings.with(|s| s.remember)
+                            on:change=move |ev| {
+                                let checked = event_target_checked(&ev);
+                                settings.update(|s| s.remember = checked);
+                            }
+                        />
+                        <label for="provider-remember">"Remember on this device"</label>
+                    </div>
+                </Show>
+            </div>
+        </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn providers_become_the_cores_json() {
+        let mut settings = ProviderSettings::default();
+        assert_eq!(settings.choice(), Ok(ProviderChoice::Offline));
+        settings.kind = ProviderKind::OpenAi;
+        settings.apply_preset("ollama");
+        let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
+        assert_eq!(
+            config,
+            json!({"api": "openai", "baseUrl": "http://localhost:11434/v1", "model": "llama3.1", "stream": true})
+        );
+        settings.api_key = " sk-1 ".into();
+        let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
+        assert_eq!(config["apiKey"], "sk-1");
+        settings.kind = ProviderKind::Anthropic;
+        settings.api_key.clear();
+        assert!(settings.choice().is_err(), "Anthropic needs a key");
+        settings.api_key = "k".into();
+        let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
+        assert_eq!(
+            config,
+            json!({"api": "anthropic", "model": ANTHROPIC_MODEL, "apiKey": "k", "stream": true})
+        );
+        settings.kind = ProviderKind::OpenAi;
+        settings.base_url = "localhost:8080".into();
+        assert!(settings.choice().is_err());
+    }
+
+    #[test]
+    fn the_key_is_stored_only_when_remembered() {
+        let mut settings = ProviderSettings { api_key: "secret".into(), ..Default::default() };
+        assert_eq!(settings.stored().api_key, "");
+        settings.remember = true;
+        assert_eq!(settings.stored().api_key, "secret");
+    }
+}

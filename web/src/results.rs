@@ -1,0 +1,259 @@
+//! A finished check: the verdict, confidence and summary, each citation linked to its evidence
+//! item and highlighted inside it, the route and what was spent; or a typed failure with what to
+//! do about it. All of it is text: nothing the corpus or the model wrote becomes markup.
+
+use leptos::prelude::*;
+use verity_messages::{CheckResult, FailureView, Item, Outcome, ReportView, SpentView, UsageView};
+
+/// A verdict in words.
+pub fn verdict_text(verdict: &str) -> String {
+    match verdict {
+        "supported" => "Supported".to_owned(),
+        "contradicted" => "Contradicted".to_owned(),
+        "insufficient" => "Insufficient evidence".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// The advice for a request that failed: the key, the address, or the browser's CORS check.
+const REQUEST_FAILED: &str = "Check the API key, the base URL and the model name. If the \
+    browser blocked the request (CORS), the server must allow this page's origin: for Ollama \
+    set OLLAMA_ORIGINS; a local server must send Access-Control-Allow-Origin.";
+
+/// What to do after a failure of this kind (the core's `JobFailureKind` names).
+pub fn what_to_do(kind: &str) -> &'static str {
+    match kind {
+        "provider" | "assess-request" => REQUEST_FAILED,
+        "config" => "The check's settings were refused: check the provider's base URL and model.",
+        "cancelled" => "The check was cancelled. Re-run it when you like.",
+        "no-new-evidence" => {
+            "Research found nothing new in the corpus: add evidence that speaks to the claim, \
+             then re-run."
+        }
+        "research-turn-limit" => {
+            "Research used all its turns: add more specific evidence or make the claim narrower."
+        }
+        "citation-not-in-evidence" => {
+            "The model cited text that is not an evidence item: re-run, or use a stronger model."
+        }
+        "assess-prose" | "assess-schema" => {
+            "The model did not record its assessment through the tool as asked: use a model \
+             with reliable tool calling."
+        }
+        "invalid-submissions" | "no-submit" | "turn-limit" => {
+            "The model did not finish its summary in the expected form: re-run, or use a \
+             stronger model."
+        }
+        _ => "See the message above; re-run when it is fixed.",
+    }
+}
+
+/// Tokens and cost in words.
+pub fn usage_text(usage: &UsageView) -> String {
+    format!("{} in / {} out tokens · ${:.4}", usage.input, usage.output, usage.cost)
+}
+
+/// `n` and a noun, plural when `n` is not 1.
+pub fn count(n: u32, noun: &str) -> String {
+    match (n, noun.strip_suffix('y')) {
+        (1, _) => format!("1 {noun}"),
+        (_, Some(stem)) => format!("{n} {stem}ies"),
+        _ => format!("{n} {noun}s"),
+    }
+}
+
+/// What a failure spent, in words.
+pub fn spent_text(spent: &SpentView) -> String {
+    format!(
+        "{}, {}, {} · {}",
+        count(spent.requests, "request"),
+        count(spent.turns, "turn"),
+        count(spent.retries, "retry"),
+        usage_text(&spent.usage)
+    )
+}
+
+/// Splits `text` into pieces, `true` for the pieces some quote covers.
+pub fn highlight(text: &str, quotes: &[String]) -> Vec<(String, bool)> {
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for quote in quotes.iter().map(|quote| quote.trim()).filter(|quote| !quote.is_empty()) {
+        ranges.extend(text.match_indices(quote).map(|(start, found)| (start, start + found.len())));
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    for (start, end) in merged {
+        if start > at {
+            pieces.push((text[at..start].to_owned(), false));
+        }
+        pieces.push((text[start..end].to_owned(), true));
+        at = end;
+    }
+    if at < text.len() || pieces.is_empty() {
+        pieces.push((text[at..].to_owned(), false));
+    }
+    pieces
+}
+
+/// The cited item a citation quotes: the first whose text contains it.
+pub fn cited_item(citation: &str, items: &[Item]) -> Option<usize> {
+    let quote = citation.trim();
+    (!quote.is_empty()).then(|| items.iter().position(|item| item.text.contains(quote))).flatten()
+}
+
+/// A finished check.
+#[component]
+pub fn ResultView(n: usize, result: CheckResult) -> impl IntoView {
+    match result.outcome {
+        Outcome::Report { report } => match serde_json::from_value::<ReportView>(report) {
+            Ok(report) => view! { <ReportBody n report cited=result.cited /> }.into_any(),
+            Err(error) => view! {
+                <p class="notice" role="alert">{format!("The engine's report could not be read: {error}")}</p>
+            }
+            .into_any(),
+        },
+        Outcome::Failed { failure } => match serde_json::from_value::<FailureView>(failure) {
+            Ok(failure) => view! { <FailureBody failure /> }.into_any(),
+            Err(error) => view! {
+                <p class="notice" role="alert">{format!("The engine's failure could not be read: {error}")}</p>
+            }
+            .into_any(),
+        },
+    }
+}
+
+#[component]
+fn ReportBody(n: usize, report: ReportView, cited: Vec<Item>) -> impl IntoView {
+    let verdict = report.assessment.verdict.clone();
+    let citations = report.assessment.citations.clone();
+    let anchor = move |i: usize| format!("ev-{n}-{i}");
+    let citation_list = citations
+        .iter()
+        .map(|citation| {
+            let text = format!("“{}”", citation.trim());
+            match cited_item(citation, &cited) {
+                Some(i) => view! {
+                    <li>
+                        <a data-testid="citation" href=format!("#{}", anchor(i))>{text}</a>
+                        <span class="hint">{format!(" — {}", cited[i].id)}</span>
+                    </li>
+                }
+                .into_any(),
+                None => view! {
+                    <li>
+                        <span data-testid="citation">{text}</span>
+                        <span class="hint">" — not found among the cited items"</span>
+                    </li>
+                }
+                .into_any(),
+            }
+        })
+        .collect_view();
+    let evidence = cited
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let pieces = highlight(&item.text, &citations)
+                .into_iter()
+                .map(|(piece, marked)| {
+                    if marked {
+                        view! { <mark>{piece}</mark> }.into_any()
+                    } else {
+                        piece.into_any()
+                    }
+                })
+                .collect_view();
+            view! {
+                <li id=anchor(i) data-testid="evidence" tabindex="-1">
+                    <span class="item-id">{item.id.clone()}</span>
+                    <p>{pieces}</p>
+                </li>
+            }
+        })
+        .collect_view();
+    let has_evidence = !cited.is_empty();
+    let has_citations = !citations.is_empty();
+    view! {
+        <div class="result">
+            <p class="verdict-line">
+                <span class=format!("verdict verdict-{verdict}") data-testid="verdict">{verdict_text(&verdict)}</span>
+                <span data-testid="confidence" class="confidence">
+                    {format!("{:.0}% confidence", report.assessment.confidence * 100.0)}
+                </span>
+            </p>
+            <p data-testid="summary" class="summary">{report.summary}</p>
+            <Show when=move || has_citations>
+                <h4>"Citations"</h4>
+            </Show>
+            <ol class="citations">{citation_list}</ol>
+            <Show when=move || has_evidence>
+                <h4>"Evidence"</h4>
+            </Show>
+            <ul class="evidence">{evidence}</ul>
+            <dl class="meta">
+                <div><dt>"Route"</dt><dd>{report.route}</dd></div>
+                <div><dt>"Requests"</dt><dd>{report.requests}</dd></div>
+                <div><dt>"Tokens"</dt><dd>{format!("{} in / {} out", report.usage.input, report.usage.output)}</dd></div>
+                <div><dt>"Cost"</dt><dd>{format!("${:.4}", report.usage.cost)}</dd></div>
+            </dl>
+        </div>
+    }
+}
+
+#[component]
+fn FailureBody(failure: FailureView) -> impl IntoView {
+    let advice = what_to_do(&failure.kind);
+    view! {
+        <div class="result failure">
+            <p class="verdict-line">
+                <span class="verdict verdict-failed">"No verdict"</span>
+                <span class="hint">"failure kind"</span>
+                <code data-testid="failure-kind" class="failure-kind">{failure.kind.clone()}</code>
+            </p>
+            <p class="failure-message">{failure.message}</p>
+            <p class="advice"><strong>"What to do: "</strong>{advice}</p>
+            <p class="hint">{format!("Spent: {}", spent_text(&failure.spent))}</p>
+        </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_are_highlighted_where_they_occur() {
+        let quotes = vec!["opened in 1932".to_owned(), "1932. It".to_owned()];
+        let pieces = highlight("The bridge opened in 1932. It is long.", &quotes);
+        assert_eq!(
+            pieces,
+            vec![
+                ("The bridge ".to_owned(), false),
+                ("opened in 1932. It".to_owned(), true),
+                (" is long.".to_owned(), false),
+            ]
+        );
+        assert_eq!(highlight("abc", &[]), vec![("abc".to_owned(), false)]);
+        assert_eq!(highlight("abc", &["abc".to_owned()]), vec![("abc".to_owned(), true)]);
+    }
+
+    #[test]
+    fn a_citation_links_to_the_item_that_contains_it() {
+        let items = vec![
+            Item { id: "e1".into(), text: "First.".into() },
+            Item { id: "e2".into(), text: "The bridge opened in 1932.".into() },
+        ];
+        assert_eq!(cited_item(" The bridge opened in 1932. ", &items), Some(1));
+        assert_eq!(cited_item("Elsewhere.", &items), None);
+        assert_eq!(what_to_do("cancelled"), "The check was cancelled. Re-run it when you like.");
+        assert_eq!(count(2, "retry"), "2 retries");
+        assert_eq!(count(1, "request"), "1 request");
+    }
+}

@@ -1,0 +1,591 @@
+//! The host-independent engine: the corpus, the results, the scheduler of checks with bounded
+//! concurrency, durable sessions, and the conversion of the core's values into messages. The
+//! wasm glue (or a native test) is its [`Host`].
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use verity_core::corpus::{IndexedCorpus, Passage, with_corpora};
+use verity_core::provider::http::is_secret_header;
+use verity_core::provider::offline::OfflineModel;
+use verity_core::{
+    Cancel, DriveOptions, HttpClient, Job, JobFailed, NoTools, Provider, ProviderTransport,
+    Session, SessionError, Spent, Store, Transport, drive_session_with,
+};
+use verity_messages::{
+    CheckRequest, CheckResult, FromWorker, Item, Outcome, ProviderChoice, ToWorker,
+};
+
+use crate::corpus::{CorpusState, Rejected};
+use crate::demo::{DEMO_CLAIMS, demo_passages};
+
+/// What the engine needs from where it runs. Every method is called on the worker's one
+/// thread; none may call back into the engine synchronously.
+pub trait Host: 'static {
+    /// The HTTP client for network providers (`fetch` in a browser).
+    type Client: HttpClient + 'static;
+    /// A check's durable session store (IndexedDB in a browser).
+    type Store: Store + 'static;
+
+    /// Sends a message to the page.
+    fn post(&self, message: &FromWorker);
+    /// Runs `task` to completion in the background.
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>);
+    /// Milliseconds on a monotonic clock (for timing the index).
+    fn now_ms(&self) -> f64;
+    /// A client for one check's requests.
+    fn client(&self) -> Self::Client;
+    /// A new, empty session store for the check `meta` describes (its record is written with
+    /// the session's first entries).
+    fn new_session(&self, meta: &SessionMeta) -> Self::Store;
+    /// Deletes a check's session (it finished and its result is saved).
+    fn end_session(&self, id: &str);
+    /// Saves the corpus (replacing what was saved).
+    fn save_corpus(&self, corpus: &Arc<IndexedCorpus>);
+    /// Saves the finished results (replacing what was saved).
+    fn save_results(&self, results: &[CheckResult]);
+}
+
+/// What a session record says about its check, beside the log: enough to resume it. The
+/// provider's credentials (`apiKey`, credential headers) are never stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMeta {
+    /// The check.
+    pub check: CheckRequest,
+    /// The provider, without credentials.
+    pub provider: ProviderChoice,
+    /// Whether credentials were removed (a resume cannot call the provider without them).
+    #[serde(default)]
+    pub credentials_removed: bool,
+}
+
+impl SessionMeta {
+    /// The record of `check` run with `provider`, credentials removed.
+    #[must_use]
+    pub fn new(check: &CheckRequest, provider: &ProviderChoice) -> Self {
+        let (provider, credentials_removed) = without_credentials(provider);
+        Self { check: check.clone(), provider, credentials_removed }
+    }
+}
+
+/// `provider` without its API key and credential headers, and whether it had any.
+fn without_credentials(provider: &ProviderChoice) -> (ProviderChoice, bool) {
+    let ProviderChoice::Network { config } = provider else { return (provider.clone(), false) };
+    let mut config = config.clone();
+    let mut removed = false;
+    if let Some(object) = config.as_object_mut() {
+        removed |= object.remove("apiKey").is_some_and(|key| !key.is_null());
+        if let Some(Value::Array(headers)) = object.get_mut("headers") {
+            let before = headers.len();
+            headers
+                .retain(|pair| !pair.get(0).and_then(Value::as_str).is_some_and(is_secret_header));
+            removed |= headers.len() != before;
+        }
+    }
+    (ProviderChoice::Network { config }, removed)
+}
+
+/// A session found in storage at start, with its store.
+#[derive(Debug)]
+pub struct StoredSession<S> {
+    /// What it is.
+    pub meta: SessionMeta,
+    /// Where its log is.
+    pub store: S,
+}
+
+/// What the host restored from storage at start.
+#[derive(Debug)]
+pub struct Restored<S> {
+    /// The corpus items, in order.
+    pub items: Vec<Passage>,
+    /// Finished results.
+    pub results: Vec<CheckResult>,
+    /// Sessions of checks that were running.
+    pub sessions: Vec<StoredSession<S>>,
+}
+
+impl<S> Default for Restored<S> {
+    fn default() -> Self {
+        Self { items: Vec::new(), results: Vec::new(), sessions: Vec::new() }
+    }
+}
+
+#[derive(Debug)]
+struct Pending {
+    check: CheckRequest,
+    provider: ProviderChoice,
+}
+
+#[derive(Debug)]
+struct Running {
+    id: String,
+    cancel: Cancel,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    corpus: CorpusState,
+    results: Vec<CheckResult>,
+    queue: VecDeque<Pending>,
+    running: Vec<Running>,
+    concurrency: usize,
+}
+
+/// The engine: a cheap handle (clones share one state) driven by [`Engine::handle`].
+pub struct Engine<H: Host> {
+    inner: Rc<Inner<H>>,
+}
+
+impl<H: Host> Clone for Engine<H> {
+    fn clone(&self) -> Self {
+        Self { inner: Rc::clone(&self.inner) }
+    }
+}
+
+impl<H: Host> std::fmt::Debug for Engine<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("state", &self.inner.state).finish_non_exhaustive()
+    }
+}
+
+struct Inner<H> {
+    host: H,
+    state: RefCell<State>,
+}
+
+/// The failure JSON of a check that ended outside the core's machines (cancelled while
+/// queued, a bad provider configuration, storage lost): the core's `JobFailed` shape.
+fn failure(kind: &str, message: impl Into<String>, spent: Spent) -> Value {
+    let value = json!({"kind": kind, "message": message.into(), "spent": spent});
+    // Through the core's type, so the shape is the core's.
+    serde_json::from_value::<JobFailed>(value.clone())
+        .map_or(value, |failed| serde_json::to_value(failed).expect("serializes"))
+}
+
+impl<H: Host> Engine<H> {
+    /// An engine over `host` with an empty corpus; call [`start`](Self::start) next.
+    pub fn new(host: H) -> Self {
+        let state = State { concurrency: 1, ..State::default() };
+        Self { inner: Rc::new(Inner { host, state: RefCell::new(state) }) }
+    }
+
+    /// The host.
+    pub fn host(&self) -> &H {
+        &self.inner.host
+    }
+
+    fn post(&self, message: &FromWorker) {
+        self.inner.host.post(message);
+    }
+
+    /// Takes what storage held, posts `Ready`, indexes the corpus and resumes the checks that
+    /// were running (each from its session: recorded responses are not requested again).
+    pub async fn start(&self, restored: Restored<H::Store>) {
+        let Restored { items, results, sessions } = restored;
+        {
+            let mut state = self.inner.state.borrow_mut();
+            state.corpus = CorpusState::from_passages(items);
+            state.results = results;
+        }
+        let corpus = self.inner.state.borrow().corpus.current().clone();
+        let mut resumed = Vec::new();
+        let mut to_run = Vec::new();
+        for StoredSession { meta, store } in sessions {
+            let id = meta.check.id.clone();
+            if self.inner.state.borrow().results.iter().any(|result| result.id == id) {
+                // Finished, and its result saved, before the session was deleted.
+                self.inner.host.end_session(&id);
+                continue;
+            }
+            match open_session(&store, &corpus).await {
+                Ok(session) => {
+                    resumed.push(meta.check.clone());
+                    to_run.push((meta, store, session));
+                }
+                Err(why) => {
+                    let result = CheckResult {
+                        id: id.clone(),
+                        claim: meta.check.claim.clone(),
+                        outcome: Outcome::Failed {
+                            failure: failure(
+                                "cancelled",
+                                format!("the check was interrupted and cannot resume: {why}"),
+                                Spent::default(),
+                            ),
+                        },
+                        cited: Vec::new(),
+                    };
+                    self.record_result(result);
+                    self.inner.host.end_session(&id);
+                }
+            }
+        }
+        let (summary, results) = {
+            let state = self.inner.state.borrow();
+            (state.corpus.summary(), state.results.clone())
+        };
+        self.post(&FromWorker::Ready { corpus: summary, results, resumed });
+        self.index();
+        for (meta, store, session) in to_run {
+            let cancel = Cancel::new();
+            if meta.credentials_removed {
+                cancel.cancel(
+                    "the page was reloaded during the check and its API key is not stored on \
+                     this device: run the check again",
+                );
+            }
+            self.inner
+                .state
+                .borrow_mut()
+                .running
+                .push(Running { id: meta.check.id.clone(), cancel: cancel.clone() });
+            let engine = self.clone();
+            let corpus = Arc::clone(&corpus);
+            self.inner.host.spawn(Box::pin(async move {
+                let result =
+                    engine.run(&meta.check, &meta.provider, &corpus, cancel, store, Some(session));
+                let result = result.await;
+                engine.finished(result);
+            }));
+        }
+    }
+
+    /// Handles one message from the page.
+    pub fn handle(&self, message: ToWorker) {
+        match message {
+            ToWorker::AddFiles { files } => {
+                let mut changed = false;
+                for file in files {
+                    let added =
+                        self.inner.state.borrow_mut().corpus.add_file(&file.name, &file.text);
+                    match added {
+                        Ok(_) => changed = true,
+                        Err(rejected) => self.reject(rejected),
+                    }
+                }
+                if changed {
+                    self.corpus_changed();
+                }
+            }
+            ToWorker::AddItems { items } => {
+                let passages =
+                    items.into_iter().map(|Item { id, text }| Passage { id, text }).collect();
+                let added = self.inner.state.borrow_mut().corpus.add(passages, "items");
+                match added {
+                    Ok(_) => self.corpus_changed(),
+                    Err(rejected) => self.reject(rejected),
+                }
+            }
+            ToWorker::LoadDemo => {
+                let passages: Vec<Passage> = {
+                    let state = self.inner.state.borrow();
+                    let corpus = state.corpus.current().corpus();
+                    demo_passages().into_iter().filter(|p| corpus.get(&p.id).is_none()).collect()
+                };
+                if !passages.is_empty() {
+                    let added = self.inner.state.borrow_mut().corpus.add(passages, "demo");
+                    if let Err(rejected) = added {
+                        self.reject(rejected);
+                    } else {
+                        self.corpus_changed();
+                    }
+                }
+                self.post(&FromWorker::Demo {
+                    claims: DEMO_CLAIMS.iter().map(|claim| (*claim).to_owned()).collect(),
+                });
+            }
+            ToWorker::RemoveItems { ids } => {
+                if self.inner.state.borrow_mut().corpus.remove(&ids) > 0 {
+                    self.corpus_changed();
+                }
+            }
+            ToWorker::ClearCorpus => {
+                self.inner.state.borrow_mut().corpus.clear();
+                self.corpus_changed();
+            }
+            ToWorker::ListItems { query, offset, limit } => {
+                let (total, items) = self.inner.state.borrow().corpus.list(&query, offset, limit);
+                self.post(&FromWorker::Items { query, offset, total, items });
+            }
+            ToWorker::Check { checks, provider, concurrency } => {
+                {
+                    let mut state = self.inner.state.borrow_mut();
+                    state.concurrency = concurrency.max(1);
+                    for check in &checks {
+                        state.queue.push_back(Pending {
+                            check: check.clone(),
+                            provider: provider.clone(),
+                        });
+                    }
+                }
+                for check in checks {
+                    self.post(&FromWorker::Queued { check });
+                }
+                self.pump();
+            }
+            ToWorker::Cancel { id } => self.cancel(&id),
+            ToWorker::ClearResults => {
+                let mut state = self.inner.state.borrow_mut();
+                state.results.clear();
+                self.inner.host.save_results(&state.results);
+            }
+            _ => self.post(&FromWorker::Error { message: "unknown message".to_owned() }),
+        }
+    }
+
+    /// Handles a message as JSON text (what the page posts); a malformed one is answered
+    /// with `Error`.
+    pub fn handle_json(&self, text: &str) {
+        match serde_json::from_str::<ToWorker>(text) {
+            Ok(message) => self.handle(message),
+            Err(error) => self.post(&FromWorker::Error {
+                message: format!("the worker cannot read the page's message: {error}"),
+            }),
+        }
+    }
+
+    fn reject(&self, rejected: Rejected) {
+        self.post(&FromWorker::FileRejected {
+            file: rejected.file,
+            line: rejected.line,
+            message: rejected.message,
+        });
+    }
+
+    /// Posts the new corpus (not indexed yet), saves it, then indexes it and posts again.
+    fn corpus_changed(&self) {
+        let (summary, current) = {
+            let state = self.inner.state.borrow();
+            (state.corpus.summary(), state.corpus.current().clone())
+        };
+        self.post(&FromWorker::Corpus { corpus: summary });
+        self.inner.host.save_corpus(&current);
+        self.index();
+    }
+
+    fn index(&self) {
+        let summary = {
+            let mut state = self.inner.state.borrow_mut();
+            if state.corpus.current().corpus().is_empty() || state.corpus.current().is_indexed() {
+                return;
+            }
+            let host = &self.inner.host;
+            state.corpus.index(|| host.now_ms());
+            state.corpus.summary()
+        };
+        self.post(&FromWorker::Corpus { corpus: summary });
+    }
+
+    fn cancel(&self, id: &str) {
+        let queued = {
+            let mut state = self.inner.state.borrow_mut();
+            if let Some(running) = state.running.iter().find(|running| running.id == id) {
+                running.cancel.cancel("cancelled by the user");
+                return;
+            }
+            let position = state.queue.iter().position(|pending| pending.check.id == id);
+            position.and_then(|position| state.queue.remove(position))
+        };
+        if let Some(pending) = queued {
+            self.finished(CheckResult {
+                id: pending.check.id,
+                claim: pending.check.claim,
+                outcome: Outcome::Failed {
+                    failure: failure(
+                        "cancelled",
+                        "cancelled by the user before it started",
+                        Spent::default(),
+                    ),
+                },
+                cited: Vec::new(),
+            });
+        }
+    }
+
+    /// Starts queued checks while fewer than the concurrency bound run.
+    fn pump(&self) {
+        loop {
+            let (pending, corpus, cancel) = {
+                let mut state = self.inner.state.borrow_mut();
+                if state.running.len() >= state.concurrency {
+                    return;
+                }
+                let Some(pending) = state.queue.pop_front() else { return };
+                let cancel = Cancel::new();
+                state
+                    .running
+                    .push(Running { id: pending.check.id.clone(), cancel: cancel.clone() });
+                (pending, state.corpus.current().clone(), cancel)
+            };
+            let store =
+                self.inner.host.new_session(&SessionMeta::new(&pending.check, &pending.provider));
+            let engine = self.clone();
+            self.inner.host.spawn(Box::pin(async move {
+                let result =
+                    engine.run(&pending.check, &pending.provider, &corpus, cancel, store, None);
+                let result = result.await;
+                engine.finished(result);
+            }));
+        }
+    }
+
+    /// Runs one check to its result (a new session, or a resumed one).
+    async fn run(
+        &self,
+        check: &CheckRequest,
+        provider: &ProviderChoice,
+        corpus: &Arc<IndexedCorpus>,
+        cancel: Cancel,
+        store: H::Store,
+        resumed: Option<Session<Job>>,
+    ) -> CheckResult {
+        let outcome = self.drive(check, provider, corpus, cancel, &store, resumed).await;
+        let cited = match &outcome {
+            Outcome::Report { report } => {
+                let citations: Vec<String> = report["assessment"]["citations"]
+                    .as_array()
+                    .map(|all| all.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .unwrap_or_default();
+                CorpusState::cited(corpus, &citations)
+            }
+            Outcome::Failed { .. } => Vec::new(),
+        };
+        CheckResult { id: check.id.clone(), claim: check.claim.clone(), outcome, cited }
+    }
+
+    async fn drive(
+        &self,
+        check: &CheckRequest,
+        provider: &ProviderChoice,
+        corpus: &Arc<IndexedCorpus>,
+        cancel: Cancel,
+        store: &H::Store,
+        resumed: Option<Session<Job>>,
+    ) -> Outcome {
+        let failed = |failure: Value| Outcome::Failed { failure };
+        let mut session = match resumed {
+            Some(session) => session,
+            None => {
+                let config = json!({"kind": "claim", "claim": check.claim,
+                                    "corpus": corpus.id().as_str()});
+                let job = match Job::new(
+                    match verity_core::JobConfig::from_value(config) {
+                        Ok(config) => config,
+                        Err(error) => {
+                            return failed(failure("config", error.to_string(), Spent::default()));
+                        }
+                    },
+                    std::slice::from_ref(corpus),
+                ) {
+                    Ok(job) => job,
+                    Err(failed_job) => return failed(to_value(&failed_job)),
+                };
+                match Session::start(job) {
+                    Ok(session) => session,
+                    Err(error) => {
+                        return failed(failure("config", error.to_string(), Spent::default()));
+                    }
+                }
+            }
+        };
+        let id = check.id.clone();
+        let host = &self.inner.host;
+        let options = DriveOptions::new().cancel(cancel.clone()).events(move |event| {
+            let event = serde_json::to_value(&event).expect("events serialize");
+            host.post(&FromWorker::Progress { id: id.clone(), event });
+        });
+        let driven = match provider {
+            ProviderChoice::Offline => drive_on(&mut session, store, &OfflineModel, options).await,
+            ProviderChoice::Network { config } => {
+                let provider: Provider = match serde_json::from_value(config.clone()) {
+                    Ok(provider) => provider,
+                    Err(error) => {
+                        return failed(failure(
+                            "config",
+                            format!("provider: {error}"),
+                            Spent::default(),
+                        ));
+                    }
+                };
+                let transport = ProviderTransport::new(provider, host.client()).with_cancel(cancel);
+                drive_on(&mut session, store, &transport, options).await
+            }
+        };
+        if let Err(error) = driven {
+            let spent = session.machine().spent();
+            let message = match error {
+                SessionError::StaleLease { .. } => {
+                    "the check was taken over by another tab of this page".to_owned()
+                }
+                other => format!("the check's durable session failed: {other}"),
+            };
+            return failed(failure("cancelled", message, spent));
+        }
+        match session.finish() {
+            Ok(report) => Outcome::Report { report },
+            Err(failed_job) => failed(to_value(&failed_job)),
+        }
+    }
+
+    /// Records a finished check: posts it, saves the results, deletes its session, starts the
+    /// next queued check.
+    fn finished(&self, result: CheckResult) {
+        let id = result.id.clone();
+        self.inner.state.borrow_mut().running.retain(|running| running.id != id);
+        self.post(&FromWorker::Finished { result: result.clone() });
+        self.record_result(result);
+        self.inner.host.end_session(&id);
+        self.pump();
+    }
+
+    fn record_result(&self, result: CheckResult) {
+        let mut state = self.inner.state.borrow_mut();
+        state.results.retain(|kept| kept.id != result.id);
+        state.results.push(result);
+        self.inner.host.save_results(&state.results);
+    }
+
+    /// How many checks run and wait (for tests and diagnostics).
+    #[must_use]
+    pub fn load(&self) -> (usize, usize) {
+        let state = self.inner.state.borrow();
+        (state.running.len(), state.queue.len())
+    }
+
+    /// The current corpus.
+    #[must_use]
+    pub fn corpus(&self) -> Arc<IndexedCorpus> {
+        self.inner.state.borrow().corpus.current().clone()
+    }
+}
+
+fn to_value(failed: &JobFailed) -> Value {
+    serde_json::to_value(failed).expect("a failure serializes")
+}
+
+async fn drive_on<S: Store>(
+    session: &mut Session<Job>,
+    store: &S,
+    transport: &impl Transport,
+    options: DriveOptions<'_>,
+) -> Result<(), SessionError> {
+    drive_session_with(session, store, transport, &NoTools, options).await
+}
+
+/// Takes the session over (so a stale tab cannot write), loads and replays it over `corpus`.
+async fn open_session<S: Store>(
+    store: &S,
+    corpus: &Arc<IndexedCorpus>,
+) -> Result<Session<Job>, SessionError> {
+    let lease = store.take_lease("worker").await?;
+    let log = store.load().await?;
+    with_corpora(std::slice::from_ref(corpus), || Session::resume(log, Some(lease)))
+}

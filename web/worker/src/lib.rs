@@ -1,0 +1,59 @@
+//! Verity's engine in a Web Worker.
+//!
+//! The page (the Leptos UI, or any JavaScript page) starts the worker as a module worker and
+//! talks to it with `postMessage`. With trunk (in `index.html`):
+//!
+//! ```html
+//! <link data-trunk rel="rust" href="web/worker/Cargo.toml" data-bin="verity-worker"
+//!       data-type="worker" data-bindgen-target="web" data-loader-shim data-wasm-opt="z"
+//!       data-cargo-profile-release="wasm-release"/>
+//! ```
+//!
+//! which emits `verity-worker.js`, `verity-worker_bg.wasm` and `verity-worker_loader.js`
+//! (the binary's name, not hashed). Without trunk, `wasm-bindgen --target web` on the
+//! binary's wasm gives the first two and `web/worker/worker.js` is the loader. Then:
+//!
+//! ```js
+//! const worker = new Worker("./verity-worker_loader.js", { type: "module" });
+//! worker.onmessage = (e) => handle(e.data);            // FromWorker, a plain object
+//! worker.postMessage({ type: "loadDemo" });            // ToWorker, a plain object or JSON text
+//! ```
+//!
+//! The binary's `main` installs the message listener and buffers what arrives until storage
+//! is restored and `Ready` is posted, then handles it in order.
+//!
+//! **Encoding: plain JSON-compatible JavaScript objects**, the serde JSON of
+//! `verity_messages::ToWorker` and `FromWorker` (camelCase, a `"type"` tag): exactly what
+//! `serde_wasm_bindgen::Serializer::json_compatible()` writes and `serde_wasm_bindgen::from_value`
+//! reads on the page. The worker reads an incoming object through `JSON.stringify` and
+//! serde_json, and posts `JSON.parse` of serde_json's text, so it links no
+//! serde-wasm-bindgen; it also accepts JSON text (a string) from a page that prefers it.
+
+//! The worker posts `Ready` once it has restored what IndexedDB holds (corpus, results, and
+//! the checks that were running, which resume from their durable sessions). Without
+//! IndexedDB it runs in memory and posts one `Error` saying so.
+//!
+//! Structure: [`engine::Engine`] holds the state and logic and is driven through the
+//! [`engine::Host`] trait; the wasm glue (`wasm` module, only on wasm32) is its host in a
+//! browser: the message listener, `fetch` with streaming and `AbortController`, IndexedDB,
+//! timers. Native tests drive the same engine with a host in memory.
+//!
+//! After `loadDemo` the worker also posts `Demo { claims }` (claims to try on the demo
+//! corpus).
+//!
+//! Failures produced by the worker itself use the core's `JobFailed` shape: a check cancelled
+//! while queued (`cancelled`, nothing spent), a bad provider configuration (`config`), a
+//! session that could not be resumed or whose storage failed (`cancelled`, with the reason).
+#![deny(missing_docs)]
+
+pub mod corpus;
+pub mod demo;
+pub mod engine;
+#[cfg(target_arch = "wasm32")]
+mod wasm;
+
+/// Starts the worker in a browser (the binary's `main`).
+#[cfg(target_arch = "wasm32")]
+pub use wasm::start;
+
+pub use engine::{Engine, Host, Restored, SessionMeta, StoredSession};

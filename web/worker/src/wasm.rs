@@ -1,0 +1,487 @@
+//! The browser glue: the worker's message listener, `fetch` with a streamed body and an
+//! `AbortController`, IndexedDB (corpus, results, sessions), timers. Only built for wasm32.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use idb::{Database, DatabaseEvent, Factory, ObjectStoreParams, TransactionMode};
+use js_sys::{Promise, Reflect, Uint8Array};
+use serde::{Deserialize, Serialize};
+use verity_core::corpus::{IndexedCorpus, Passage};
+use verity_core::log::{Entry, Lease, Log};
+use verity_core::{
+    HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead, SessionError, Store,
+};
+use verity_messages::{CheckResult, FromWorker};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{
+    AbortController, DedicatedWorkerGlobalScope, Headers, MessageEvent,
+    ReadableStreamDefaultReader, RequestInit, Response,
+};
+
+use crate::engine::{Engine, Host, Restored, SessionMeta, StoredSession};
+
+const DB_NAME: &str = "verity";
+const DB_VERSION: u32 = 1;
+/// Key-value store: `"corpus"` (the passages as JSON) and `"results"` (the results as JSON).
+const KV: &str = "kv";
+/// One record per running check: [`SessionRecord`] as JSON, keyed by the check's id.
+const SESSIONS: &str = "sessions";
+
+/// What happens when a fetch is refused by the browser (a `TypeError`).
+const BLOCKED: &str = "the browser blocked the request or could not connect: check the base URL, \
+     that the server is running, and that it allows this page's origin (CORS; for Ollama set \
+     OLLAMA_ORIGINS)";
+
+fn scope() -> DedicatedWorkerGlobalScope {
+    js_sys::global().unchecked_into()
+}
+
+fn describe(error: &JsValue) -> String {
+    error
+        .dyn_ref::<js_sys::Error>()
+        .map(|error| String::from(error.message()))
+        .or_else(|| error.as_string())
+        .unwrap_or_else(|| format!("{error:?}"))
+}
+
+/// The worker's entry point (the binary's `main`): listens for messages at once (buffering
+/// them), opens storage, restores, posts `Ready`, then hands the buffered messages over.
+pub fn start() {
+    let pending: Rc<RefCell<Option<Vec<String>>>> = Rc::new(RefCell::new(Some(Vec::new())));
+    let engine: Rc<RefCell<Option<Engine<WorkerHost>>>> = Rc::new(RefCell::new(None));
+    {
+        let (pending, engine) = (Rc::clone(&pending), Rc::clone(&engine));
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+            let data = event.data();
+            let text = data.as_string().unwrap_or_else(|| {
+                js_sys::JSON::stringify(&data).map(String::from).unwrap_or_default()
+            });
+            if let Some(queue) = pending.borrow_mut().as_mut() {
+                queue.push(text);
+                return;
+            }
+            let engine = engine.borrow().clone();
+            if let Some(engine) = engine {
+                engine.handle_json(&text);
+            }
+        });
+        scope().set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        on_message.forget();
+    }
+    wasm_bindgen_futures::spawn_local(async move {
+        let (db, storage_error) = match open_database().await {
+            Ok(db) => (Some(Rc::new(db)), None),
+            Err(why) => (None, Some(why)),
+        };
+        let host = WorkerHost { db: db.clone() };
+        let restored = match &db {
+            Some(db) => restore(db).await.unwrap_or_else(|why| {
+                host.post(&FromWorker::Error {
+                    message: format!("the saved corpus and results could not be read: {why}"),
+                });
+                Restored::default()
+            }),
+            None => Restored::default(),
+        };
+        let new_engine = Engine::new(host);
+        *engine.borrow_mut() = Some(new_engine.clone());
+        new_engine.start(restored).await;
+        if let Some(why) = storage_error {
+            new_engine.host().post(&FromWorker::Error {
+                message: format!(
+                    "this browser's storage (IndexedDB) is unavailable, so nothing is kept after \
+                     a reload: {why}"
+                ),
+            });
+        }
+        let queued = pending.borrow_mut().take().unwrap_or_default();
+        for text in queued {
+            new_engine.handle_json(&text);
+        }
+    });
+}
+
+async fn open_database() -> Result<Database, String> {
+    let factory = Factory::new().map_err(|e| e.to_string())?;
+    let mut request = factory.open(DB_NAME, Some(DB_VERSION)).map_err(|e| e.to_string())?;
+    request.on_upgrade_needed(|event| {
+        let Ok(database) = event.database() else { return };
+        for name in [KV, SESSIONS] {
+            if !database.store_names().iter().any(|existing| existing == name) {
+                let _ = database.create_object_store(name, ObjectStoreParams::new());
+            }
+        }
+    });
+    request.await.map_err(|e| e.to_string())
+}
+
+/// The session record: what the check is, and its log as JSONL.
+#[derive(Serialize, Deserialize)]
+struct SessionRecord {
+    meta: SessionMeta,
+    log: String,
+}
+
+async fn get_text(db: &Database, store: &str, key: &str) -> Result<Option<String>, String> {
+    let tx = db.transaction(&[store], TransactionMode::ReadOnly).map_err(|e| e.to_string())?;
+    let object_store = tx.object_store(store).map_err(|e| e.to_string())?;
+    let value = object_store
+        .get(JsValue::from_str(key))
+        .map_err(|e| e.to_string())?
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(value.and_then(|value| value.as_string()))
+}
+
+async fn restore(db: &Rc<Database>) -> Result<Restored<IdbStore>, String> {
+    let items: Vec<Passage> = match get_text(db, KV, "corpus").await? {
+        Some(text) => serde_json::from_str(&text).map_err(|e| format!("corpus: {e}"))?,
+        None => Vec::new(),
+    };
+    let results: Vec<CheckResult> = match get_text(db, KV, "results").await? {
+        Some(text) => serde_json::from_str(&text).map_err(|e| format!("results: {e}"))?,
+        None => Vec::new(),
+    };
+    let tx = db.transaction(&[SESSIONS], TransactionMode::ReadOnly).map_err(|e| e.to_string())?;
+    let records = tx
+        .object_store(SESSIONS)
+        .map_err(|e| e.to_string())?
+        .get_all(None, None)
+        .map_err(|e| e.to_string())?
+        .await
+        .map_err(|e| e.to_string())?;
+    let sessions = records
+        .iter()
+        .filter_map(JsValue::as_string)
+        .filter_map(|text| serde_json::from_str::<SessionRecord>(&text).ok())
+        .map(|record| StoredSession {
+            store: IdbStore::new(Some(Rc::clone(db)), record.meta.clone()),
+            meta: record.meta,
+        })
+        .collect();
+    Ok(Restored { items, results, sessions })
+}
+
+/// Puts `value` under `key` in `store`; the transaction is created now (so writes land in the
+/// order they were asked for) and committed in the background.
+fn put_later(db: &Rc<Database>, store: &'static str, key: &str, value: Option<String>) {
+    let written = (|| -> Result<idb::Transaction, idb::Error> {
+        let tx = db.transaction(&[store], TransactionMode::ReadWrite)?;
+        let object_store = tx.object_store(store)?;
+        let key = JsValue::from_str(key);
+        match value {
+            Some(value) => drop(object_store.put(&JsValue::from_str(&value), Some(&key))?),
+            None => drop(object_store.delete(key)?),
+        }
+        Ok(tx)
+    })();
+    wasm_bindgen_futures::spawn_local(async move {
+        let outcome = match written {
+            Ok(tx) => tx.await.map(|_| ()),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = outcome {
+            post(&FromWorker::Error { message: format!("saving to IndexedDB failed: {error}") });
+        }
+    });
+}
+
+/// Posts `message` as a plain, JSON-compatible JavaScript object (what
+/// `serde_wasm_bindgen::Serializer::json_compatible()` makes and reads).
+fn post(message: &FromWorker) {
+    let text = serde_json::to_string(message).expect("messages serialize");
+    let value = js_sys::JSON::parse(&text).unwrap_or_else(|_| JsValue::from_str(&text));
+    let _ = scope().post_message(&value);
+}
+
+/// The engine's host in a browser worker.
+#[derive(Debug)]
+struct WorkerHost {
+    /// `None` when IndexedDB is unavailable: everything stays in memory.
+    db: Option<Rc<Database>>,
+}
+
+impl Host for WorkerHost {
+    type Client = FetchClient;
+    type Store = IdbStore;
+
+    fn post(&self, message: &FromWorker) {
+        post(message);
+    }
+
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>) {
+        wasm_bindgen_futures::spawn_local(task);
+    }
+
+    fn now_ms(&self) -> f64 {
+        scope().performance().map_or_else(js_sys::Date::now, |performance| performance.now())
+    }
+
+    fn client(&self) -> FetchClient {
+        FetchClient
+    }
+
+    fn new_session(&self, meta: &SessionMeta) -> IdbStore {
+        IdbStore::new(self.db.clone(), meta.clone())
+    }
+
+    fn end_session(&self, id: &str) {
+        if let Some(db) = &self.db {
+            put_later(db, SESSIONS, id, None);
+        }
+    }
+
+    fn save_corpus(&self, corpus: &Arc<IndexedCorpus>) {
+        if let Some(db) = &self.db {
+            let text = serde_json::to_string(corpus.corpus().passages()).expect("serializes");
+            put_later(db, KV, "corpus", Some(text));
+        }
+    }
+
+    fn save_results(&self, results: &[CheckResult]) {
+        if let Some(db) = &self.db {
+            let text = serde_json::to_string(results).expect("serializes");
+            put_later(db, KV, "results", Some(text));
+        }
+    }
+}
+
+/// A check's session in IndexedDB: one record (the check and its log as JSONL) under the
+/// check's id. Every write reads the record and writes it back in one read-write
+/// transaction, so the lease check and the append are atomic across tabs. Without IndexedDB
+/// the log lives in memory.
+#[derive(Debug)]
+pub struct IdbStore {
+    db: Option<Rc<Database>>,
+    meta: SessionMeta,
+    memory: RefCell<Log>,
+}
+
+impl IdbStore {
+    fn new(db: Option<Rc<Database>>, meta: SessionMeta) -> Self {
+        Self { db, meta, memory: RefCell::new(Log::default()) }
+    }
+
+    /// Reads the log, lets `change` edit it, writes it back, in one transaction.
+    async fn update<T>(
+        &self,
+        change: impl FnOnce(&mut Log) -> Result<T, SessionError>,
+    ) -> Result<T, SessionError> {
+        let Some(db) = &self.db else { return change(&mut self.memory.borrow_mut()) };
+        let failed = |e: idb::Error| SessionError::Store(e.to_string());
+        let tx = db.transaction(&[SESSIONS], TransactionMode::ReadWrite).map_err(failed)?;
+        let object_store = tx.object_store(SESSIONS).map_err(failed)?;
+        let key = JsValue::from_str(&self.meta.check.id);
+        let current = object_store.get(key.clone()).map_err(failed)?.await.map_err(failed)?;
+        let mut log = parse_record(current)?;
+        let value = match change(&mut log) {
+            Ok(value) => value,
+            Err(error) => {
+                let _ = tx.abort();
+                return Err(error);
+            }
+        };
+        let record = SessionRecord { meta: self.meta.clone(), log: log.to_jsonl() };
+        let text =
+            serde_json::to_string(&record).map_err(|e| SessionError::Store(e.to_string()))?;
+        object_store.put(&JsValue::from_str(&text), Some(&key)).map_err(failed)?;
+        let done = tx.await.map_err(failed)?;
+        if done.is_committed() {
+            Ok(value)
+        } else {
+            Err(SessionError::Store("the IndexedDB transaction was aborted".to_owned()))
+        }
+    }
+
+    async fn read(&self) -> Result<Log, SessionError> {
+        let Some(db) = &self.db else { return Ok(self.memory.borrow().clone()) };
+        let text =
+            get_text(db, SESSIONS, &self.meta.check.id).await.map_err(SessionError::Store)?;
+        parse_record(text.map(JsValue::from))
+    }
+}
+
+fn parse_record(value: Option<JsValue>) -> Result<Log, SessionError> {
+    match value.and_then(|value| value.as_string()) {
+        None => Ok(Log::default()),
+        Some(text) => {
+            let record: SessionRecord = serde_json::from_str(&text)
+                .map_err(|e| SessionError::Corrupt(format!("session record: {e}")))?;
+            Log::from_jsonl(&record.log)
+        }
+    }
+}
+
+impl Store for IdbStore {
+    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
+        self.update(|log| log.extend_guarded(entries, lease)).await
+    }
+
+    async fn load(&self) -> Result<Log, SessionError> {
+        self.read().await
+    }
+
+    async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {
+        self.update(|log| Ok(log.take_lease(holder))).await
+    }
+
+    async fn check_lease(&self, lease: Option<&Lease>) -> Result<(), SessionError> {
+        self.read().await?.check_lease(lease)
+    }
+}
+
+/// A timer as a future: resolves after `ms` milliseconds (`setTimeout`).
+async fn sleep(ms: u64) {
+    let ms = i32::try_from(ms).unwrap_or(i32::MAX);
+    let promise = Promise::new(&mut |resolve, _| {
+        let _ = scope().set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+    });
+    let _ = JsFuture::from(promise).await;
+}
+
+/// Aborts its request when dropped (a cancelled check drops the request's future or body),
+/// and clears the deadline's timer.
+struct Abort {
+    controller: AbortController,
+    timer: Option<(i32, Closure<dyn FnMut()>)>,
+    timed_out: Rc<Cell<bool>>,
+    done: bool,
+}
+
+impl Abort {
+    fn new(timeout_ms: Option<u64>) -> Result<Self, HttpFailure> {
+        let controller = AbortController::new()
+            .map_err(|e| HttpFailure::Network(format!("no AbortController: {}", describe(&e))))?;
+        let timed_out = Rc::new(Cell::new(false));
+        let timer = timeout_ms.map(|ms| {
+            let (controller, timed_out) = (controller.clone(), Rc::clone(&timed_out));
+            let on_deadline = Closure::<dyn FnMut()>::new(move || {
+                timed_out.set(true);
+                controller.abort();
+            });
+            let ms = i32::try_from(ms).unwrap_or(i32::MAX);
+            let id = scope()
+                .set_timeout_with_callback_and_timeout_and_arguments_0(
+                    on_deadline.as_ref().unchecked_ref(),
+                    ms,
+                )
+                .unwrap_or(0);
+            (id, on_deadline)
+        });
+        Ok(Self { controller, timer, timed_out, done: false })
+    }
+
+    /// The failure for a rejected `fetch` or `read`.
+    fn failure(&self, error: &JsValue) -> HttpFailure {
+        if self.timed_out.get() {
+            HttpFailure::TimedOut
+        } else if self.controller.signal().aborted() {
+            HttpFailure::Aborted
+        } else if error.is_instance_of::<js_sys::TypeError>() {
+            HttpFailure::Network(format!("{BLOCKED} ({})", describe(error)))
+        } else {
+            HttpFailure::Network(describe(error))
+        }
+    }
+}
+
+impl Drop for Abort {
+    fn drop(&mut self) {
+        if let Some((id, _)) = self.timer.take() {
+            scope().clear_timeout_with_handle(id);
+        }
+        if !self.done {
+            self.controller.abort();
+        }
+    }
+}
+
+/// [`HttpClient`] over the worker's global `fetch`.
+#[derive(Debug, Clone, Copy)]
+pub struct FetchClient;
+
+/// A response body read through its `ReadableStream`, chunk by chunk.
+pub struct FetchBody {
+    reader: Option<ReadableStreamDefaultReader>,
+    abort: Abort,
+}
+
+impl std::fmt::Debug for FetchBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FetchBody").finish_non_exhaustive()
+    }
+}
+
+impl HttpClient for FetchClient {
+    type Body = FetchBody;
+
+    async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, FetchBody), HttpFailure> {
+        let abort = Abort::new(request.timeout_ms)?;
+        let headers = Headers::new()
+            .map_err(|e| HttpFailure::Network(format!("headers: {}", describe(&e))))?;
+        for (name, value) in &request.headers {
+            headers.append(name, value).map_err(|e| {
+                HttpFailure::Network(format!("the header {name:?} is refused: {}", describe(&e)))
+            })?;
+        }
+        let init = RequestInit::new();
+        init.set_method(&request.method);
+        init.set_headers(&headers);
+        init.set_body(&JsValue::from_str(&request.body));
+        init.set_signal(Some(&abort.controller.signal()));
+        let promise = scope().fetch_with_str_and_init(&request.url, &init);
+        let response: Response = match JsFuture::from(promise).await {
+            Ok(response) => response.unchecked_into(),
+            Err(error) => return Err(abort.failure(&error)),
+        };
+        let mut head = ResponseHead { status: response.status(), headers: Vec::new() };
+        if let Ok(Some(entries)) = js_sys::try_iter(&response.headers()) {
+            for entry in entries.flatten() {
+                let pair: js_sys::Array = entry.unchecked_into();
+                if let (Some(name), Some(value)) =
+                    (pair.get(0).as_string(), pair.get(1).as_string())
+                {
+                    head.headers.push((name, value));
+                }
+            }
+        }
+        let reader = response
+            .body()
+            .map(|stream| stream.get_reader().unchecked_into::<ReadableStreamDefaultReader>());
+        Ok((head, FetchBody { reader, abort }))
+    }
+
+    async fn wait(&self, delay_ms: u64) {
+        sleep(delay_ms).await;
+    }
+}
+
+impl HttpBody for FetchBody {
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpFailure> {
+        let Some(reader) = &self.reader else {
+            self.abort.done = true;
+            return Ok(None);
+        };
+        let chunk = match JsFuture::from(reader.read()).await {
+            Ok(chunk) => chunk,
+            Err(error) => return Err(self.abort.failure(&error)),
+        };
+        let done = Reflect::get(&chunk, &JsValue::from_str("done"))
+            .ok()
+            .and_then(|done| done.as_bool())
+            .unwrap_or(true);
+        if done {
+            self.abort.done = true;
+            self.reader = None;
+            return Ok(None);
+        }
+        let value = Reflect::get(&chunk, &JsValue::from_str("value")).unwrap_or(JsValue::UNDEFINED);
+        Ok(Some(value.dyn_into::<Uint8Array>().map(|bytes| bytes.to_vec()).unwrap_or_default()))
+    }
+}

@@ -1,0 +1,580 @@
+//! The worker's engine on the host: corpus, scheduler, offline checks end to end, resume from
+//! durable sessions, and the core's JSON read by the message crate's views.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use futures_executor::LocalPool;
+use futures_util::task::LocalSpawnExt;
+use serde_json::json;
+use verity_core::corpus::{IndexedCorpus, Passage};
+use verity_core::log::{Entry, Lease, Log};
+use verity_core::{
+    ClaimStage, Delta, Event, HttpBody, HttpClient, HttpFailure, HttpRequest, MemoryStore,
+    ResponseHead, SessionError, StopReason, Store, Usage,
+};
+use verity_messages::{
+    CheckRequest, CheckResult, EventView, FailureView, FromWorker, Item, NamedText, Outcome,
+    ProviderChoice, ReportView, ToWorker,
+};
+use verity_worker::{Engine, Host, Restored, SessionMeta, StoredSession};
+
+/// A store in memory whose writes take one turn of the executor, so checks interleave, and
+/// wait while the test's [`Gate`] is closed.
+#[derive(Clone, Default)]
+struct Shared(Rc<MemoryStore>, Rc<Gate>);
+
+/// How many more writes may land before the stores stall (`None`: no limit).
+#[derive(Default)]
+struct Gate {
+    budget: Cell<Option<usize>>,
+    wakers: RefCell<Vec<std::task::Waker>>,
+}
+
+impl Gate {
+    fn close_after(&self, writes: usize) {
+        self.budget.set(Some(writes));
+    }
+    fn open(&self) {
+        self.budget.set(None);
+        self.wakers.borrow_mut().drain(..).for_each(std::task::Waker::wake);
+    }
+    async fn pass(&self) {
+        std::future::poll_fn(|cx| match self.budget.get() {
+            Some(0) => {
+                self.wakers.borrow_mut().push(cx.waker().clone());
+                std::task::Poll::Pending
+            }
+            Some(n) => {
+                self.budget.set(Some(n - 1));
+                std::task::Poll::Ready(())
+            }
+            None => std::task::Poll::Ready(()),
+        })
+        .await;
+    }
+}
+
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}
+
+impl Store for Shared {
+    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
+        yield_once().await;
+        self.1.pass().await;
+        self.0.append(entries, lease).await
+    }
+    async fn load(&self) -> Result<Log, SessionError> {
+        self.0.load().await
+    }
+    async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {
+        self.0.take_lease(holder).await
+    }
+    async fn check_lease(&self, lease: Option<&Lease>) -> Result<(), SessionError> {
+        self.0.check_lease(lease).await
+    }
+}
+
+struct NoNetwork;
+struct NoBody;
+impl HttpBody for NoBody {
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpFailure> {
+        Ok(None)
+    }
+}
+impl HttpClient for NoNetwork {
+    type Body = NoBody;
+    async fn send(&self, _: &HttpRequest) -> Result<(ResponseHead, NoBody), HttpFailure> {
+        Err(HttpFailure::Network("no network in tests".into()))
+    }
+    async fn wait(&self, _: u64) {}
+}
+
+#[derive(Default)]
+struct Recorded {
+    posted: RefCell<Vec<FromWorker>>,
+    sessions: RefCell<HashMap<String, (SessionMeta, Shared)>>,
+    corpus: RefCell<Vec<Passage>>,
+    results: RefCell<Vec<CheckResult>>,
+    clock: Cell<f64>,
+    gate: Rc<Gate>,
+}
+
+#[derive(Clone)]
+struct TestHost {
+    spawner: futures_executor::LocalSpawner,
+    recorded: Rc<Recorded>,
+}
+
+impl Host for TestHost {
+    type Client = NoNetwork;
+    type Store = Shared;
+    fn post(&self, message: &FromWorker) {
+        // Every message goes through its JSON, as postMessage carries it.
+        let text = serde_json::to_string(message).unwrap();
+        self.recorded.posted.borrow_mut().push(serde_json::from_str(&text).unwrap());
+    }
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>) {
+        self.spawner.spawn_local(task).unwrap();
+    }
+    fn now_ms(&self) -> f64 {
+        self.recorded.clock.set(self.recorded.clock.get() + 1.5);
+        self.recorded.clock.get()
+    }
+    fn client(&self) -> NoNetwork {
+        NoNetwork
+    }
+    fn new_session(&self, meta: &SessionMeta) -> Shared {
+        let store = Shared(Rc::default(), Rc::clone(&self.recorded.gate));
+        self.recorded
+            .sessions
+            .borrow_mut()
+            .insert(meta.check.id.clone(), (meta.clone(), store.clone()));
+        store
+    }
+    fn end_session(&self, id: &str) {
+        self.recorded.sessions.borrow_mut().remove(id);
+    }
+    fn save_corpus(&self, corpus: &Arc<IndexedCorpus>) {
+        *self.recorded.corpus.borrow_mut() = corpus.corpus().passages().to_vec();
+    }
+    fn save_results(&self, results: &[CheckResult]) {
+        *self.recorded.results.borrow_mut() = results.to_vec();
+    }
+}
+
+fn new_engine() -> (Engine<TestHost>, LocalPool, Rc<Recorded>) {
+    let pool = LocalPool::new();
+    let recorded = Rc::new(Recorded::default());
+    let host = TestHost { spawner: pool.spawner(), recorded: Rc::clone(&recorded) };
+    (Engine::new(host), pool, recorded)
+}
+
+fn started() -> (Engine<TestHost>, LocalPool, Rc<Recorded>) {
+    let (engine, mut pool, recorded) = new_engine();
+    pool.run_until(engine.start(Restored::default()));
+    (engine, pool, recorded)
+}
+
+fn take(recorded: &Recorded) -> Vec<FromWorker> {
+    std::mem::take(&mut *recorded.posted.borrow_mut())
+}
+
+fn file(name: &str, text: &str) -> NamedText {
+    NamedText { name: name.into(), text: text.into() }
+}
+
+fn last_corpus(posted: &[FromWorker]) -> verity_messages::CorpusSummary {
+    posted
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            FromWorker::Corpus { corpus } => Some(corpus.clone()),
+            _ => None,
+        })
+        .expect("a corpus message")
+}
+
+fn check(id: &str, claim: &str) -> CheckRequest {
+    CheckRequest { id: id.into(), claim: claim.into() }
+}
+
+fn finished(posted: &[FromWorker]) -> Vec<CheckResult> {
+    posted
+        .iter()
+        .filter_map(|m| match m {
+            FromWorker::Finished { result } => Some(result.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn ready_is_posted_with_an_empty_corpus() {
+    let (_engine, _pool, recorded) = started();
+    let posted = take(&recorded);
+    assert!(matches!(&posted[..], [FromWorker::Ready { corpus, results, resumed }]
+        if corpus.items == 0 && corpus.id.is_none() && results.is_empty() && resumed.is_empty()));
+}
+
+#[test]
+fn files_are_added_whole_or_refused_naming_file_and_line() {
+    let (engine, _pool, recorded) = started();
+    take(&recorded);
+    engine.handle(ToWorker::AddFiles {
+        files: vec![
+            file("notes.txt", "First paragraph.\n\nSecond paragraph."),
+            file("bad.jsonl", "{\"id\": \"a\", \"text\": \"fine\"}\n{\"id\": \"b\"}\n"),
+            file("more.jsonl", "{\"id\": \"x1\", \"text\": \"An item.\"}\n"),
+        ],
+    });
+    let posted = take(&recorded);
+    let rejected: Vec<_> = posted
+        .iter()
+        .filter_map(|m| match m {
+            FromWorker::FileRejected { file, line, message } => Some((file, line, message)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rejected.len(), 1, "{posted:?}");
+    assert_eq!(rejected[0].0, "bad.jsonl");
+    assert_eq!(*rejected[0].1, Some(2));
+    let summary = last_corpus(&posted);
+    assert_eq!(summary.items, 3);
+    assert!(summary.indexed && summary.index_ms.is_some(), "indexed right away: {summary:?}");
+    assert!(summary.id.as_deref().is_some_and(|id| id.starts_with("sha256:")));
+    assert_eq!(recorded.corpus.borrow().len(), 3, "saved");
+
+    // An id another file already gave: the whole file is refused, the corpus unchanged.
+    engine.handle(ToWorker::AddFiles {
+        files: vec![file(
+            "again.json",
+            r#"[{"id": "new", "text": "n"}, {"id": "x1", "text": "dup"}]"#,
+        )],
+    });
+    let posted = take(&recorded);
+    assert!(
+        matches!(&posted[..], [FromWorker::FileRejected { file, message, .. }]
+        if file == "again.json" && message.contains("\"x1\"") && message.contains("already")),
+        "{posted:?}"
+    );
+    assert_eq!(engine.corpus().corpus().len(), 3);
+    // Items as data, the same rule.
+    engine.handle(ToWorker::AddItems { items: vec![Item { id: "x1".into(), text: "t".into() }] });
+    assert!(matches!(&take(&recorded)[..], [FromWorker::FileRejected { .. }]));
+}
+
+#[test]
+fn items_are_removed_cleared_and_listed_in_pages() {
+    let (engine, _pool, recorded) = started();
+    let items = (0..25)
+        .map(|i| Item {
+            id: format!("item-{i:02}"),
+            text: if i % 5 == 0 { format!("The Zebra number {i}") } else { format!("plain {i}") },
+        })
+        .collect();
+    engine.handle(ToWorker::AddItems { items });
+    take(&recorded);
+    engine.handle(ToWorker::ListItems { query: String::new(), offset: 20, limit: 10 });
+    engine.handle(ToWorker::ListItems { query: "zEBRA".into(), offset: 1, limit: 2 });
+    engine.handle(ToWorker::ListItems { query: "ITEM-07".into(), offset: 0, limit: 10 });
+    let posted = take(&recorded);
+    let pages: Vec<(usize, Vec<String>)> = posted
+        .iter()
+        .filter_map(|m| match m {
+            FromWorker::Items { total, items, .. } => {
+                Some((*total, items.iter().map(|i| i.id.clone()).collect()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pages[0].0, 25);
+    assert_eq!(pages[0].1, ["item-20", "item-21", "item-22", "item-23", "item-24"]);
+    assert_eq!(pages[1], (5, vec!["item-05".to_owned(), "item-10".to_owned()]));
+    assert_eq!(pages[2], (1, vec!["item-07".to_owned()]));
+
+    engine.handle(ToWorker::RemoveItems { ids: vec!["item-00".into(), "nope".into()] });
+    assert_eq!(last_corpus(&take(&recorded)).items, 24);
+    engine.handle(ToWorker::ClearCorpus);
+    let summary = last_corpus(&take(&recorded));
+    assert_eq!((summary.items, summary.bytes, summary.id), (0, 0, None));
+    assert!(recorded.corpus.borrow().is_empty());
+}
+
+#[test]
+fn the_demo_loads_with_claims_to_try() {
+    let (engine, _pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let posted = take(&recorded);
+    assert!((6..=10).contains(&last_corpus(&posted).items));
+    assert!(posted.iter().any(|m| matches!(m, FromWorker::Demo { claims } if claims.len() == 3)));
+    // Loading it again adds nothing twice.
+    engine.handle(ToWorker::LoadDemo);
+    assert!(!take(&recorded).iter().any(|m| matches!(m, FromWorker::FileRejected { .. })));
+}
+
+/// How many checks were in flight at most: started at their first progress, ended at
+/// `Finished`.
+fn max_in_flight(posted: &[FromWorker]) -> usize {
+    let (mut open, mut max) = (Vec::<String>::new(), 0);
+    for message in posted {
+        match message {
+            FromWorker::Progress { id, .. } if !open.contains(id) => {
+                open.push(id.clone());
+                max = max.max(open.len());
+            }
+            FromWorker::Finished { result } => open.retain(|id| *id != result.id),
+            _ => {}
+        }
+    }
+    max
+}
+
+#[test]
+fn the_scheduler_respects_concurrency_and_cancels_queued_checks() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    take(&recorded);
+    let checks: Vec<_> = (1..=5)
+        .map(|i| check(&format!("c{i}"), "The Golden Gate Bridge opened to pedestrians in 1937."))
+        .collect();
+    engine.handle(ToWorker::Check { checks, provider: ProviderChoice::Offline, concurrency: 2 });
+    assert_eq!(engine.load(), (2, 3));
+    engine.handle(ToWorker::Cancel { id: "c4".into() });
+    assert_eq!(engine.load(), (2, 2));
+    let cancelled = finished(&recorded.posted.borrow());
+    assert_eq!(cancelled.len(), 1);
+    let Outcome::Failed { failure } = &cancelled[0].outcome else { panic!("a failure") };
+    let failure: FailureView = serde_json::from_value(failure.clone()).unwrap();
+    assert_eq!(failure.kind, "cancelled");
+    assert_eq!(failure.spent.requests, 0);
+
+    pool.run_until_stalled();
+    assert_eq!(engine.load(), (0, 0));
+    let posted = take(&recorded);
+    assert_eq!(posted.iter().filter(|m| matches!(m, FromWorker::Queued { .. })).count(), 5);
+    assert_eq!(max_in_flight(&posted), 2, "two ran at once, never more");
+    let done = finished(&posted);
+    assert_eq!(done.len(), 5);
+    assert_eq!(done.iter().filter(|r| matches!(r.outcome, Outcome::Report { .. })).count(), 4);
+    assert_eq!(recorded.results.borrow().len(), 5, "results saved");
+    assert!(recorded.sessions.borrow().is_empty(), "finished sessions are deleted");
+}
+
+#[test]
+fn a_running_check_is_cancelled_through_the_core() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("c1", "The Golden Gate Bridge was designed to carry trains.")],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+    });
+    recorded.gate.close_after(2);
+    pool.run_until_stalled();
+    assert_eq!(engine.load(), (1, 0));
+    engine.handle(ToWorker::Cancel { id: "c1".into() });
+    recorded.gate.open();
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(failure["kind"], "cancelled");
+    assert!(failure["message"].as_str().unwrap().contains("cancelled by the user"), "{failure}");
+}
+
+#[test]
+fn an_offline_check_ends_with_a_report_and_its_cited_items() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    take(&recorded);
+    engine.handle_json(
+        &json!({"type": "check", "checks": [{"id": "c1",
+                 "claim": "The Golden Gate Bridge opened to pedestrians in 1937."}],
+                "provider": {"kind": "offline"}, "concurrency": 1})
+        .to_string(),
+    );
+    pool.run_until_stalled();
+    let posted = take(&recorded);
+    let events: Vec<EventView> = posted
+        .iter()
+        .filter_map(|m| match m {
+            FromWorker::Progress { event, .. } => {
+                Some(serde_json::from_value(event.clone()).unwrap())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        events.iter().any(|e| matches!(e, EventView::Stage { stage, .. } if stage == "retrieve"))
+    );
+    assert!(events.iter().any(|e| matches!(e, EventView::ModelCall { .. })));
+    assert!(events.iter().any(|e| matches!(e, EventView::ModelAnswered { .. })));
+    assert!(!events.contains(&EventView::Other), "{events:?}");
+    let result = &finished(&posted)[0];
+    let Outcome::Report { report } = &result.outcome else { panic!("{result:?}") };
+    let report: ReportView = serde_json::from_value(report.clone()).unwrap();
+    assert_eq!(report.assessment.verdict, "supported");
+    assert!(!report.assessment.citations.is_empty());
+    assert!(!result.cited.is_empty());
+    for item in &result.cited {
+        assert!(report.assessment.citations.iter().any(|c| c.trim() == item.text.trim()));
+        assert!(item.id.starts_with("demo#"));
+    }
+    // A malformed message is answered, not dropped.
+    engine.handle_json("{\"type\": \"nonsense\"}");
+    assert!(matches!(&take(&recorded)[..], [FromWorker::Error { .. }]));
+}
+
+#[test]
+fn a_reload_mid_check_resumes_from_the_stored_session() {
+    let claim = "The main span of the Golden Gate Bridge is 3,000 feet long.";
+    // The uninterrupted run, for comparison.
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("c1", claim)],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+    });
+    pool.run_until_stalled();
+    let whole = finished(&take(&recorded)).remove(0);
+
+    // Interrupted after a few steps: the page went away.
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("c1", claim)],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+    });
+    recorded.gate.close_after(2);
+    pool.run_until_stalled();
+    assert!(finished(&recorded.posted.borrow()).is_empty(), "still running");
+    let (meta, store) = recorded.sessions.borrow().get("c1").cloned().unwrap();
+    let stored_log = store.0.log();
+    assert!(stored_log.entries().len() >= 2, "{}", stored_log.to_jsonl());
+    let responses_before = stored_log.to_jsonl().matches("\"type\":\"response\"").count();
+    drop((engine, pool));
+
+    let (engine, mut pool, recorded_after) = new_engine();
+    let store = Shared(Rc::new(MemoryStore::from_log(stored_log)), Rc::default());
+    pool.run_until(engine.start(Restored {
+        items: recorded.corpus.borrow().clone(),
+        results: Vec::new(),
+        sessions: vec![StoredSession { meta, store: store.clone() }],
+    }));
+    pool.run_until_stalled();
+    let posted = take(&recorded_after);
+    assert!(matches!(&posted[0], FromWorker::Ready { resumed, .. } if resumed.len() == 1
+        && resumed[0].id == "c1"));
+    let resumed = finished(&posted).remove(0);
+    assert_eq!(resumed.outcome, whole.outcome, "the same report as without the reload");
+    assert_eq!(resumed.cited, whole.cited);
+    let Outcome::Report { report } = &resumed.outcome else { panic!() };
+    let requests = report["requests"].as_u64().unwrap() as usize;
+    // The store holds each response once: the resumed run asked only for the missing ones.
+    let log = store.0.log().to_jsonl();
+    assert_eq!(log.matches("\"type\":\"response\"").count(), requests, "{log}");
+    assert!(responses_before >= 1);
+}
+
+#[test]
+fn a_stored_provider_has_no_credentials_and_a_resume_without_them_is_cancelled() {
+    let provider = ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": "https://api.example", "model": "m",
+                       "apiKey": "sk-secret", "headers": [["Authorization", "Bearer x"], ["X-Other", "1"]]}),
+    };
+    let meta = SessionMeta::new(&check("c9", "A claim."), &provider);
+    let stored = serde_json::to_string(&meta).unwrap();
+    assert!(!stored.contains("sk-secret") && !stored.contains("Bearer"), "{stored}");
+    assert!(stored.contains("X-Other") && meta.credentials_removed);
+
+    // A session of a network check, interrupted before its first request.
+    let (engine, mut pool, _recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let corpus = engine.corpus();
+    let config = json!({"kind": "claim", "claim": "A claim.", "corpus": corpus.id().as_str()});
+    let job = verity_core::Job::from_json(&config.to_string(), &[Arc::clone(&corpus)]).unwrap();
+    let store = Shared::default();
+    let mut session = verity_core::Session::start(job).unwrap();
+    pool.run_until(session.sync(&store)).unwrap();
+    drop((engine, pool));
+
+    let (engine, mut pool, recorded) = new_engine();
+    pool.run_until(engine.start(Restored {
+        items: corpus.corpus().passages().to_vec(),
+        results: Vec::new(),
+        sessions: vec![StoredSession { meta, store }],
+    }));
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let failure: FailureView = match &done[0].outcome {
+        Outcome::Failed { failure } => serde_json::from_value(failure.clone()).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(failure.kind, "cancelled");
+    assert!(failure.message.contains("API key"), "{}", failure.message);
+}
+
+#[test]
+fn every_core_event_is_read_by_the_page_view() {
+    let usage = Usage { input: 3, output: 4, cache_read: 1, cache_write: 0, cost: 0.5 };
+    let cases = [
+        Event::Stage { stage: ClaimStage::Retrieve { evidence: 5 } },
+        Event::Stage { stage: ClaimStage::Research { turn: 2, of: 6 } },
+        Event::Stage { stage: ClaimStage::Summary },
+        Event::ModelCall { call: verity_core::CallId(3), retry: 1, delay_ms: 500 },
+        Event::ModelAnswered {
+            call: verity_core::CallId(3),
+            stop_reason: StopReason::ToolUse,
+            tool_calls: 1,
+            usage,
+            error: Some("HTTP 503".into()),
+        },
+        Event::ToolCall { call_id: "c".into(), tool: "lookup_evidence".into(), host: false },
+        Event::ToolSettled {
+            call_id: "c".into(),
+            tool: "lookup_evidence".into(),
+            is_error: true,
+            host: false,
+        },
+        Event::Retry { attempt: 1, delay_ms: 700, message: "overloaded".into() },
+        Event::Delta { call: verity_core::CallId(3), delta: Delta::Text { text: "hi".into() } },
+    ];
+    for event in cases {
+        let json = serde_json::to_value(&event).unwrap();
+        let view: EventView = serde_json::from_value(json.clone()).unwrap();
+        assert_ne!(view, EventView::Other, "{json}");
+        match (&event, &view) {
+            (
+                Event::Stage { stage: ClaimStage::Research { .. } },
+                EventView::Stage { turn, of, .. },
+            ) => {
+                assert_eq!((*turn, *of), (Some(2), Some(6)));
+            }
+            (
+                Event::ModelAnswered { .. },
+                EventView::ModelAnswered { usage, error, stop_reason, .. },
+            ) => {
+                assert_eq!((usage.input, usage.cost, error.as_deref()), (3, 0.5, Some("HTTP 503")));
+                assert_eq!(stop_reason, "toolUse");
+            }
+            (Event::Retry { .. }, EventView::Retry { delay_ms, .. }) => assert_eq!(*delay_ms, 700),
+            _ => {}
+        }
+    }
+    let compacted = serde_json::to_value(Event::Compacted { dropped: 2 }).unwrap();
+    assert_eq!(serde_json::from_value::<EventView>(compacted).unwrap(), EventView::Other);
+}
+
+/// The 26,259-passage VitaminC corpus loads and indexes through the engine (when present).
+#[test]
+fn the_vitaminc_corpus_loads_and_indexes() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/vitaminc/corpus.jsonl");
+    let Ok(text) = std::fs::read_to_string(path) else { return };
+    let (engine, _pool, recorded) = started();
+    take(&recorded);
+    engine.handle(ToWorker::AddFiles { files: vec![file("corpus.jsonl", &text)] });
+    let posted = take(&recorded);
+    assert!(!posted.iter().any(|m| matches!(m, FromWorker::FileRejected { .. })), "{posted:?}");
+    let summary = last_corpus(&posted);
+    assert_eq!(summary.items, 26_259);
+    assert!(summary.indexed);
+    engine.handle(ToWorker::ListItems { query: " THE ".into(), offset: 0, limit: 20 });
+    assert!(matches!(&take(&recorded)[..], [FromWorker::Items { items, .. }] if !items.is_empty()));
+}

@@ -1,0 +1,141 @@
+//! The browser app: `dist` (a static folder), `serve` (trunk's dev server on loopback), `size`
+//! (gzip size of every file the page loads) and the browser tests (Playwright driving Debian's
+//! Chromium against the built folder).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{Result, root, run, section, setup};
+
+/// Where `dist` writes the app.
+pub fn dist_dir() -> PathBuf {
+    root().join("dist")
+}
+
+/// trunk with the npm `.bin` folder first on PATH, so the pinned `wasm-opt` (binaryen 130) is
+/// the one it finds (Debian's is too old for rustc 1.95's wasm).
+fn trunk() -> Command {
+    let mut command = Command::new("trunk");
+    command.current_dir(root());
+    let bin = root().join("node_modules/.bin");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![bin];
+    paths.extend(std::env::split_paths(&path));
+    command.env("PATH", std::env::join_paths(paths).expect("PATH entries"));
+    command
+}
+
+/// `cargo xtask dist [--dev]`: builds the app into `dist/` (release, wasm-opt'd, unless
+/// `--dev`), installing trunk, wasm-bindgen-cli and the npm tools when missing.
+pub fn dist(args: &[String]) -> Result {
+    let release = match args {
+        [] => true,
+        [flag] if flag == "--dev" => false,
+        _ => return Err("usage: cargo xtask dist [--dev]".to_owned()),
+    };
+    build(release)?;
+    eprintln!("xtask: the app is in {} (any static web server can host it)", dist_dir().display());
+    size(&[])
+}
+
+fn build(release: bool) -> Result {
+    setup::rust_targets()?;
+    setup::wasm_bindgen_cli()?;
+    setup::npm_packages()?;
+    setup::trunk()?;
+    // trunk reads no network (`offline = true`): the crates must be fetched already.
+    run(crate::cargo().args(["fetch", "--target", "wasm32-unknown-unknown"]))?;
+    let mut command = trunk();
+    command.arg("build");
+    if release {
+        command.arg("--release");
+    }
+    run(&mut command)
+}
+
+/// `cargo xtask serve [--port N]`: builds and serves the app on 127.0.0.1 (port 8090 by
+/// default: 8080 is llama.cpp's), rebuilding on changes.
+pub fn serve(args: &[String]) -> Result {
+    let port = match args {
+        [] => 8090,
+        [flag, port] if flag == "--port" => {
+            port.parse().map_err(|_| format!("bad port {port:?}"))?
+        }
+        _ => return Err("usage: cargo xtask serve [--port N]".to_owned()),
+    };
+    setup::rust_targets()?;
+    setup::wasm_bindgen_cli()?;
+    setup::npm_packages()?;
+    setup::trunk()?;
+    run(crate::cargo().args(["fetch", "--target", "wasm32-unknown-unknown"]))?;
+    eprintln!("xtask: serving http://127.0.0.1:{port}/ (Ctrl-C stops)");
+    run(trunk().args(["serve", "--address", "127.0.0.1", "--port", &port.to_string()]))
+}
+
+/// `cargo xtask size`: the gzip size of every file in `dist/`, and the total.
+pub fn size(_args: &[String]) -> Result {
+    let dir = dist_dir();
+    let mut files = Vec::new();
+    collect(&dir, &mut files)?;
+    files.sort();
+    if files.is_empty() {
+        return Err(format!("{} is empty: run cargo xtask dist first", dir.display()));
+    }
+    let (mut raw_total, mut gzip_total) = (0, 0);
+    println!("{:>10} {:>10}  file", "bytes", "gzip -9");
+    for file in &files {
+        let raw = std::fs::metadata(file).map_err(|e| e.to_string())?.len();
+        let gzip = gzip_size(file)?;
+        raw_total += raw;
+        gzip_total += gzip;
+        let name = file.strip_prefix(&dir).unwrap_or(file).display();
+        println!("{raw:>10} {gzip:>10}  {name}");
+    }
+    println!("{raw_total:>10} {gzip_total:>10}  total");
+    Ok(())
+}
+
+fn collect(dir: &Path, files: &mut Vec<PathBuf>) -> Result {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.is_dir() {
+            collect(&path, files)?;
+        } else {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn gzip_size(file: &Path) -> Result<u64> {
+    let out = Command::new("gzip")
+        .args(["-9", "-c"])
+        .arg(file)
+        .output()
+        .map_err(|e| format!("cannot run gzip: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("gzip failed on {}", file.display()));
+    }
+    Ok(out.stdout.len() as u64)
+}
+
+/// Builds the release app and runs the browser tests (`tests/browser/*.test.mjs`, Node's test
+/// runner, Playwright over Debian's Chromium), screenshots in `target/browser-screenshots/`.
+pub fn browser_tests() -> Result {
+    section("the app (release build)");
+    build(true)?;
+    size(&[])?;
+    section("browser tests (Chromium)");
+    setup::chromium()?;
+    let mut tests: Vec<PathBuf> = std::fs::read_dir(root().join("tests/browser"))
+        .map_err(|e| e.to_string())?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.to_string_lossy().ends_with(".test.mjs"))
+        .collect();
+    tests.sort();
+    run(Command::new("node")
+        .current_dir(root())
+        .args(["--test", "--test-concurrency=1", "--test-reporter=spec"])
+        .args(&tests))
+}
