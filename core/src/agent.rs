@@ -120,6 +120,12 @@ impl Tool {
     pub fn spec(&self) -> &ToolSpec {
         &self.spec
     }
+
+    /// The compiled schema its arguments must satisfy.
+    #[must_use]
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
 }
 
 /// The core-side policy of a loop: which calls the core settles itself and when a response

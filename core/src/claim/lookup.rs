@@ -1,6 +1,8 @@
 //! The research agent's `lookup_evidence` tool: who answers it ([`LookupMode`]), its schema,
 //! the core-side answer from the corpus ([`Lookup`]) and the search behind it.
 
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -63,21 +65,26 @@ impl Hooks for Lookup {
 impl Lookup {
     /// Answers lookups in `corpus` with `retriever`, unless `mode` leaves them to the host.
     pub(super) fn new(corpus: CorpusRef, retriever: Retriever, mode: LookupMode) -> Self {
-        let schema = Schema::compile(lookup_schema()).expect("the lookup schema is valid");
+        let schema = lookup_tool().schema().clone();
         Self { corpus, retriever, mode, schema }
     }
 }
 
-/// The research agent's `lookup_evidence` tool.
+/// The research agent's `lookup_evidence` tool, built once per process (every research agent
+/// of every check uses it).
 pub(super) fn lookup_tool() -> Tool {
-    Tool::new(
-        LOOKUP_EVIDENCE,
-        "Search the evidence corpus. Returns matching passages with their ids.",
-        lookup_schema(),
-    )
-    .expect("the lookup schema is valid")
-    // It only reads the corpus: a durable host may run it again after a crash.
-    .replay_safe()
+    static TOOL: OnceLock<Tool> = OnceLock::new();
+    TOOL.get_or_init(|| {
+        Tool::new(
+            LOOKUP_EVIDENCE,
+            "Search the evidence corpus. Returns matching passages with their ids.",
+            lookup_schema(),
+        )
+        .expect("the lookup schema is valid")
+        // It only reads the corpus: a durable host may run it again after a crash.
+        .replay_safe()
+    })
+    .clone()
 }
 
 /// The passages `retriever` chooses for `query` in `corpus`, using (and building once) the

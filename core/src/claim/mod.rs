@@ -32,7 +32,6 @@ use crate::machine::{Input, Machine, Misuse, MisuseKind, Output};
 use crate::message::{Message, StopReason, ToolCall, ToolOutput, ToolSpec};
 use crate::retrieve::Retriever;
 use crate::retry::RetryPolicy;
-use crate::schema::Schema;
 use crate::step::{FailureKind, Step, step};
 
 pub use cite::{cite, new_evidence};
@@ -220,7 +219,7 @@ impl ClaimCheck {
         let record = ToolSpec {
             name: RECORD_ASSESSMENT.to_owned(),
             description: "Record your assessment of the claim.".to_owned(),
-            parameters: assessment_schema(),
+            parameters: report::assessment_compiled().document().clone(),
         };
         let agent = Agent::new(
             format!("{}{}", prompt::ASSESS_SYSTEM, prompt::DATA_NOTICE),
@@ -271,7 +270,7 @@ impl ClaimCheck {
                 "assessment reply did not call record_assessment",
             );
         };
-        let schema = Schema::compile(assessment_schema()).expect("the assessment schema is valid");
+        let schema = report::assessment_compiled();
         if let Err(text) = schema.check_arguments(RECORD_ASSESSMENT, &arguments) {
             return self.fail(ClaimFailureKind::AssessSchema, text);
         }

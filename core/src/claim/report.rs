@@ -2,6 +2,9 @@
 //! schema of its arguments), the [`Route`] the check took, the [`Summary`] sentence and the
 //! whole [`Report`].
 
+use std::sync::OnceLock;
+
+use crate::schema::Schema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -61,6 +64,15 @@ pub fn assessment_schema() -> Value {
             "citations": {"type": "array", "items": {"type": "string"}},
             "rationale": {"type": "string"}
         }
+    })
+}
+
+/// The compiled schema of `record_assessment`'s arguments, built once per process: a claim
+/// check uses it for every assessment (its document is the tool's parameters).
+pub(crate) fn assessment_compiled() -> &'static Schema {
+    static SCHEMA: OnceLock<Schema> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        Schema::compile(assessment_schema()).expect("the assessment schema is valid")
     })
 }
 
