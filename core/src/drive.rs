@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 
 use crate::event::Event;
 use crate::log::SessionError;
-use crate::machine::{Input, Machine, Output, Settled};
+use crate::machine::{Input, Machine, ModelCall, Output, Settled};
 use crate::message::{AssistantMessage, Delta, ModelRequest, StopReason, ToolCall, ToolOutput};
 use crate::session::{Session, SessionOutput, Store};
 
@@ -230,28 +230,10 @@ pub async fn drive_with<M: Machine>(
         }
         let input = match machine.poll_output() {
             Output::CallModel(call) => {
-                let (id, delay_ms, request) = (call.id, call.delay_ms, call.request);
-                let response = until_cancelled(cancel, async {
-                    if delay_ms > 0 {
-                        transport.wait(delay_ms).await;
-                    }
-                    match events.as_mut() {
-                        Some(events) => {
-                            let mut on_delta = |delta| events(Event::Delta { call: id, delta });
-                            transport.complete_streaming(request, &mut on_delta).await
-                        }
-                        None => transport.complete(request).await,
-                    }
-                })
-                .await;
-                match response {
-                    Some(response)
-                        if !(response.stop_reason() == StopReason::Aborted
-                            && cancel.is_some_and(Cancel::is_cancelled)) =>
-                    {
-                        Input::ModelResponse { call: id, response }
-                    }
-                    _ => continue,
+                let id = call.id;
+                match call_model(transport, call, cancel, &mut events).await {
+                    Some(response) => Input::ModelResponse { call: id, response },
+                    None => continue,
                 }
             }
             Output::RunTools(batch) => {
@@ -288,6 +270,35 @@ fn answer<M: Machine>(machine: &mut M, input: Input) {
     if let Err(misuse) = machine.handle_input(input) {
         panic!("the driver answered its machine wrongly (a bug in verity-core): {misuse}");
     }
+}
+
+/// Makes `call` after its delay, handing streamed pieces to `events`. `None` when the run was
+/// cancelled meanwhile: the request was dropped (which aborts it), or the transport itself
+/// returned `aborted` because of the cancel; such a response is not given to the machine, so
+/// the run ends cancelled rather than failed. A response that arrived complete is kept.
+async fn call_model(
+    transport: &impl Transport,
+    call: ModelCall<'_>,
+    cancel: Option<&Cancel>,
+    events: &mut Option<Box<dyn FnMut(Event) + '_>>,
+) -> Option<AssistantMessage> {
+    let id = call.id;
+    let response = until_cancelled(cancel, async {
+        if call.delay_ms > 0 {
+            transport.wait(call.delay_ms).await;
+        }
+        match events.as_mut() {
+            Some(events) => {
+                let mut on_delta = |delta| events(Event::Delta { call: id, delta });
+                transport.complete_streaming(call.request, &mut on_delta).await
+            }
+            None => transport.complete(call.request).await,
+        }
+    })
+    .await?;
+    let aborted_by_cancel =
+        response.stop_reason() == StopReason::Aborted && cancel.is_some_and(Cancel::is_cancelled);
+    (!aborted_by_cancel).then_some(response)
 }
 
 /// `work`'s value, or `None` if `cancel` fires first (`work` is dropped then).
@@ -364,28 +375,9 @@ where
         }
         match session.poll() {
             SessionOutput::CallModel(call) => {
-                let (id, delay_ms, request) = (call.id, call.delay_ms, call.request);
-                let response = until_cancelled(cancel, async {
-                    if delay_ms > 0 {
-                        transport.wait(delay_ms).await;
-                    }
-                    match events.as_mut() {
-                        Some(events) => {
-                            let mut on_delta = |delta| events(Event::Delta { call: id, delta });
-                            transport.complete_streaming(request, &mut on_delta).await
-                        }
-                        None => transport.complete(request).await,
-                    }
-                })
-                .await;
-                match response {
-                    Some(response)
-                        if !(response.stop_reason() == StopReason::Aborted
-                            && cancel.is_some_and(Cancel::is_cancelled)) =>
-                    {
-                        session.record_response(id, response)?;
-                    }
-                    _ => {}
+                let id = call.id;
+                if let Some(response) = call_model(transport, call, cancel, &mut events).await {
+                    session.record_response(id, response)?;
                 }
             }
             SessionOutput::RunTools { batch, pending, sequential } => {
