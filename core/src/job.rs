@@ -48,6 +48,7 @@ use crate::agent::{Compaction, Spent, Tool};
 use crate::claim::{ClaimCheck, ClaimFailed, ClaimFailureKind, ClaimOptions, LookupMode};
 use crate::corpus::{CorpusId, IndexedCorpus, with_corpora};
 use crate::event::Event;
+use crate::failed::{Failed, FailureKindOf};
 use crate::machine::{CallId, Input, Machine, Misuse, MisuseKind, Output};
 use crate::message::Delta;
 use crate::retrieve::Retriever;
@@ -340,63 +341,27 @@ impl From<ClaimFailureKind> for JobFailureKind {
 
 /// A job that ended without a value: its kind, a message, and what it spent (requests, turns,
 /// failed attempts, retries, tokens and cost).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct JobFailed {
-    kind: JobFailureKind,
-    message: String,
-    spent: Spent,
+pub type JobFailed = Failed<JobFailureKind>;
+
+impl FailureKindOf for JobFailureKind {
+    const SUBJECT: &'static str = "job";
 }
 
 impl JobFailed {
     fn config(error: &ConfigError) -> Self {
-        Self { kind: JobFailureKind::Config, message: error.to_string(), spent: Spent::default() }
-    }
-
-    /// Why.
-    #[must_use]
-    pub fn kind(&self) -> JobFailureKind {
-        self.kind
-    }
-
-    /// What happened, in words.
-    #[must_use]
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// What was spent before the failure.
-    #[must_use]
-    pub fn spent(&self) -> Spent {
-        self.spent
+        Self::new(JobFailureKind::Config, error.to_string(), Spent::default())
     }
 }
-
-impl fmt::Display for JobFailed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "job failed ({}): {}", self.kind, self.message)
-    }
-}
-
-impl std::error::Error for JobFailed {}
 
 impl From<StepFailed> for JobFailed {
     fn from(failed: StepFailed) -> Self {
-        Self {
-            kind: failed.kind().into(),
-            message: failed.message().to_owned(),
-            spent: failed.spent(),
-        }
+        failed.map_kind(JobFailureKind::from)
     }
 }
 
 impl From<ClaimFailed> for JobFailed {
     fn from(failed: ClaimFailed) -> Self {
-        Self {
-            kind: failed.kind().into(),
-            message: failed.message().to_owned(),
-            spent: failed.spent(),
-        }
+        failed.map_kind(JobFailureKind::from)
     }
 }
 

@@ -74,6 +74,7 @@ pub mod claim;
 pub mod corpus;
 pub mod drive;
 pub mod event;
+pub mod failed;
 pub mod failure;
 pub mod files;
 pub mod job;
@@ -99,6 +100,7 @@ pub use drive::{
     drive_with,
 };
 pub use event::{ClaimStage, Event};
+pub use failed::{Failed, FailureKindOf};
 pub use failure::{FailureClass, ProviderError};
 pub use job::{ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError};
 pub use log::{Lease, Log, SessionError};

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::{Agent, Compaction, End, Event, Halt, Hooks, Spent, Tool};
+use crate::failed::{Failed, FailureKindOf};
 use crate::machine::{Input, Machine, Misuse, Output};
 use crate::message::{Message, ToolCall, ToolOutput, ToolSpec};
 use crate::retry::RetryPolicy;
@@ -68,49 +69,17 @@ impl fmt::Display for FailureKind {
 }
 
 /// A step that ended without a value: its kind, a message, and what it spent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StepFailed {
-    kind: FailureKind,
-    message: String,
-    spent: Spent,
+pub type StepFailed = Failed<FailureKind>;
+
+impl FailureKindOf for FailureKind {
+    const SUBJECT: &'static str = "step";
 }
 
 impl StepFailed {
-    pub(crate) fn new(kind: FailureKind, message: impl Into<String>, spent: Spent) -> Self {
-        Self { kind, message: message.into(), spent }
-    }
-
     fn config(message: impl Into<String>) -> Self {
         Self::new(FailureKind::Config, message, Spent::default())
     }
-
-    /// Why the step failed.
-    #[must_use]
-    pub fn kind(&self) -> FailureKind {
-        self.kind
-    }
-
-    /// What happened, in words.
-    #[must_use]
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// Turns, requests, failed attempts and usage spent before the failure.
-    #[must_use]
-    pub fn spent(&self) -> Spent {
-        self.spent
-    }
 }
-
-impl fmt::Display for StepFailed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "step failed ({}): {}", self.kind, self.message)
-    }
-}
-
-impl std::error::Error for StepFailed {}
 
 /// The bounds of a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,9 +3,9 @@
 
 use std::fmt;
 
+use crate::failed::{Failed, FailureKindOf};
 use serde::{Deserialize, Serialize};
 
-use crate::agent::Spent;
 use crate::message::Usage;
 use crate::step::FailureKind;
 
@@ -60,55 +60,22 @@ impl fmt::Display for ClaimFailureKind {
 }
 
 /// A check that ended without a report: its kind, a message, and what it spent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClaimFailed {
-    kind: ClaimFailureKind,
-    message: String,
-    spent: Spent,
+pub type ClaimFailed = Failed<ClaimFailureKind>;
+
+impl FailureKindOf for ClaimFailureKind {
+    const SUBJECT: &'static str = "claim check";
 }
 
 impl ClaimFailed {
-    pub(super) fn new(kind: ClaimFailureKind, message: impl Into<String>, spent: Spent) -> Self {
-        Self { kind, message: message.into(), spent }
-    }
-
-    /// Why.
-    #[must_use]
-    pub fn kind(&self) -> ClaimFailureKind {
-        self.kind
-    }
-
-    /// What happened, in words.
-    #[must_use]
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
     /// Requests that reached the model before the failure.
     #[must_use]
     pub fn requests(&self) -> u32 {
-        self.spent.requests
+        self.spent().requests
     }
 
     /// Tokens and cost before the failure.
     #[must_use]
     pub fn usage(&self) -> Usage {
-        self.spent.usage
-    }
-
-    /// Everything spent before the failure: turns (of every inner loop), requests, failed
-    /// summary submissions, retries, usage and cost.
-    #[must_use]
-    pub fn spent(&self) -> Spent {
-        self.spent
+        self.spent().usage
     }
 }
-
-impl fmt::Display for ClaimFailed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "claim check failed ({}): {}", self.kind, self.message)
-    }
-}
-
-impl std::error::Error for ClaimFailed {}
