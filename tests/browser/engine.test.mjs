@@ -72,6 +72,43 @@ test('a claim checked through an OpenAI-compatible server, streaming', async () 
   }
 });
 
+test('a claim checked through Anthropic\'s Messages API, streaming', async () => {
+  // aimock answers /v1/messages from the same provider-agnostic fixtures (it translates the
+  // Messages request before matching); the key is a dummy, the mock takes any.
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'));
+  const { page, errors, close } = await open();
+  try {
+    await loadEiffel(page);
+    await page.selectOption(id('provider-kind'), 'anthropic');
+    await page.fill(id('provider-anthropic-base-url'), mock.url);
+    await page.fill(id('provider-key'), 'sk-ant-dummy');
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.match(await card.locator(id('verdict')).innerText(), /supported/i);
+    assert.match(await card.locator(id('summary')).innerText(), /places the Eiffel Tower in Paris/);
+    assert.match(await card.locator(id('citation')).first().innerText(), /Champ de Mars/);
+    const data = await journal(mock);
+    const entries = Array.isArray(data) ? data : data.entries ?? [];
+    assert.equal(entries.length, 2, 'one assessment and one summary request');
+    for (const entry of entries) {
+      assert.equal(entry.method, 'POST');
+      assert.equal(new URL(entry.path, mock.url).pathname, '/v1/messages');
+      assert.equal(entry.body?.stream, true, 'the page streams');
+      assert.ok(JSON.stringify(entry.body).includes('"stream":true'));
+      assert.equal(entry.headers['anthropic-dangerous-direct-browser-access'], 'true');
+      assert.ok(entry.headers['anthropic-version'], 'the API version header is sent');
+      assert.equal(entry.response?.status, 200);
+    }
+    await screenshot(page, 'results-anthropic');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
 test('cancel mid-run ends the check as cancelled and leaves no request open', async () => {
   // A server that allows the page's origin (answers the CORS preflight) and never answers a
   // model request: the test counts the model requests still open.

@@ -52,6 +52,9 @@ pub const PRESETS: [(&str, &str, &str, &str); 4] = [
 /// The default Anthropic model.
 pub const ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 
+/// Anthropic's API, used when the Anthropic base URL is left empty (the core's default).
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+
 /// What the Provider section holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -66,6 +69,8 @@ pub struct ProviderSettings {
     pub openai_model: String,
     /// The Anthropic model.
     pub anthropic_model: String,
+    /// The Anthropic API's base URL (before `/v1/messages`); empty means [`ANTHROPIC_BASE_URL`].
+    pub anthropic_base_url: String,
     /// The API key (stored only when `remember`).
     pub api_key: String,
     /// Keep the key in this browser's localStorage.
@@ -81,6 +86,7 @@ impl Default for ProviderSettings {
             base_url: base_url.to_owned(),
             openai_model: model.to_owned(),
             anthropic_model: ANTHROPIC_MODEL.to_owned(),
+            anthropic_base_url: String::new(),
             api_key: String::new(),
             remember: false,
         }
@@ -128,7 +134,15 @@ impl ProviderSettings {
                 if key.is_empty() {
                     return Err("Anthropic needs an API key.".into());
                 }
+                let base_url = self.anthropic_base_url.trim();
+                let web = base_url.starts_with("https://") || base_url.starts_with("http://");
+                if !(base_url.is_empty() || web) {
+                    return Err("The base URL must start with https:// or http://.".into());
+                }
                 config.insert("api".into(), json!("anthropic"));
+                if !base_url.is_empty() {
+                    config.insert("baseUrl".into(), json!(base_url));
+                }
                 config.insert("model".into(), json!(self.anthropic_model.trim()));
             }
         }
@@ -243,6 +257,28 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                         />
                     </div>
                 </Show>
+                <Show when=move || kind() == ProviderKind::Anthropic>
+                    <div class="field">
+                        <label for="provider-anthropic-base-url">"Base URL (optional)"</label>
+                        <input
+                            id="provider-anthropic-base-url"
+                            data-testid="provider-anthropic-base-url"
+                            type="url"
+                            spellcheck="false"
+                            autocomplete="off"
+                            placeholder=ANTHROPIC_BASE_URL
+                            aria-describedby="provider-anthropic-base-url-note"
+                            prop:value=move || settings.with(|s| s.anthropic_base_url.clone())
+                            on:input=move |ev| {
+                                let value = event_target_value(&ev);
+                                settings.update(|s| s.anthropic_base_url = value);
+                            }
+                        />
+                        <p class="hint" id="provider-anthropic-base-url-note">
+                            "Empty means " {ANTHROPIC_BASE_URL} "; requests go to its /v1/messages."
+                        </p>
+                    </div>
+                </Show>
                 <Show when=move || kind() != ProviderKind::Offline>
                     <div class="field">
                         <label for="provider-model">"Model name"</label>
@@ -335,6 +371,30 @@ mod tests {
         settings.kind = ProviderKind::OpenAi;
         settings.base_url = "localhost:8080".into();
         assert!(settings.choice().is_err());
+    }
+
+    #[test]
+    fn an_anthropic_base_url_is_passed_only_when_given() {
+        let mut settings = ProviderSettings {
+            kind: ProviderKind::Anthropic,
+            api_key: "k".into(),
+            anthropic_base_url: "  ".into(),
+            ..Default::default()
+        };
+        let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
+        assert!(config.get("baseUrl").is_none(), "empty means the core's default");
+        settings.anthropic_base_url = " http://127.0.0.1:4010 ".into();
+        let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
+        assert_eq!(
+            config,
+            json!({"api": "anthropic", "baseUrl": "http://127.0.0.1:4010", "model": ANTHROPIC_MODEL,
+                "apiKey": "k", "stream": true})
+        );
+        settings.anthropic_base_url = "api.anthropic.com".into();
+        assert!(settings.choice().is_err());
+        // Settings stored before the field existed still load.
+        let old: ProviderSettings = serde_json::from_value(json!({"kind": "anthropic"})).unwrap();
+        assert_eq!(old.anthropic_base_url, "");
     }
 
     #[test]
