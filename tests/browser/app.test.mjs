@@ -135,3 +135,33 @@ test('the page is interactive before the engine has loaded', async () => {
     await close();
   }
 });
+
+test('results export as JSON and as Markdown', async () => {
+  const { page, errors, close } = await open();
+  try {
+    await upload(page, 'notes.jsonl', CORPUS);
+    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+    await page.fill(id('claims-input'), 'The storage migration finished in March without data loss.');
+    await page.click(id('run'));
+    await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
+    const read = async (button) => {
+      const [download] = await Promise.all([page.waitForEvent('download'), page.click(id(button))]);
+      const stream = await download.createReadStream();
+      let text = '';
+      for await (const chunk of stream) text += chunk;
+      return { name: download.suggestedFilename(), text };
+    };
+    const json = await read('export-json');
+    assert.match(json.name, /\.json$/);
+    const exported = JSON.stringify(JSON.parse(json.text));
+    assert.match(exported, /The storage migration finished in March without data loss\./);
+    assert.match(exported, /supported/);
+    const markdown = await read('export-md');
+    assert.match(markdown.name, /\.md$/);
+    assert.match(markdown.text, /storage migration finished in March/);
+    assert.match(markdown.text, /[Ss]upported/);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
