@@ -42,9 +42,11 @@ async function useOpenAi(page, baseUrl) {
   await page.fill(id('provider-model'), 'gpt-4o-mini');
 }
 
+/** The requests the mock received (its journal's entries). */
 async function journal(mock) {
   const response = await fetch(`${mock.url}/__aimock/journal`);
-  return response.json();
+  const data = await response.json();
+  return Array.isArray(data) ? data : data.entries ?? [];
 }
 
 test('a claim checked through an OpenAI-compatible server, streaming', async () => {
@@ -60,8 +62,7 @@ test('a claim checked through an OpenAI-compatible server, streaming', async () 
     assert.match(await card.locator(id('verdict')).innerText(), /supported/i);
     assert.match(await card.locator(id('summary')).innerText(), /places the Eiffel Tower in Paris/);
     assert.match(await card.locator(id('citation')).first().innerText(), /Champ de Mars/);
-    const entries = await journal(mock);
-    const bodies = (Array.isArray(entries) ? entries : entries.entries ?? []).map((entry) => JSON.stringify(entry));
+    const bodies = (await journal(mock)).map((entry) => JSON.stringify(entry));
     assert.equal(bodies.length, 2, 'one assessment and one summary request');
     assert.ok(bodies.every((body) => body.includes('"stream":true')), 'the page streams');
     await screenshot(page, 'results-openai');
@@ -89,8 +90,7 @@ test('a claim checked through Anthropic\'s Messages API, streaming', async () =>
     assert.match(await card.locator(id('verdict')).innerText(), /supported/i);
     assert.match(await card.locator(id('summary')).innerText(), /places the Eiffel Tower in Paris/);
     assert.match(await card.locator(id('citation')).first().innerText(), /Champ de Mars/);
-    const data = await journal(mock);
-    const entries = Array.isArray(data) ? data : data.entries ?? [];
+    const entries = await journal(mock);
     assert.equal(entries.length, 2, 'one assessment and one summary request');
     for (const entry of entries) {
       assert.equal(entry.method, 'POST');
@@ -163,8 +163,7 @@ test('a reload keeps the corpus and the results, and resumes a check without rep
     assert.match(await page.locator(id('corpus-count')).innerText(), /3/);
     await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
     assert.match(await page.locator(id('check-1')).locator(id('verdict')).innerText(), /supported/i);
-    const entries = await journal(mock);
-    const bodies = (Array.isArray(entries) ? entries : entries.entries ?? []).map((entry) => JSON.stringify(entry));
+    const bodies = (await journal(mock)).map((entry) => JSON.stringify(entry));
     const assessments = bodies.filter((body) => body.includes('Record your assessment'));
     // The assessment was recorded before the reload: it is not requested again.
     assert.equal(assessments.length, 1, `assessment requests: ${assessments.length}`);

@@ -65,7 +65,7 @@ impl Hooks for Lookup {
 impl Lookup {
     /// Answers lookups in `corpus` with `retriever`, unless `mode` leaves them to the host.
     pub(super) fn new(corpus: CorpusRef, retriever: Retriever, mode: LookupMode) -> Self {
-        let schema = lookup_tool().schema().clone();
+        let schema = shared_lookup_tool().schema().clone();
         Self { corpus, retriever, mode, schema }
     }
 }
@@ -73,6 +73,10 @@ impl Lookup {
 /// The research agent's `lookup_evidence` tool, built once per process (every research agent
 /// of every check uses it).
 pub(super) fn lookup_tool() -> Tool {
+    shared_lookup_tool().clone()
+}
+
+fn shared_lookup_tool() -> &'static Tool {
     static TOOL: OnceLock<Tool> = OnceLock::new();
     TOOL.get_or_init(|| {
         Tool::new(
@@ -84,7 +88,6 @@ pub(super) fn lookup_tool() -> Tool {
         // It only reads the corpus: a durable host may run it again after a crash.
         .replay_safe()
     })
-    .clone()
 }
 
 /// The passages `retriever` chooses for `query` in `corpus`, using (and building once) the
