@@ -125,6 +125,24 @@ impl Suite {
     /// # Errors
     /// When the scenario cannot be run (unknown kind, schema or tool; malformed script).
     pub fn run(&self, scenario: &Scenario) -> Result<Observed, String> {
+        self.run_with(scenario, |config, model, tools| {
+            let job = Job::from_json(config, &[Arc::clone(tools.corpus())]).map_err(failure)?;
+            pollster::block_on(drive(job, model, tools)).map_err(failure)
+        })
+    }
+
+    /// Runs one scenario through another host of the job protocol (the WebAssembly component,
+    /// in `tests/tests/component.rs`): `host` gets the job configuration (JSON text), the
+    /// scripted model to answer every model call and the suite's tools for every tool batch
+    /// (a claim job's corpus is [`SuiteTools::corpus`]), and reports how the job ended.
+    ///
+    /// # Errors
+    /// When the scenario cannot be run (unknown kind, schema or tool; malformed script).
+    pub fn run_with(
+        &self,
+        scenario: &Scenario,
+        host: impl FnOnce(&str, &ScriptedModel, &SuiteTools) -> Outcome,
+    ) -> Result<Observed, String> {
         let script = scenario
             .script
             .iter()
@@ -137,11 +155,9 @@ impl Suite {
         let model = ScriptedModel::new(script);
         let tools = SuiteTools::from_config(&scenario.config)?;
         let config = self.job_config(scenario, &tools)?;
-        let job = match Job::from_json(&config.to_string(), &[Arc::clone(&tools.corpus)]) {
-            Ok(job) => job,
-            Err(failed) => return Ok(thrown(&failed, model.requests())),
-        };
-        Ok(match pollster::block_on(drive(job, &model, &tools)) {
+        let outcome = host(&config.to_string(), &model, &tools);
+        let requests = model.requests();
+        Ok(match outcome {
             Ok(value) if scenario.kind == "claim" => Observed::Return {
                 // The normative part of a report.
                 value: json!({
@@ -150,10 +166,10 @@ impl Suite {
                     "route": value["route"],
                     "summary": value["summary"],
                 }),
-                requests: model.requests(),
+                requests,
             },
-            Ok(value) => Observed::Return { value, requests: model.requests() },
-            Err(failed) => thrown(&failed, model.requests()),
+            Ok(value) => Observed::Return { value, requests },
+            Err(Failure { kind, message }) => Observed::Throw { kind, message, requests },
         })
     }
 
@@ -231,12 +247,20 @@ impl Suite {
 const DEFAULT_SYSTEM: &str = "You answer by calling submit.";
 const DEFAULT_INPUT: &str = "What is the answer?";
 
-fn thrown(failed: &JobFailed, requests: u32) -> Observed {
-    Observed::Throw {
-        kind: failed.kind().as_str().to_owned(),
-        message: failed.message().to_owned(),
-        requests,
-    }
+/// How a job ended, as its host reports it: the value (JSON) or the failure.
+pub type Outcome = Result<Value, Failure>;
+
+/// The failure of a job, as any host reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The kind's wire name (`turn-limit`, ...).
+    pub kind: String,
+    /// The message (informative).
+    pub message: String,
+}
+
+fn failure(failed: JobFailed) -> Failure {
+    Failure { kind: failed.kind().as_str().to_owned(), message: failed.message().to_owned() }
 }
 
 /// Compares an observed outcome with the normative fields of the expected one.
@@ -301,6 +325,13 @@ pub struct SuiteTools {
 }
 
 impl SuiteTools {
+    /// The scenario's corpus (`config.corpus`, in key order), which a claim job's
+    /// configuration names by its content id.
+    #[must_use]
+    pub fn corpus(&self) -> &Arc<IndexedCorpus> {
+        &self.corpus
+    }
+
     fn from_config(config: &Map<String, Value>) -> Result<Self, String> {
         let mut pairs = Vec::new();
         if let Some(items) = config.get("corpus") {

@@ -9,6 +9,7 @@
 //! - `dist [--dev]`: builds the browser app into `dist/` (a static folder).
 //! - `serve [--port N]`: builds and serves the app on <http://127.0.0.1:8090>.
 //! - `size`: the gzip size of every file the page loads.
+//! - `component`: builds the WebAssembly component, prints its size, transpiles it with jco.
 //!
 //! Only the standard library is used here, so `cargo xtask` compiles in seconds.
 
@@ -16,12 +17,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod bench;
+mod component;
 mod web;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
 const USAGE: &str = "usage: cargo xtask <test | conformance FILE... | eval FILE.jsonl | bench step|claim|retrieve \
-     | dist [--dev] | serve [--port N] | size>";
+     | dist [--dev] | serve [--port N] | size | component>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
         Some("serve") => web::serve(&args[1..]),
         Some("dist") => web::dist(&args[1..]),
         Some("size") => web::size(&args[1..]),
+        Some("component") => component::component(&args[1..]),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             Ok(())
@@ -108,6 +111,7 @@ fn test() -> Result {
         "verity-core",
         "--no-deps",
     ]))?;
+    component::test()?; // before the native tests, which include the component's (built here)
     section("native tests");
     setup::npm_packages()?;
     run(cargo().args(["test", "--workspace"]))?;
