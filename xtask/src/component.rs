@@ -1,5 +1,5 @@
 //! The WebAssembly component (`core/component`, exporting `wit/`): `cargo xtask component`
-//! builds it for wasm32-wasip2 with the small `wasm-release` profile, prints its size and
+//! builds it for wasm32-wasip2 with the small `component` profile, prints its size and
 //! transpiles it for JavaScript with jco; [`test`] then runs its checks: the wasmtime tests
 //! (`tests/tests/component.rs`) and the Node test (`tests/component/*.test.mjs`).
 
@@ -12,8 +12,12 @@ use super::{Result, cargo, root, run, section, setup};
 const NPM_PACKAGES: [&str; 3] =
     ["@bytecodealliance/jco", "@bytecodealliance/preview2-shim", "@copilotkit/aimock"];
 
-/// `cargo xtask component`: builds the component, prints its size, transpiles it with jco.
-pub fn component(_args: &[String]) -> Result {
+/// `cargo xtask component [--test]`: builds the component, prints its size, transpiles it with
+/// jco; with `--test`, runs its checks too ([`test`]).
+pub fn component(args: &[String]) -> Result {
+    if args.iter().any(|arg| arg == "--test") {
+        return test();
+    }
     let wasm = build()?;
     size(&wasm)?;
     transpile(&wasm)?;
@@ -30,11 +34,11 @@ fn js_dir() -> PathBuf {
     target_dir().join("component-js")
 }
 
-/// Builds the component in release (`wasm-release`: `opt-level = "z"`, LTO, one codegen unit,
-/// `panic = "abort"`) and returns its path.
+/// Builds the component in release (profile `component`: `wasm-release`'s `opt-level = "z"`,
+/// LTO, one codegen unit and `panic = "abort"`, stripped) and returns its path.
 pub fn build() -> Result<PathBuf> {
     setup::rust_targets()?;
-    section("the WebAssembly component (wasm32-wasip2, wasm-release)");
+    section("the WebAssembly component (wasm32-wasip2, profile component)");
     run(cargo().args([
         "build",
         "-p",
@@ -42,9 +46,9 @@ pub fn build() -> Result<PathBuf> {
         "--target",
         "wasm32-wasip2",
         "--profile",
-        "wasm-release",
+        "component",
     ]))?;
-    let wasm = target_dir().join("wasm32-wasip2/wasm-release/verity_component.wasm");
+    let wasm = target_dir().join("wasm32-wasip2/component/verity_component.wasm");
     if !wasm.is_file() {
         return Err(format!("the build did not write {}", wasm.display()));
     }

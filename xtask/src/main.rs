@@ -9,7 +9,8 @@
 //! - `dist [--dev]`: builds the browser app into `dist/` (a static folder).
 //! - `serve [--port N]`: builds and serves the app on <http://127.0.0.1:8090>.
 //! - `size`: the gzip size of every file the page loads.
-//! - `component`: builds the WebAssembly component, prints its size, transpiles it with jco.
+//! - `component [--test]`: builds the WebAssembly component, prints its size, transpiles it
+//!   with jco; `--test` runs its wasmtime and Node tests.
 //!
 //! Only the standard library is used here, so `cargo xtask` compiles in seconds.
 
@@ -23,7 +24,7 @@ mod web;
 type Result<T = ()> = std::result::Result<T, String>;
 
 const USAGE: &str = "usage: cargo xtask <test | conformance FILE... | eval FILE.jsonl | bench step|claim|retrieve \
-     | dist [--dev] | serve [--port N] | size | component>";
+     | dist [--dev] | serve [--port N] | size | component [--test]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
