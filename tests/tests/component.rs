@@ -12,17 +12,17 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use serde_json::{Value, json};
 use verity_core::corpus::{Corpus, IndexedCorpus};
 use verity_core::{
-    AssistantMessage, ContentBlock, FailureClass, HttpBody, HttpClient, HttpRequest, ModelRequest,
-    ScriptedModel, StopReason, ToolCall, ToolOutput, Tools,
+    AssistantMessage, ContentBlock, DriveOptions, FailureClass, HttpBody, HttpClient, HttpRequest,
+    Job, ModelRequest, ScriptedModel, StopReason, ToolCall, ToolOutput, Tools, drive_with,
 };
 use verity_tests::http::{Aimock, BlockingClient, workspace_root};
-use verity_tests::{Failure, Outcome, Suite, SuiteTools, compare};
+use verity_tests::{Failure, Outcome, Suite, SuiteTools, compare, json_eq};
 use wasmtime::component::{Component, Linker, ResourceAny, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -284,6 +284,7 @@ fn drive_in_component(
     model: &ScriptedModel,
     tools: &SuiteTools,
     resume: bool,
+    events: &mut Vec<Value>,
 ) -> Outcome {
     let items: Vec<(&str, &str)> = tools
         .corpus()
@@ -296,6 +297,8 @@ fn drive_in_component(
     assert_eq!(guest.corpus_id(corpus), tools.corpus().id().to_string(), "the same content id");
     let mut job = guest.create(config, &[corpus]).map_err(failure)?;
     loop {
+        // Before each output, as `drive_with` does: a pending model call is announced then.
+        events.extend(guest.events(job).iter().map(event_json));
         let input = match guest.poll(job) {
             wit::Output::CallModel(call) => {
                 // The scripted model reads no request: it answers in order and counts.
@@ -322,8 +325,9 @@ fn drive_in_component(
             wit::Output::Done => break,
         };
         guest.handle(job, &input).unwrap_or_else(|misuse| panic!("misuse: {misuse:?}"));
-        guest.events(job);
         if resume {
+            // What the input queued is drained before the job is saved.
+            events.extend(guest.events(job).iter().map(event_json));
             let saved = guest.save(job);
             guest.drop_resource(job);
             job = guest.restore(&saved, &[corpus]).expect("the saved job restores");
@@ -335,18 +339,102 @@ fn drive_in_component(
     outcome
 }
 
+/// A component event in the core's JSON (`Event`'s serialization), to compare with the native
+/// run's events.
+fn event_json(event: &wit::Event) -> Value {
+    let usage = |usage: &wit::Usage| {
+        json!({"input": usage.input, "output": usage.output, "cacheRead": usage.cache_read,
+               "cacheWrite": usage.cache_write, "cost": usage.cost})
+    };
+    match event {
+        wit::Event::Stage(stage) => match stage {
+            wit::ClaimStage::Retrieve(n) => {
+                json!({"type": "stage", "stage": "retrieve", "evidence": n})
+            }
+            wit::ClaimStage::Assess => json!({"type": "stage", "stage": "assess"}),
+            wit::ClaimStage::Research(turn) => {
+                json!({"type": "stage", "stage": "research", "turn": turn.turn, "of": turn.of})
+            }
+            wit::ClaimStage::Reassess(n) => {
+                json!({"type": "stage", "stage": "reassess", "evidence": n})
+            }
+            wit::ClaimStage::Summary => json!({"type": "stage", "stage": "summary"}),
+        },
+        wit::Event::ModelCall(call) => {
+            json!({"type": "modelCall", "call": call.call, "retry": call.retry, "delayMs": call.delay_ms})
+        }
+        wit::Event::ModelAnswered(answer) => {
+            let stop = match answer.stop_reason {
+                wit::StopReason::Stop => "stop",
+                wit::StopReason::ToolUse => "toolUse",
+                wit::StopReason::Length => "length",
+                wit::StopReason::Error => "error",
+                wit::StopReason::Aborted => "aborted",
+            };
+            let mut value = json!({"type": "modelAnswered", "call": answer.call, "stopReason": stop,
+                                   "toolCalls": answer.tool_calls, "usage": usage(&answer.usage)});
+            if let Some(error) = &answer.error {
+                value["error"] = json!(error);
+            }
+            value
+        }
+        wit::Event::ToolCall(call) => {
+            json!({"type": "toolCall", "callId": call.call_id, "tool": call.tool, "host": call.host})
+        }
+        wit::Event::ToolSettled(settled) => {
+            json!({"type": "toolSettled", "callId": settled.call_id,
+            "tool": settled.tool, "isError": settled.is_error, "host": settled.host})
+        }
+        wit::Event::Retry(retry) => json!({"type": "retry", "attempt": retry.attempt,
+            "delayMs": retry.delay_ms, "message": retry.message}),
+        wit::Event::Compacted(dropped) => json!({"type": "compacted", "dropped": dropped}),
+        wit::Event::Delta(piece) => {
+            let delta = match &piece.delta {
+                wit::Delta::Text(text) => json!({"type": "text", "text": text}),
+                wit::Delta::Thinking(thinking) => json!({"type": "thinking", "thinking": thinking}),
+                wit::Delta::ToolCallStart(start) => json!({"type": "toolCallStart",
+                    "index": start.index, "id": start.id, "name": start.name}),
+                wit::Delta::ToolCallArguments(arguments) => json!({"type": "toolCallArguments",
+                    "index": arguments.index, "arguments": arguments.arguments}),
+            };
+            json!({"type": "delta", "call": piece.call, "delta": delta})
+        }
+    }
+}
+
 fn run_suite(resume: bool) {
     let path = workspace_root().join("tests/conformance/scenarios.json");
     let suite = Suite::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let mut guest = Guest::new();
     let mut failures = Vec::new();
     for scenario in &suite.scenarios {
-        let native = suite.run(scenario).expect("the scenario runs natively");
+        let mut native_events = Vec::new();
+        let native = suite
+            .run_with(scenario, |config, model, tools| {
+                let failed = |failed: verity_core::JobFailed| Failure {
+                    kind: failed.kind().as_str().to_owned(),
+                    message: failed.message().to_owned(),
+                };
+                let job = Job::from_json(config, &[Arc::clone(tools.corpus())]).map_err(failed)?;
+                let options = DriveOptions::new()
+                    .events(|event| native_events.push(serde_json::to_value(event).unwrap()));
+                pollster::block_on(drive_with(job, model, tools, options)).map_err(failed)
+            })
+            .expect("the scenario runs natively");
+        let mut events = Vec::new();
         let hosted = suite
             .run_with(scenario, |config, model, tools| {
-                drive_in_component(&mut guest, config, model, tools, resume)
+                drive_in_component(&mut guest, config, model, tools, resume, &mut events)
             })
             .expect("the scenario runs");
+        if !json_eq(&Value::Array(native_events.clone()), &Value::Array(events.clone())) {
+            failures.push(format!(
+                "{}: events differ\n  natively:         {}\n  in the component: {}",
+                scenario.name,
+                Value::Array(native_events),
+                Value::Array(events)
+            ));
+        }
         if let Err(why) = compare(&scenario.expected, &hosted) {
             failures.push(format!("{}: {why}", scenario.name));
         }
