@@ -512,7 +512,12 @@ impl Engine {
         for check in &checks {
             self.add_card(CheckState::new(check.id.clone(), check.claim.clone(), Phase::Queued));
         }
-        self.send(ToWorker::Check { checks, provider, concurrency: concurrency.max(1) });
+        self.send(ToWorker::Check {
+            checks,
+            provider,
+            concurrency: concurrency.max(1),
+            corpus: None,
+        });
     }
 
     /// Checks a card's claim again, in the same card.
@@ -524,6 +529,7 @@ impl Engine {
             checks: vec![CheckRequest { id, claim }],
             provider,
             concurrency: concurrency.max(1),
+            corpus: None,
         });
     }
 
