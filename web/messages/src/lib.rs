@@ -97,6 +97,16 @@ pub enum ToWorker {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         corpus: Option<String>,
     },
+    /// The page's provider, with its key, sent once after [`FromWorker::Ready`] when checks
+    /// were resumed. A network check interrupted by a reload is stored without its key; it
+    /// resumes with this provider when it is the same one (same configuration once the key is
+    /// set aside) and carries a key, and otherwise ends `cancelled`, saying why. `None`: the
+    /// page has no key (it was not remembered on this device).
+    Credentials {
+        /// The provider as the page would run it now.
+        #[serde(default)]
+        provider: Option<ProviderChoice>,
+    },
     /// Adds items and files to a named corpus, created when missing, all or nothing: answered
     /// by one [`FromWorker::NamedCorpus`] or one [`FromWorker::NamedCorpusRejected`]. Named
     /// corpora live in memory beside the main one (the embedding's corpora, one per

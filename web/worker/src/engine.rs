@@ -165,9 +165,19 @@ impl<H: Host> std::fmt::Debug for Engine<H> {
     }
 }
 
-struct Inner<H> {
+struct Inner<H: Host> {
     host: H,
     state: RefCell<State>,
+    /// Keyed checks resumed after a reload, waiting for [`ToWorker::Credentials`].
+    awaiting: RefCell<Vec<Awaiting<H::Store>>>,
+}
+
+/// A resumed session whose provider needs a key the worker did not store.
+struct Awaiting<S> {
+    meta: SessionMeta,
+    store: S,
+    session: Session<Job>,
+    corpus: Arc<IndexedCorpus>,
 }
 
 /// The failure JSON of a check that ended outside the core's machines (cancelled while
@@ -183,7 +193,8 @@ impl<H: Host> Engine<H> {
     /// An engine over `host` with an empty corpus; call [`start`](Self::start) next.
     pub fn new(host: H) -> Self {
         let state = State { concurrency: 1, ..State::default() };
-        Self { inner: Rc::new(Inner { host, state: RefCell::new(state) }) }
+        let inner = Inner { host, state: RefCell::new(state), awaiting: RefCell::default() };
+        Self { inner: Rc::new(inner) }
     }
 
     /// The host.
@@ -244,26 +255,64 @@ impl<H: Host> Engine<H> {
         self.post(&FromWorker::Ready { corpus: summary, results, resumed });
         self.index();
         for (meta, store, session) in to_run {
-            let cancel = Cancel::new();
             if meta.credentials_removed {
-                cancel.cancel(
-                    "the page was reloaded during the check and its API key is not stored on \
-                     this device: run the check again",
-                );
+                // Its key was not stored: wait for the page's `Credentials`.
+                let corpus = Arc::clone(&corpus);
+                self.inner.awaiting.borrow_mut().push(Awaiting { meta, store, session, corpus });
+                continue;
             }
-            self.inner
-                .state
-                .borrow_mut()
-                .running
-                .push(Running { id: meta.check.id.clone(), cancel: cancel.clone() });
-            let engine = self.clone();
-            let corpus = Arc::clone(&corpus);
-            self.inner.host.spawn(Box::pin(async move {
-                let result =
-                    engine.run(&meta.check, &meta.provider, &corpus, cancel, store, Some(session));
-                let result = result.await;
-                engine.finished(result);
-            }));
+            let provider = meta.provider.clone();
+            self.resume(meta, provider, Cancel::new(), store, session, Arc::clone(&corpus));
+        }
+    }
+
+    fn resume(
+        &self,
+        meta: SessionMeta,
+        provider: ProviderChoice,
+        cancel: Cancel,
+        store: H::Store,
+        session: Session<Job>,
+        corpus: Arc<IndexedCorpus>,
+    ) {
+        self.inner
+            .state
+            .borrow_mut()
+            .running
+            .push(Running { id: meta.check.id.clone(), cancel: cancel.clone() });
+        let engine = self.clone();
+        self.inner.host.spawn(Box::pin(async move {
+            let result = engine.run(&meta.check, &provider, &corpus, cancel, store, Some(session));
+            let result = result.await;
+            engine.finished(result);
+        }));
+    }
+
+    /// Resumes the keyed checks a reload interrupted with the page's provider, when it is the
+    /// one they ran with and has a key; otherwise they end `cancelled`, saying why.
+    fn credentials(&self, provider: Option<&ProviderChoice>) {
+        let awaiting = std::mem::take(&mut *self.inner.awaiting.borrow_mut());
+        for Awaiting { meta, store, session, corpus } in awaiting {
+            let matching = provider.filter(|given| {
+                let (stripped, had_credentials) = without_credentials(given);
+                had_credentials && stripped == meta.provider
+            });
+            let cancel = Cancel::new();
+            let provider = match matching {
+                Some(given) => given.clone(),
+                None => {
+                    cancel.cancel(if provider.is_some_and(|given| without_credentials(given).1) {
+                        "the page was reloaded during the check and the provider has changed \
+                         since: run the check again"
+                    } else {
+                        "the page was reloaded during the check and its API key is not stored \
+                         on this device (tick \"Remember on this device\" to resume such checks): \
+                         run the check again"
+                    });
+                    meta.provider.clone()
+                }
+            };
+            self.resume(meta, provider, cancel, store, session, corpus);
         }
     }
 
@@ -370,6 +419,7 @@ impl<H: Host> Engine<H> {
                 }
                 self.pump();
             }
+            ToWorker::Credentials { provider } => self.credentials(provider.as_ref()),
             ToWorker::AddToCorpus { name, items, files } => self.add_to_corpus(name, items, files),
             ToWorker::DropCorpus { name } => {
                 self.inner.state.borrow_mut().named.remove(&name);

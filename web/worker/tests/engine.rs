@@ -39,6 +39,11 @@ impl Gate {
     fn close_after(&self, writes: usize) {
         self.budget.set(Some(writes));
     }
+    /// Lets `writes` more writes land, waking the stalled ones.
+    fn allow(&self, writes: usize) {
+        self.budget.set(Some(writes));
+        self.wakers.borrow_mut().drain(..).for_each(std::task::Waker::wake);
+    }
     fn open(&self) {
         self.budget.set(None);
         self.wakers.borrow_mut().drain(..).for_each(std::task::Waker::wake);
@@ -103,6 +108,7 @@ impl HttpClient for Canned {
     type Body = CannedBody;
     async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, CannedBody), HttpFailure> {
         self.0.requests.borrow_mut().push(request.body.clone());
+        self.0.sent.borrow_mut().push(request.clone());
         let Some(reply) = self.0.replies.borrow_mut().pop_front() else {
             return Err(HttpFailure::Network("no network in tests".into()));
         };
@@ -125,6 +131,7 @@ struct Recorded {
     gate: Rc<Gate>,
     replies: RefCell<std::collections::VecDeque<String>>,
     requests: RefCell<Vec<String>>,
+    sent: RefCell<Vec<HttpRequest>>,
 }
 
 #[derive(Clone)]
@@ -522,6 +529,15 @@ fn a_stored_provider_has_no_credentials_and_a_resume_without_them_is_cancelled()
         sessions: vec![StoredSession { meta, store }],
     }));
     pool.run_until_stalled();
+    let posted = take(&recorded);
+    assert!(
+        posted.iter().any(|m| matches!(m, FromWorker::Ready { resumed, .. } if resumed.len() == 1)),
+        "{posted:?}"
+    );
+    assert!(finished(&posted).is_empty(), "it waits for the page's credentials");
+    // The page has no key (not remembered): the check ends, saying why.
+    engine.handle_json(r#"{"type": "credentials"}"#);
+    pool.run_until_stalled();
     let done = finished(&take(&recorded));
     let failure: FailureView = match &done[0].outcome {
         Outcome::Failed { failure } => serde_json::from_value(failure.clone()).unwrap(),
@@ -529,6 +545,79 @@ fn a_stored_provider_has_no_credentials_and_a_resume_without_them_is_cancelled()
     };
     assert_eq!(failure.kind, "cancelled");
     assert!(failure.message.contains("API key"), "{}", failure.message);
+    assert!(recorded.requests.borrow().is_empty());
+}
+
+/// A keyed check interrupted by a reload resumes with the key the page remembered: the
+/// response recorded before the reload is not requested again.
+#[test]
+fn a_keyed_check_resumes_with_the_remembered_key_without_paying_twice() {
+    let provider = |key: Option<&str>| {
+        let mut config = json!({"api": "openai", "baseUrl": "http://mock.test/v1", "model": "m",
+                                "stream": false});
+        if let Some(key) = key {
+            config["apiKey"] = json!(key);
+        }
+        ProviderChoice::Network { config }
+    };
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let corpus = engine.corpus();
+    let cited = corpus.corpus().passages()[0].text.clone();
+    let assessment = completion(
+        "a1",
+        "record_assessment",
+        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
+    );
+    let summary = completion("s1", "submit", &json!({"text": "The bridge opened in 1937."}));
+    recorded.replies.borrow_mut().extend([assessment, summary.clone()]);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("k1", claim)],
+        provider: provider(Some("sk-remembered")),
+        concurrency: 1,
+        corpus: None,
+    });
+    // The page goes away once the assessment's response is stored.
+    let responses =
+        |store: &Shared| store.0.log().to_jsonl().matches("\"type\":\"response\"").count();
+    recorded.gate.close_after(0);
+    for _ in 0..20 {
+        recorded.gate.allow(1);
+        pool.run_until_stalled();
+        let stored = recorded.sessions.borrow().get("k1").map(|(_, store)| responses(store));
+        if stored == Some(1) {
+            break;
+        }
+    }
+    let (meta, store) = recorded.sessions.borrow().get("k1").cloned().unwrap();
+    assert_eq!(responses(&store), 1, "{}", store.0.log().to_jsonl());
+    assert!(!serde_json::to_string(&meta).unwrap().contains("sk-remembered"));
+    let log = store.0.log();
+    drop((engine, pool));
+
+    let (engine, mut pool, recorded_after) = new_engine();
+    recorded_after.replies.borrow_mut().push_back(summary);
+    let store = Shared(Rc::new(MemoryStore::from_log(log)), Rc::default());
+    pool.run_until(engine.start(Restored {
+        items: corpus.corpus().passages().to_vec(),
+        results: Vec::new(),
+        sessions: vec![StoredSession { meta, store }],
+    }));
+    engine.handle(ToWorker::Credentials { provider: Some(provider(Some("sk-remembered"))) });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded_after));
+    let Outcome::Report { report } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(report["assessment"]["verdict"], "supported");
+    assert_eq!(report["summary"], "The bridge opened in 1937.");
+    let sent = recorded_after.sent.borrow();
+    assert_eq!(sent.len(), 1, "only the summary was requested after the reload");
+    assert!(
+        sent[0].headers.iter().any(|(name, value)| name.eq_ignore_ascii_case("authorization")
+            && value == "Bearer sk-remembered"),
+        "{:?}",
+        sent[0].headers
+    );
 }
 
 #[test]
