@@ -82,7 +82,7 @@ impl Corpora {
     pub fn get(&self, source: &CorpusSource) -> Result<Arc<IndexedCorpus>, String> {
         match source {
             CorpusSource::Passages(passages) => {
-                let corpus = Corpus::from_pairs(passages.iter().map(|(id, text)| (id, text)))
+                let corpus = Corpus::from_pairs(passages.iter())
                     .map_err(|e| format!("the claim's corpus: {e}"))?;
                 Ok(IndexedCorpus::new(corpus))
             }

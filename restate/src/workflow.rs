@@ -372,11 +372,9 @@ impl Batch {
         if let Some(file) = &input.corpus {
             let host = Arc::clone(&self.host);
             let source = CorpusSource::File(file.clone());
-            ctx.run(|| async move {
-                host.corpus(&source).map(drop).map_err(|refused| terminal(refused))
-            })
-            .name("corpus")
-            .await?;
+            ctx.run(|| async move { host.corpus(&source).map(drop).map_err(terminal) })
+                .name("corpus")
+                .await?;
         }
         let started_ms: u64 =
             ctx.run(|| async { Ok::<_, HandlerError>(now_ms()) }).name("start").await?;

@@ -265,6 +265,40 @@ fn a_tool_interrupted_between_its_start_and_its_result_comes_back_as_an_unknown_
     assert_eq!(bodies.len(), 2, "{bodies:?}");
     assert!(bodies[1].contains("unknown outcome"), "{}", bodies[1]);
     assert!(!bodies[1].contains("counted: this is run"), "{}", bodies[1]);
+
+    // The same with a tool declared replay-safe: it is run again instead.
+    std::fs::remove_file(&count).unwrap();
+    let worker = &mut workers.workers[0];
+    worker.kill9();
+    worker.set_env("VERITY_TALLY_HOLD_MS", "60000");
+    worker.restart().unwrap();
+    let mut safe = step.clone();
+    safe.job["tools"][0]["replaySafe"] = json!(true);
+    let safe = serde_json::to_value(&safe).unwrap();
+    cluster::submit(&server.ingress_url(), "ClaimCheck", "tally-safe", &safe).unwrap();
+    let start = Instant::now();
+    while std::fs::read_to_string(&count).unwrap_or_default().trim() != "1" {
+        assert!(start.elapsed() < Duration::from_secs(60), "the tool never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    worker.kill9();
+    worker.remove_env("VERITY_TALLY_HOLD_MS");
+    worker.restart().unwrap();
+    let start = Instant::now();
+    while !matches!(
+        cluster::output(&server.ingress_url(), "ClaimCheck", "tally-safe"),
+        Outcome::Done(_)
+    ) {
+        assert!(start.elapsed() < Duration::from_secs(60), "the step did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&count).unwrap().trim(),
+        "2",
+        "a replay-safe tool runs again"
+    );
+    let bodies = journal(&mock);
+    assert!(bodies[3].contains("counted: this is run 2"), "{}", bodies[3]);
 }
 
 #[test]
@@ -405,4 +439,73 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
         }
     }
     let _: Vec<Row> = batch::read_claims(&claims).unwrap();
+}
+
+/// The mock's journal entries (for their timestamps).
+fn journal_entries(mock: &Aimock) -> Vec<Value> {
+    let (_, body) = cluster::blocking_get(&format!("{}/__aimock/journal", mock.url())).unwrap();
+    match serde_json::from_str::<Value>(&body).unwrap() {
+        Value::Array(entries) => entries,
+        other => other["entries"].as_array().cloned().unwrap_or_default(),
+    }
+}
+
+#[test]
+fn a_retry_after_wait_is_a_durable_timer_that_a_worker_restart_does_not_reset() {
+    let _serial = serial();
+    let dir = scratch("timer");
+    let mock = Aimock::start(&fixture("retry.json")).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let mut workers = Workers::start(&binary(), 1, &args, &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    let step = CheckInput {
+        job: json!({
+            "kind": "step",
+            "prompt": "Wait for the rate limit, then submit.",
+            "schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            "retry": {"maxRetries": 2},
+        }),
+        corpus: None,
+    };
+    cluster::submit(
+        &server.ingress_url(),
+        "ClaimCheck",
+        "timer",
+        &serde_json::to_value(&step).unwrap(),
+    )
+    .unwrap();
+    // The first request is answered 429 with Retry-After: 4 s. Two seconds into the wait, the
+    // worker dies; it is started again at once.
+    let start = Instant::now();
+    while journal_entries(&mock).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(30), "no request was made");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    workers.workers[0].kill9();
+    workers.workers[0].restart().unwrap();
+    let start = Instant::now();
+    let result = loop {
+        match cluster::output(&server.ingress_url(), "ClaimCheck", "timer") {
+            Outcome::Done(value) => break value,
+            Outcome::Failed(message) => panic!("the step failed: {message}"),
+            Outcome::Pending => {}
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the step did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let result: CheckResult = serde_json::from_value(result).unwrap();
+    assert_eq!(result.value, Some(json!({"text": "after the wait"})), "{result:?}");
+    assert_eq!((result.spent.requests, result.spent.retries), (2, 1));
+    // Two requests: the failed one was journaled and not made again. The retry came when the
+    // wait begun before the restart ended (4 s after the first), not 4 s after the restart.
+    let entries = journal_entries(&mock);
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    let at = |n: usize| entries[n]["timestamp"].as_f64().unwrap();
+    let waited = at(1) - at(0);
+    eprintln!("the retry came {waited} ms after the first request");
+    assert!(waited >= 4000.0, "the Retry-After wait was cut short: {waited} ms");
+    assert!(waited < 5500.0, "the wait restarted with the worker: {waited} ms");
 }
