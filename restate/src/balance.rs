@@ -74,10 +74,13 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
 /// # Errors
 /// When accepting a connection fails.
 pub async fn serve(listener: TcpListener, workers: Vec<SocketAddr>) -> std::io::Result<()> {
-    let client = Client::builder(TokioExecutor::new()).http2_only(true).build_http();
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client = Client::builder(TokioExecutor::new()).http2_only(true).build(connector);
     let backends = Arc::new(Backends { addresses: workers, next: AtomicUsize::new(0), client });
     loop {
         let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true).ok();
         let backends = Arc::clone(&backends);
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {

@@ -85,8 +85,9 @@ mod native {
         }
         let address = address.ok_or_else(|| format!("worker needs --port\n{USAGE}"))?;
         let host = Arc::new(Host::new(model));
-        runtime()?.block_on(verity_restate::serve_worker(host, address));
-        Ok(())
+        runtime()?
+            .block_on(verity_restate::serve_worker(host, address))
+            .map_err(|e| format!("{address}: {e}"))
     }
 
     fn balance(mut args: impl Iterator<Item = String>) -> Result<(), String> {
@@ -202,6 +203,8 @@ mod native {
         job.insert("retry".to_owned(), json!({"maxRetries": retries}));
         let target = verity_restate::cluster::workspace_root().join("target/restate");
         let stamp = std::process::id();
+        // A data directory of our own is removed once the batch is done (its results are out).
+        let own_data = data_dir.is_none();
         let options = Options {
             out: out.unwrap_or_else(|| target.join(format!("results-{stamp}.jsonl"))),
             data_dir: data_dir.unwrap_or_else(|| target.join(format!("data-{stamp}"))),
@@ -215,6 +218,9 @@ mod native {
             progress: true,
         };
         let summary: Value = batch::run(&options)?;
+        if own_data {
+            std::fs::remove_dir_all(&options.data_dir).ok();
+        }
         println!("{summary:#}");
         Ok(())
     }

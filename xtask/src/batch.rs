@@ -46,18 +46,22 @@ pub fn bench() -> Result {
         let claims_count = number(&local, "claims")?;
         let local = number(&local, "seconds")?;
         let mut runs = Vec::new();
-        for workers in [1, 2] {
-            let out = root().join(format!("target/restate/bench-{file}-{workers}.jsonl"));
+        // Throughput with 32 checks in flight through 1 and 2 workers, and the latency a
+        // check pays one at a time.
+        for (workers, concurrency) in [(1, 32), (2, 32), (1, 1)] {
+            let out =
+                root().join(format!("target/restate/bench-{file}-{workers}-{concurrency}.jsonl"));
             let summary = output(
                 Command::new(&binary)
-                    .args(["batch", &claims, "--workers", &workers.to_string(), "--out"])
+                    .args(["batch", &claims, "--workers", &workers.to_string()])
+                    .args(["--concurrency", &concurrency.to_string(), "--out"])
                     .arg(&out)
                     .args(&corpus_args),
             )?;
             let seconds = number(&summary, "seconds")?;
             let overhead_ms = (seconds - local) * 1000.0 / claims_count;
             runs.push(format!(
-                "{{\"workers\": {workers}, \"seconds\": {seconds:.3}, \"claims_per_second\": {:.1}, \"overhead_ms_per_claim\": {overhead_ms:.2}}}",
+                "{{\"workers\": {workers}, \"concurrency\": {concurrency}, \"seconds\": {seconds:.3}, \"claims_per_second\": {:.1}, \"overhead_ms_per_claim\": {overhead_ms:.2}}}",
                 claims_count / seconds
             ));
         }
