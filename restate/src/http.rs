@@ -135,3 +135,86 @@ impl HttpBody for ReqwestBody {
         chunk.map(|bytes| bytes.map(|bytes| bytes.to_vec())).map_err(|e| failure(&e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use verity_core::provider::{HttpBody, HttpClient, HttpFailure, HttpRequest};
+
+    use super::ReqwestClient;
+
+    fn post(url: String, timeout_ms: Option<u64>) -> HttpRequest {
+        HttpRequest {
+            method: "POST".to_owned(),
+            url,
+            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+            body: "{}".to_owned(),
+            timeout_ms,
+        }
+    }
+
+    /// A loopback server that answers one connection with `reply` after reading the request.
+    fn serve_once(reply: &'static [u8]) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut buffer = [0; 4096];
+                let _ = stream.read(&mut buffer);
+                let _ = stream.write_all(reply);
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_response_arrives_with_its_status_headers_and_body() {
+        let port = serve_once(
+            b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 2\r\ncontent-length: 5\r\nconnection: close\r\n\r\nslow!",
+        );
+        let client = ReqwestClient::without_waits();
+        let (head, mut body) =
+            client.send(&post(format!("http://127.0.0.1:{port}/v1"), None)).await.unwrap();
+        assert_eq!(head.status, 429);
+        assert!(head.headers.iter().any(|(name, value)| name == "retry-after" && value == "2"));
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.next_chunk().await.unwrap() {
+            bytes.extend(chunk);
+        }
+        assert_eq!(bytes, b"slow!");
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_times_out_and_a_refused_connection_is_a_network_failure() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let client = ReqwestClient::without_waits();
+        let failure =
+            client.send(&post(format!("http://127.0.0.1:{port}/"), Some(200))).await.unwrap_err();
+        assert_eq!(failure, HttpFailure::TimedOut);
+        drop(listener);
+        let failure =
+            client.send(&post(format!("http://127.0.0.1:{port}/"), None)).await.unwrap_err();
+        assert!(matches!(failure, HttpFailure::Network(_)), "{failure:?}");
+    }
+
+    /// The client speaks TLS: an `https://` URL starts a TLS handshake (which a server that
+    /// answers in plain HTTP breaks), where a client without TLS would refuse the scheme.
+    #[tokio::test]
+    async fn an_https_url_is_spoken_to_over_tls() {
+        let port = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        let client = ReqwestClient::without_waits();
+        let failure =
+            client.send(&post(format!("https://127.0.0.1:{port}/"), Some(5000))).await.unwrap_err();
+        let HttpFailure::Network(message) = failure else { panic!("{failure:?}") };
+        let lower = message.to_lowercase();
+        assert!(!lower.contains("scheme"), "{message}");
+        assert!(
+            // rustls's words for a plain-HTTP answer to its ClientHello.
+            lower.contains("received corrupt message") || lower.contains("tls"),
+            "{message}"
+        );
+    }
+}
