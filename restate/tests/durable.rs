@@ -60,10 +60,14 @@ fn corpus_file(dir: &Path) -> CorpusFile {
     CorpusFile { path: path.display().to_string(), sha256: sha256_hex(text.as_bytes()) }
 }
 
+/// An OpenAI-compatible provider at `mock`; streamed (the mock then sends each response in
+/// pieces, with its fixture's latency between them).
 fn provider_file(dir: &Path, mock: &Aimock) -> PathBuf {
     let path = dir.join("provider.json");
-    let config =
-        json!({"api": "openai", "baseUrl": format!("{}/v1", mock.url()), "model": "gpt-4o-mini"});
+    let config = json!({
+        "api": "openai", "baseUrl": format!("{}/v1", mock.url()), "model": "gpt-4o-mini",
+        "stream": true,
+    });
     std::fs::write(&path, config.to_string()).unwrap();
     path
 }
@@ -104,25 +108,32 @@ fn journal(mock: &Aimock) -> Vec<String> {
     entries.iter().map(|entry| entry["body"].to_string()).collect()
 }
 
-/// The same checks in one process, without Restate: `drive` over the same transport.
+/// The same checks in one process, without Restate: `drive` over the same transport (each
+/// on its own thread, so the mock's latency is paid once, not sixty times).
 fn in_process(provider: &Path, input: &BatchInput) -> Vec<Result<Value, verity_core::JobFailed>> {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let host = Host::new(Model::provider(batch::read_provider(provider).unwrap()));
-    input
-        .claims
-        .iter()
-        .map(|row| {
-            let mut job = input.job.clone();
-            job.insert("kind".into(), json!("claim"));
-            job.insert("claim".into(), json!(row.claim));
-            let check = CheckInput {
-                job: Value::Object(job),
-                corpus: Some(CorpusSource::File(input.corpus.clone().unwrap())),
-            };
-            let job = build_job(&host, &check).expect("the job builds");
-            runtime.block_on(verity_core::drive(job, &host.model, &NoTools))
-        })
-        .collect()
+    std::thread::scope(|scope| {
+        let checks: Vec<_> = input
+            .claims
+            .iter()
+            .map(|row| {
+                scope.spawn(move || {
+                    let runtime =
+                        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                    let host = Host::new(Model::provider(batch::read_provider(provider).unwrap()));
+                    let mut job = input.job.clone();
+                    job.insert("kind".into(), json!("claim"));
+                    job.insert("claim".into(), json!(row.claim));
+                    let check = CheckInput {
+                        job: Value::Object(job),
+                        corpus: Some(CorpusSource::File(input.corpus.clone().unwrap())),
+                    };
+                    let job = build_job(&host, &check).expect("the job builds");
+                    runtime.block_on(verity_core::drive(job, &host.model, &NoTools))
+                })
+            })
+            .collect();
+        checks.into_iter().map(|check| check.join().unwrap()).collect()
+    })
 }
 
 #[test]
