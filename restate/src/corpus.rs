@@ -91,8 +91,17 @@ impl Corpora {
                 if let Some(corpus) = files.get(file) {
                     return Ok(Arc::clone(corpus));
                 }
-                // Loaded under the lock: concurrent checks of one batch wait for the one load.
+                // Loaded under the lock: concurrent checks of one batch wait for the one load,
+                // and the BM25 index is built here, once, not by the first check that needs it.
+                let started = std::time::Instant::now();
                 let corpus = IndexedCorpus::new(read_file(file)?);
+                let _ = corpus.bm25();
+                eprintln!(
+                    "verity-restate: corpus {}: {} passages, SHA-256 checked, indexed in {} ms",
+                    file.path,
+                    corpus.corpus().len(),
+                    started.elapsed().as_millis()
+                );
                 files.insert(file.clone(), Arc::clone(&corpus));
                 Ok(corpus)
             }
@@ -103,5 +112,53 @@ impl Corpora {
     #[must_use]
     pub fn files_loaded(&self) -> usize {
         self.files.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Corpora, CorpusFile, CorpusSource, sha256_hex};
+
+    fn file(dir: &std::path::Path, text: &str) -> CorpusFile {
+        let path = dir.join("c.jsonl");
+        std::fs::write(&path, text).unwrap();
+        CorpusFile { path: path.display().to_string(), sha256: sha256_hex(text.as_bytes()) }
+    }
+
+    #[test]
+    fn a_file_is_loaded_checked_and_indexed_once_per_process() {
+        let dir = std::env::temp_dir().join(format!("verity-corpus-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = "{\"id\": \"a\", \"text\": \"The bridge opened in 1932.\"}\n";
+        let source = CorpusSource::File(file(&dir, text));
+        let corpora = Corpora::new();
+        let first = corpora.get(&source).unwrap();
+        assert!(first.is_indexed());
+        let second = corpora.get(&source).unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(corpora.files_loaded(), 1);
+        // The id the job sees is the core's content id, not the file's hash.
+        assert!(first.id().as_str().starts_with("sha256:"));
+
+        // Another hash is refused, naming the file and both hashes.
+        let CorpusSource::File(mut wrong) = source else { unreachable!() };
+        wrong.sha256 = sha256_hex(b"something else");
+        let error = corpora.get(&CorpusSource::File(wrong.clone())).unwrap_err();
+        assert!(error.contains("refused") && error.contains(&wrong.sha256), "{error}");
+        assert!(
+            error.contains(&sha256_hex(text.as_bytes())) && error.contains("c.jsonl"),
+            "{error}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn sha256_is_lower_case_hex() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

@@ -32,8 +32,8 @@ use crate::corpus::{CorpusFile, CorpusSource};
 use crate::host::Host;
 
 /// What a `ClaimCheck` workflow is given: a job configuration (the JSON of
-/// [`JobConfig`]; a claim job's `corpus` field is filled in from `corpus`) and, for a claim
-/// job, where its corpus comes from.
+/// [`verity_core::JobConfig`]; a claim job's `corpus` field is filled in from `corpus`) and,
+/// for a claim job, where its corpus comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CheckInput {
