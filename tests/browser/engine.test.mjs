@@ -178,6 +178,58 @@ test('a reload keeps the corpus and the results, and resumes a check without rep
   }
 });
 
+/** Starts a check with an API key through the slow mock and reloads while the summary is asked for. */
+async function reloadKeyedCheck(page, mock, { remember }) {
+  await loadEiffel(page);
+  await useOpenAi(page, `${mock.url}/v1`);
+  await page.fill(id('provider-key'), 'sk-test-remembered');
+  if (remember) await page.check(id('provider-remember'));
+  await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+  await page.click(id('run'));
+  const card = page.locator(id('check-1'));
+  await card.locator(id('check-stage')).filter({ hasText: 'Writing the summary' }).waitFor({ timeout: 30000 });
+  await page.reload();
+  await ready(page);
+}
+
+test('a keyed check resumes after a reload with the key remembered on this device, paying nothing twice', async () => {
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'), ['--chaos-latency', '1500']);
+  const { page, errors, close } = await open();
+  try {
+    await reloadKeyedCheck(page, mock, { remember: true });
+    await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.match(await page.locator(id('check-1')).locator(id('verdict')).innerText(), /supported/i);
+    const entries = await journal(mock);
+    const assessments = entries.filter((entry) => JSON.stringify(entry.body).includes('Record your assessment'));
+    assert.equal(assessments.length, 1, 'the recorded assessment was not requested again');
+    const last = entries.at(-1);
+    // aimock redacts the header's value in its journal; that it is there is what a keyless
+    // resume would lack.
+    assert.ok(last.headers.authorization, 'the summary after the reload carried the key');
+    assert.match(JSON.stringify(last.body), /submit/, 'the last request is the summary');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
+test('a keyed check interrupted by a reload, its key not remembered, ends saying why', async () => {
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'), ['--chaos-latency', '1500']);
+  const { page, errors, close } = await open();
+  try {
+    await reloadKeyedCheck(page, mock, { remember: false });
+    const card = page.locator(id('check-1'));
+    await card.filter({ hasText: 'cancelled' }).waitFor({ timeout: 30000 });
+    assert.match(await card.innerText(), /Remember on this device/);
+    await screenshot(page, 'keyed-reload-not-remembered');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
 test('the VitaminC corpus loads and indexes while the page stays responsive', async () => {
   const path = join(ROOT, '../shared/data/vitaminc/corpus.jsonl');
   const { page, errors, close } = await open();

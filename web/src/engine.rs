@@ -306,6 +306,20 @@ impl std::fmt::Debug for Outbox {
     }
 }
 
+/// The network provider as this device remembers it (with its key only when the person ticked
+/// "Remember on this device"); `None` natively, where there is no browser storage.
+fn remembered_provider() -> Option<ProviderChoice> {
+    #[cfg(target_arch = "wasm32")]
+    {
+        crate::provider::ProviderSettings::load()
+            .choice()
+            .ok()
+            .filter(|choice| matches!(choice, ProviderChoice::Network { .. }))
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    None
+}
+
 impl Engine {
     /// An engine state whose messages go through `send` once the worker is ready (they wait
     /// until then). `id_prefix` makes this page's check ids unique across visits.
@@ -375,6 +389,13 @@ impl Engine {
     pub fn apply(&self, message: FromWorker) {
         match message {
             FromWorker::Ready { corpus, results, resumed } => {
+                if !resumed.is_empty() {
+                    // Keyed checks resume only with the key remembered on this device (the
+                    // worker never stores it); without one they end, saying so.
+                    let provider = remembered_provider();
+                    // Queued until the status is `Ready` below, then sent with the rest.
+                    self.send(ToWorker::Credentials { provider });
+                }
                 self.corpus.set(corpus);
                 for result in results {
                     let id = result.id.clone();
@@ -512,7 +533,12 @@ impl Engine {
         for check in &checks {
             self.add_card(CheckState::new(check.id.clone(), check.claim.clone(), Phase::Queued));
         }
-        self.send(ToWorker::Check { checks, provider, concurrency: concurrency.max(1) });
+        self.send(ToWorker::Check {
+            checks,
+            provider,
+            concurrency: concurrency.max(1),
+            corpus: None,
+        });
     }
 
     /// Checks a card's claim again, in the same card.
@@ -524,6 +550,7 @@ impl Engine {
             checks: vec![CheckRequest { id, claim }],
             provider,
             concurrency: concurrency.max(1),
+            corpus: None,
         });
     }
 
@@ -647,7 +674,10 @@ mod tests {
                 resumed: vec![CheckRequest { id: "r".into(), claim: "Resumed.".into() }],
             });
             assert_eq!(sent.borrow()[0], ToWorker::LoadDemo);
-            assert!(matches!(sent.borrow()[1], ToWorker::ListItems { .. }));
+            // A check was resumed: the worker is told which key this device remembers (none
+            // here, natively).
+            assert_eq!(sent.borrow()[1], ToWorker::Credentials { provider: None });
+            assert!(matches!(sent.borrow()[2], ToWorker::ListItems { .. }));
             engine.run(vec!["New.".into()], ProviderChoice::Offline, 2);
             let cards = engine.checks.get_untracked();
             assert_eq!(cards.len(), 3);

@@ -15,6 +15,7 @@ pub fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
         Some(suite @ ("step" | "claim")) => cases(suite, args.get(1).map_or("2", String::as_str)),
         Some("retrieve") => retrieve(&args[1..]),
+        Some("batch") => crate::batch::bench(),
         _ => Err(USAGE.to_owned()),
     }
 }

@@ -6,6 +6,7 @@
 //! - `bench step [SECONDS]`: the step benchmark, natively and in wasm under Node.
 //! - `bench claim [SECONDS]`: the claim-check benchmark (cheap and escalation routes), likewise.
 //! - `bench retrieve FILE [--corpus CORPUS]`: retrieval figures beside MiniSearch's.
+//! - `batch CLAIMS.jsonl [--corpus C.jsonl] [--provider CONFIG.json] [--workers N]`: a durable batch on Restate.
 //! - `dist [--dev]`: builds the browser app into `dist/` (a static folder).
 //! - `serve [--port N]`: builds and serves the app on <http://127.0.0.1:8090>.
 //! - `size`: the gzip size of every file the page loads.
@@ -17,6 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod batch;
 mod bench;
 mod component;
 mod web;
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
         Some("conformance") => conformance(&args[1..]),
         Some("eval") => eval(&args[1..]),
         Some("bench") => bench::bench(&args[1..]),
+        Some("batch") => batch::batch(&args[1..]),
         Some("serve") => web::serve(&args[1..]),
         Some("dist") => web::dist(&args[1..]),
         Some("size") => web::size(&args[1..]),
@@ -256,8 +259,14 @@ mod setup {
     /// The npm packages of package-lock.json (the mock provider server, wasm-opt, Playwright's
     /// driver, axe-core), installed with `npm ci` when one is missing.
     pub fn npm_packages() -> Result {
-        let needed =
-            ["@copilotkit/aimock", "binaryen", "playwright-core", "axe-core", "minisearch"];
+        let needed = [
+            "@copilotkit/aimock",
+            "@restatedev/restate-server",
+            "binaryen",
+            "playwright-core",
+            "axe-core",
+            "minisearch",
+        ];
         if needed
             .iter()
             .all(|name| root().join("node_modules").join(name).join("package.json").is_file())

@@ -8,9 +8,10 @@
 //! The model is the offline baseline unless `--provider` names a provider configuration (the
 //! JSON of `verity_core::provider::Provider`, e.g. `{"api": "openai", "baseUrl":
 //! "http://127.0.0.1:8080/v1", "model": "qwen2.5-7b-instruct"}`); its key, if the file has
-//! none, comes from `VERITY_API_KEY`. This binary's HTTP client has no TLS: it reaches local
-//! servers (llama-server, Ollama, vLLM) over plain HTTP, and refuses (before any request) to
-//! send a key to a host that is not loopback.
+//! none, comes from `VERITY_API_KEY`. The HTTP client is the durable worker's
+//! (`verity_restate::http::ReqwestClient`, rustls): it reaches hosted providers over HTTPS and
+//! local servers (llama-server, Ollama, vLLM) over plain HTTP, and refuses (before any request)
+//! to send a key over plain HTTP to a host that is not loopback.
 //!
 //! A check that fails with `no-new-evidence` or `research-turn-limit` counts as predicting
 //! `insufficient` (its first assessment was `insufficient` and research found nothing to change
@@ -27,15 +28,31 @@ use verity_core::provider::offline::{OFFLINE_MODEL_NAME, OfflineModel};
 use verity_core::provider::{Provider, ProviderTransport};
 use verity_core::retrieve::Retriever;
 use verity_core::{Job, JobFailureKind, NoTools, Report, Transport, drive};
-/// The transport to a real provider: the codecs over a blocking HTTP client (native only; the
+/// The transport to a real provider: the codecs over reqwest with rustls (native only; the
 /// crate is also built for wasm, where its suite runs, but this command is not).
 /// Refuses, before any request, to send a key over plain HTTP to a host that is not loopback.
 #[cfg(not(target_arch = "wasm32"))]
 fn transport(
     provider: Provider,
-) -> Result<ProviderTransport<verity_tests::http::BlockingClient>, String> {
+) -> Result<ProviderTransport<verity_restate::http::ReqwestClient>, String> {
     verity_tests::http::refuse_key_in_the_clear(&provider)?;
-    Ok(ProviderTransport::new(provider, verity_tests::http::BlockingClient::sleeping()))
+    Ok(ProviderTransport::new(provider, verity_restate::http::ReqwestClient::new()))
+}
+
+/// Runs a future to completion on a tokio runtime (the HTTP client needs one).
+#[cfg(not(target_arch = "wasm32"))]
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
+        })
+        .block_on(future)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    pollster::block_on(future)
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -187,7 +204,7 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
         });
         let job = Job::from_json(&config.to_string(), &[Arc::clone(&corpus)])
             .map_err(|failed| format!("row {}: {failed}", n + 1))?;
-        let outcome = pollster::block_on(drive(job, model, &NoTools)).map(|value| {
+        let outcome = block_on(drive(job, model, &NoTools)).map(|value| {
             serde_json::from_value::<Report>(value).expect("a claim job's value is a report")
         });
         let corpus = corpus.corpus();

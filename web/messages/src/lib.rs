@@ -93,8 +93,65 @@ pub enum ToWorker {
         provider: ProviderChoice,
         /// How many checks run at once (at least 1).
         concurrency: usize,
+        /// A named corpus ([`ToWorker::AddToCorpus`]) to check against instead of the main one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        corpus: Option<String>,
     },
-    /// Cancel a check (queued or running).
+    /// The page's provider, with its key, sent once after [`FromWorker::Ready`] when checks
+    /// were resumed. A network check interrupted by a reload is stored without its key; it
+    /// resumes with this provider when it is the same one (same configuration once the key is
+    /// set aside) and carries a key, and otherwise ends `cancelled`, saying why. `None`: the
+    /// page has no key (it was not remembered on this device).
+    Credentials {
+        /// The provider as the page would run it now.
+        #[serde(default)]
+        provider: Option<ProviderChoice>,
+    },
+    /// Adds items and files to a named corpus, created when missing, all or nothing: answered
+    /// by one [`FromWorker::NamedCorpus`] or one [`FromWorker::NamedCorpusRejected`]. Named
+    /// corpora live in memory beside the main one (the embedding's corpora, one per
+    /// `<verity-check>` element or `Corpus` object) and are indexed at once.
+    AddToCorpus {
+        /// The corpus's name (the page's choice).
+        name: String,
+        /// Items given as data.
+        #[serde(default)]
+        items: Vec<Item>,
+        /// Files to read (their extension picks the format).
+        #[serde(default)]
+        files: Vec<NamedText>,
+    },
+    /// Forgets a named corpus (checks already running over it keep their copy).
+    DropCorpus {
+        /// Its name.
+        name: String,
+    },
+    /// Runs a typed step: the core's step `JobConfig` JSON (`{"kind": "step", "prompt": ..,
+    /// "schema": .., "tools": [..]}`). Calls of the configuration's tools are the page's to run:
+    /// each is posted as [`FromWorker::ToolCall`] and answered by [`ToWorker::ToolResult`].
+    /// Ends with [`FromWorker::StepFinished`]; [`ToWorker::Cancel`] with its id stops it.
+    RunStep {
+        /// The page's id for the step (unique while it lives).
+        id: String,
+        /// The step's configuration.
+        config: Value,
+        /// The model.
+        provider: ProviderChoice,
+    },
+    /// The result of a page tool's call ([`FromWorker::ToolCall`]).
+    #[serde(rename_all = "camelCase")]
+    ToolResult {
+        /// The step's id.
+        id: String,
+        /// The call's id.
+        call: String,
+        /// The text the model reads.
+        content: String,
+        /// Whether the call failed (the model is told so).
+        #[serde(default)]
+        is_error: bool,
+    },
+    /// Cancel a check or a step (queued or running).
     Cancel {
         /// The check's id.
         id: String,
@@ -165,6 +222,43 @@ pub enum FromWorker {
         /// The suggested claims.
         claims: Vec<String>,
     },
+    /// A named corpus after [`ToWorker::AddToCorpus`]: its state (indexed).
+    NamedCorpus {
+        /// Its name.
+        name: String,
+        /// Its state.
+        corpus: CorpusSummary,
+    },
+    /// [`ToWorker::AddToCorpus`] was refused; the named corpus is unchanged.
+    NamedCorpusRejected {
+        /// The corpus's name.
+        name: String,
+        /// The file at fault (`"items"` for items given as data).
+        file: String,
+        /// The line at fault, if one is.
+        line: Option<usize>,
+        /// Why.
+        message: String,
+    },
+    /// A running step asks the page to run one of its tools; the arguments were validated
+    /// against the tool's parameters schema. Answer with [`ToWorker::ToolResult`].
+    ToolCall {
+        /// The step's id.
+        id: String,
+        /// The call's id (echo it in the result).
+        call: String,
+        /// The tool's name.
+        tool: String,
+        /// The arguments.
+        arguments: Value,
+    },
+    /// A step ended.
+    StepFinished {
+        /// The step's id.
+        id: String,
+        /// Its value or typed failure.
+        outcome: StepOutcome,
+    },
     /// Something went wrong outside any check (storage unavailable, a bad message).
     Error {
         /// What.
@@ -211,6 +305,22 @@ pub enum Outcome {
     Report {
         /// The core's `Report` JSON.
         report: Value,
+    },
+    /// A typed failure.
+    Failed {
+        /// The core's `JobFailed` JSON (`kind`, `message`, `spent`).
+        failure: Value,
+    },
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "camelCase")]
+pub enum StepOutcome {
+    /// The submitted value, valid against the step's schema.
+    Value {
+        /// The value.
+        value: Value,
     },
     /// A typed failure.
     Failed {
@@ -387,6 +497,7 @@ mod tests {
             checks: vec![CheckRequest { id: "c1".into(), claim: "A claim.".into() }],
             provider: ProviderChoice::Offline,
             concurrency: 2,
+            corpus: None,
         };
         let wire = serde_json::to_value(&message).unwrap();
         assert_eq!(

@@ -9,7 +9,7 @@ use verity_core::files::{FileError, passages_from_file};
 use verity_messages::{CorpusSummary, Item};
 
 /// The current corpus and how long its index took.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CorpusState {
     current: Arc<IndexedCorpus>,
     index_ms: Option<f64>,

@@ -3,7 +3,7 @@
 //! wasm glue (or a native test) is its [`Host`].
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -15,11 +15,13 @@ use verity_core::corpus::{IndexedCorpus, Passage, with_corpora};
 use verity_core::provider::http::is_secret_header;
 use verity_core::provider::offline::OfflineModel;
 use verity_core::{
-    Cancel, DriveOptions, HttpClient, Job, JobFailed, NoTools, Provider, ProviderTransport,
-    Session, SessionError, Spent, Store, Transport, drive_session_with,
+    Cancel, DriveOptions, HttpClient, Job, JobConfig, JobFailed, NoTools, Provider,
+    ProviderTransport, Session, SessionError, Spent, Store, ToolCall, ToolOutput, Tools, Transport,
+    drive_session_with, drive_with,
 };
 use verity_messages::{
-    CheckRequest, CheckResult, FromWorker, Item, Outcome, ProviderChoice, ToWorker,
+    CheckRequest, CheckResult, FromWorker, Item, NamedText, Outcome, ProviderChoice, StepOutcome,
+    ToWorker,
 };
 
 use crate::corpus::{CorpusState, Rejected};
@@ -122,6 +124,8 @@ impl<S> Default for Restored<S> {
 struct Pending {
     check: CheckRequest,
     provider: ProviderChoice,
+    /// A named corpus (taken when the check was asked for); `None`: the main corpus.
+    corpus: Option<Arc<IndexedCorpus>>,
 }
 
 #[derive(Debug)]
@@ -133,10 +137,15 @@ struct Running {
 #[derive(Debug, Default)]
 struct State {
     corpus: CorpusState,
+    /// The named corpora ([`ToWorker::AddToCorpus`]), in memory only.
+    named: HashMap<String, CorpusState>,
     results: Vec<CheckResult>,
     queue: VecDeque<Pending>,
     running: Vec<Running>,
     concurrency: usize,
+    /// Page tool calls of running steps waiting for their [`ToWorker::ToolResult`], by step
+    /// id and call id.
+    tool_calls: HashMap<(String, String), futures_channel::oneshot::Sender<ToolOutput>>,
 }
 
 /// The engine: a cheap handle (clones share one state) driven by [`Engine::handle`].
@@ -156,9 +165,19 @@ impl<H: Host> std::fmt::Debug for Engine<H> {
     }
 }
 
-struct Inner<H> {
+struct Inner<H: Host> {
     host: H,
     state: RefCell<State>,
+    /// Keyed checks resumed after a reload, waiting for [`ToWorker::Credentials`].
+    awaiting: RefCell<Vec<Awaiting<H::Store>>>,
+}
+
+/// A resumed session whose provider needs a key the worker did not store.
+struct Awaiting<S> {
+    meta: SessionMeta,
+    store: S,
+    session: Session<Job>,
+    corpus: Arc<IndexedCorpus>,
 }
 
 /// The failure JSON of a check that ended outside the core's machines (cancelled while
@@ -174,7 +193,8 @@ impl<H: Host> Engine<H> {
     /// An engine over `host` with an empty corpus; call [`start`](Self::start) next.
     pub fn new(host: H) -> Self {
         let state = State { concurrency: 1, ..State::default() };
-        Self { inner: Rc::new(Inner { host, state: RefCell::new(state) }) }
+        let inner = Inner { host, state: RefCell::new(state), awaiting: RefCell::default() };
+        Self { inner: Rc::new(inner) }
     }
 
     /// The host.
@@ -235,26 +255,64 @@ impl<H: Host> Engine<H> {
         self.post(&FromWorker::Ready { corpus: summary, results, resumed });
         self.index();
         for (meta, store, session) in to_run {
-            let cancel = Cancel::new();
             if meta.credentials_removed {
-                cancel.cancel(
-                    "the page was reloaded during the check and its API key is not stored on \
-                     this device: run the check again",
-                );
+                // Its key was not stored: wait for the page's `Credentials`.
+                let corpus = Arc::clone(&corpus);
+                self.inner.awaiting.borrow_mut().push(Awaiting { meta, store, session, corpus });
+                continue;
             }
-            self.inner
-                .state
-                .borrow_mut()
-                .running
-                .push(Running { id: meta.check.id.clone(), cancel: cancel.clone() });
-            let engine = self.clone();
-            let corpus = Arc::clone(&corpus);
-            self.inner.host.spawn(Box::pin(async move {
-                let result =
-                    engine.run(&meta.check, &meta.provider, &corpus, cancel, store, Some(session));
-                let result = result.await;
-                engine.finished(result);
-            }));
+            let provider = meta.provider.clone();
+            self.resume(meta, provider, Cancel::new(), store, session, Arc::clone(&corpus));
+        }
+    }
+
+    fn resume(
+        &self,
+        meta: SessionMeta,
+        provider: ProviderChoice,
+        cancel: Cancel,
+        store: H::Store,
+        session: Session<Job>,
+        corpus: Arc<IndexedCorpus>,
+    ) {
+        self.inner
+            .state
+            .borrow_mut()
+            .running
+            .push(Running { id: meta.check.id.clone(), cancel: cancel.clone() });
+        let engine = self.clone();
+        self.inner.host.spawn(Box::pin(async move {
+            let result = engine.run(&meta.check, &provider, &corpus, cancel, store, Some(session));
+            let result = result.await;
+            engine.finished(result);
+        }));
+    }
+
+    /// Resumes the keyed checks a reload interrupted with the page's provider, when it is the
+    /// one they ran with and has a key; otherwise they end `cancelled`, saying why.
+    fn credentials(&self, provider: Option<&ProviderChoice>) {
+        let awaiting = std::mem::take(&mut *self.inner.awaiting.borrow_mut());
+        for Awaiting { meta, store, session, corpus } in awaiting {
+            let matching = provider.filter(|given| {
+                let (stripped, had_credentials) = without_credentials(given);
+                had_credentials && stripped == meta.provider
+            });
+            let cancel = Cancel::new();
+            let provider = match matching {
+                Some(given) => given.clone(),
+                None => {
+                    cancel.cancel(if provider.is_some_and(|given| without_credentials(given).1) {
+                        "the page was reloaded during the check and the provider has changed \
+                         since: run the check again"
+                    } else {
+                        "the page was reloaded during the check and its API key is not stored \
+                         on this device (tick \"Remember on this device\" to resume such checks): \
+                         run the check again"
+                    });
+                    meta.provider.clone()
+                }
+            };
+            self.resume(meta, provider, cancel, store, session, corpus);
         }
     }
 
@@ -315,7 +373,36 @@ impl<H: Host> Engine<H> {
                 let (total, items) = self.inner.state.borrow().corpus.list(&query, offset, limit);
                 self.post(&FromWorker::Items { query, offset, total, items });
             }
-            ToWorker::Check { checks, provider, concurrency } => {
+            ToWorker::Check { checks, provider, concurrency, corpus } => {
+                let named = match corpus {
+                    None => None,
+                    Some(name) => {
+                        let found = self
+                            .inner
+                            .state
+                            .borrow()
+                            .named
+                            .get(&name)
+                            .map(|named| Arc::clone(named.current()));
+                        if found.is_none() {
+                            for check in checks {
+                                self.post(&FromWorker::Queued { check: check.clone() });
+                                let message =
+                                    format!("no corpus named {name:?}: add items to it first");
+                                self.finished(CheckResult {
+                                    id: check.id,
+                                    claim: check.claim,
+                                    outcome: Outcome::Failed {
+                                        failure: failure("config", message, Spent::default()),
+                                    },
+                                    cited: Vec::new(),
+                                });
+                            }
+                            return;
+                        }
+                        found
+                    }
+                };
                 {
                     let mut state = self.inner.state.borrow_mut();
                     state.concurrency = concurrency.max(1);
@@ -323,6 +410,7 @@ impl<H: Host> Engine<H> {
                         state.queue.push_back(Pending {
                             check: check.clone(),
                             provider: provider.clone(),
+                            corpus: named.clone(),
                         });
                     }
                 }
@@ -330,6 +418,24 @@ impl<H: Host> Engine<H> {
                     self.post(&FromWorker::Queued { check });
                 }
                 self.pump();
+            }
+            ToWorker::Credentials { provider } => self.credentials(provider.as_ref()),
+            ToWorker::AddToCorpus { name, items, files } => self.add_to_corpus(name, items, files),
+            ToWorker::DropCorpus { name } => {
+                self.inner.state.borrow_mut().named.remove(&name);
+            }
+            ToWorker::RunStep { id, config, provider } => self.run_step(id, config, provider),
+            ToWorker::ToolResult { id, call, content, is_error } => {
+                let waiting = self.inner.state.borrow_mut().tool_calls.remove(&(id, call));
+                if let Some(sender) = waiting {
+                    let output = if is_error {
+                        ToolOutput::error(content)
+                    } else {
+                        ToolOutput::ok(content, Value::Null)
+                    };
+                    // The step may have been cancelled meanwhile: then nobody waits.
+                    let _ = sender.send(output);
+                }
             }
             ToWorker::Cancel { id } => self.cancel(&id),
             ToWorker::ClearResults => {
@@ -423,7 +529,9 @@ impl<H: Host> Engine<H> {
                 state
                     .running
                     .push(Running { id: pending.check.id.clone(), cancel: cancel.clone() });
-                (pending, state.corpus.current().clone(), cancel)
+                let corpus =
+                    pending.corpus.clone().unwrap_or_else(|| state.corpus.current().clone());
+                (pending, corpus, cancel)
             };
             let store =
                 self.inner.host.new_session(&SessionMeta::new(&pending.check, &pending.provider));
@@ -535,6 +643,114 @@ impl<H: Host> Engine<H> {
         }
     }
 
+    /// Adds items and files to the named corpus `name` (created when missing), all or
+    /// nothing, indexes it, and answers with one message.
+    fn add_to_corpus(&self, name: String, items: Vec<Item>, files: Vec<NamedText>) {
+        let mut next = self.inner.state.borrow().named.get(&name).cloned().unwrap_or_default();
+        let mut added = Ok(0);
+        if !items.is_empty() {
+            let passages =
+                items.into_iter().map(|Item { id, text }| Passage { id, text }).collect();
+            added = next.add(passages, "items");
+        }
+        for file in &files {
+            if added.is_err() {
+                break;
+            }
+            added = next.add_file(&file.name, &file.text);
+        }
+        match added {
+            Err(rejected) => self.post(&FromWorker::NamedCorpusRejected {
+                name,
+                file: rejected.file,
+                line: rejected.line,
+                message: rejected.message,
+            }),
+            Ok(_) => {
+                let host = &self.inner.host;
+                if !next.current().corpus().is_empty() {
+                    next.index(|| host.now_ms());
+                }
+                let corpus = next.summary();
+                self.inner.state.borrow_mut().named.insert(name.clone(), next);
+                self.post(&FromWorker::NamedCorpus { name, corpus });
+            }
+        }
+    }
+
+    /// Starts a typed step whose tools the page runs; posts `StepFinished` when it ends.
+    fn run_step(&self, id: String, config: Value, provider: ProviderChoice) {
+        let finish = |outcome: StepOutcome| FromWorker::StepFinished { id: id.clone(), outcome };
+        if config.get("kind").and_then(Value::as_str) != Some("step") {
+            let message = "kind: a page runs steps here (`\"kind\": \"step\"`); claim checks \
+                           go through `check`";
+            let failure = failure("config", message, Spent::default());
+            self.post(&finish(StepOutcome::Failed { failure }));
+            return;
+        }
+        let job = JobConfig::from_value(config)
+            .map_err(|error| failure("config", error.to_string(), Spent::default()))
+            .and_then(|config| Job::new(config, &[]).map_err(|failed| to_value(&failed)));
+        let job = match job {
+            Ok(job) => job,
+            Err(failure) => {
+                self.post(&finish(StepOutcome::Failed { failure }));
+                return;
+            }
+        };
+        let cancel = Cancel::new();
+        self.inner
+            .state
+            .borrow_mut()
+            .running
+            .push(Running { id: id.clone(), cancel: cancel.clone() });
+        let engine = self.clone();
+        self.inner.host.spawn(Box::pin(async move {
+            let outcome = engine.drive_step(&id, job, &provider, cancel).await;
+            {
+                let mut state = engine.inner.state.borrow_mut();
+                state.running.retain(|running| running.id != id);
+                state.tool_calls.retain(|(step, _), _| *step != id);
+            }
+            engine.post(&FromWorker::StepFinished { id, outcome });
+        }));
+    }
+
+    async fn drive_step(
+        &self,
+        id: &str,
+        job: Job,
+        provider: &ProviderChoice,
+        cancel: Cancel,
+    ) -> StepOutcome {
+        let host = &self.inner.host;
+        let step = id.to_owned();
+        let options = DriveOptions::new().cancel(cancel.clone()).events(move |event| {
+            let event = serde_json::to_value(&event).expect("events serialize");
+            host.post(&FromWorker::Progress { id: step.clone(), event });
+        });
+        let tools = PageTools { engine: self.clone(), step: id.to_owned() };
+        let outcome = match provider {
+            ProviderChoice::Offline => drive_with(job, &OfflineModel, &tools, options).await,
+            ProviderChoice::Network { config } => {
+                let provider: Provider = match serde_json::from_value(config.clone()) {
+                    Ok(provider) => provider,
+                    Err(error) => {
+                        let message = format!("provider: {error}");
+                        let failure = failure("config", message, Spent::default());
+                        return StepOutcome::Failed { failure };
+                    }
+                };
+                let transport = ProviderTransport::new(provider, host.client()).with_cancel(cancel);
+                drive_with(job, &transport, &tools, options).await
+            }
+        };
+        match outcome {
+            Ok(value) => StepOutcome::Value { value },
+            Err(failed) => StepOutcome::Failed { failure: to_value(&failed) },
+        }
+    }
+
     /// Records a finished check: posts it, saves the results, deletes its session, starts the
     /// next queued check.
     fn finished(&self, result: CheckResult) {
@@ -564,6 +780,34 @@ impl<H: Host> Engine<H> {
     #[must_use]
     pub fn corpus(&self) -> Arc<IndexedCorpus> {
         self.inner.state.borrow().corpus.current().clone()
+    }
+}
+
+/// A step's tools, run by the page: each call is posted as `ToolCall` and waits for the
+/// page's `ToolResult`.
+struct PageTools<H: Host> {
+    engine: Engine<H>,
+    step: String,
+}
+
+impl<H: Host> Tools for PageTools<H> {
+    async fn run(&self, call: &ToolCall) -> ToolOutput {
+        let (sender, receiver) = futures_channel::oneshot::channel();
+        self.engine
+            .inner
+            .state
+            .borrow_mut()
+            .tool_calls
+            .insert((self.step.clone(), call.id.clone()), sender);
+        self.engine.post(&FromWorker::ToolCall {
+            id: self.step.clone(),
+            call: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+        receiver.await.unwrap_or_else(|_| {
+            ToolOutput::error(format!("the page did not answer the call of {:?}", call.name))
+        })
     }
 }
 

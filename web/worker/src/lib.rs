@@ -41,6 +41,11 @@
 //! After `loadDemo` the worker also posts `Demo { claims }` (claims to try on the demo
 //! corpus).
 //!
+//! For the embedding module (`verity.js`): named corpora in memory (`addToCorpus`,
+//! `dropCorpus`, `check` with a `corpus` name), typed steps whose tools the page runs
+//! (`runStep`, `toolCall`/`toolResult`, `stepFinished`), and `?storage=memory` on the worker's
+//! URL, which keeps it away from IndexedDB altogether.
+//!
 //! Failures produced by the worker itself use the core's `JobFailed` shape: a check cancelled
 //! while queued (`cancelled`, nothing spent), a bad provider configuration (`config`), a
 //! session that could not be resumed or whose storage failed (`cancelled`, with the reason).

@@ -75,9 +75,17 @@ pub fn start() {
         on_message.forget();
     }
     wasm_bindgen_futures::spawn_local(async move {
-        let (db, storage_error) = match open_database().await {
-            Ok(db) => (Some(Rc::new(db)), None),
-            Err(why) => (None, Some(why)),
+        // `verity-worker_loader.js?storage=memory` (the embedding module): nothing is read
+        // from or written to the page origin's IndexedDB, so an embedded check never touches
+        // the app's corpus, results or sessions.
+        let memory = scope().location().search().contains("storage=memory");
+        let (db, storage_error) = if memory {
+            (None, None)
+        } else {
+            match open_database().await {
+                Ok(db) => (Some(Rc::new(db)), None),
+                Err(why) => (None, Some(why)),
+            }
         };
         let host = WorkerHost { db: db.clone() };
         let restored = match &db {

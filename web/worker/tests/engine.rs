@@ -39,6 +39,11 @@ impl Gate {
     fn close_after(&self, writes: usize) {
         self.budget.set(Some(writes));
     }
+    /// Lets `writes` more writes land, waking the stalled ones.
+    fn allow(&self, writes: usize) {
+        self.budget.set(Some(writes));
+        self.wakers.borrow_mut().drain(..).for_each(std::task::Waker::wake);
+    }
     fn open(&self) {
         self.budget.set(None);
         self.wakers.borrow_mut().drain(..).for_each(std::task::Waker::wake);
@@ -90,17 +95,28 @@ impl Store for Shared {
     }
 }
 
-struct NoNetwork;
-struct NoBody;
-impl HttpBody for NoBody {
+/// The network of the tests: the canned response bodies of `Recorded::replies` in order
+/// (JSON, status 200), then a network failure.
+struct Canned(Rc<Recorded>);
+struct CannedBody(Option<Vec<u8>>);
+impl HttpBody for CannedBody {
     async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpFailure> {
-        Ok(None)
+        Ok(self.0.take())
     }
 }
-impl HttpClient for NoNetwork {
-    type Body = NoBody;
-    async fn send(&self, _: &HttpRequest) -> Result<(ResponseHead, NoBody), HttpFailure> {
-        Err(HttpFailure::Network("no network in tests".into()))
+impl HttpClient for Canned {
+    type Body = CannedBody;
+    async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, CannedBody), HttpFailure> {
+        self.0.requests.borrow_mut().push(request.body.clone());
+        self.0.sent.borrow_mut().push(request.clone());
+        let Some(reply) = self.0.replies.borrow_mut().pop_front() else {
+            return Err(HttpFailure::Network("no network in tests".into()));
+        };
+        let head = ResponseHead {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+        };
+        Ok((head, CannedBody(Some(reply.into_bytes()))))
     }
     async fn wait(&self, _: u64) {}
 }
@@ -113,6 +129,9 @@ struct Recorded {
     results: RefCell<Vec<CheckResult>>,
     clock: Cell<f64>,
     gate: Rc<Gate>,
+    replies: RefCell<std::collections::VecDeque<String>>,
+    requests: RefCell<Vec<String>>,
+    sent: RefCell<Vec<HttpRequest>>,
 }
 
 #[derive(Clone)]
@@ -122,7 +141,7 @@ struct TestHost {
 }
 
 impl Host for TestHost {
-    type Client = NoNetwork;
+    type Client = Canned;
     type Store = Shared;
     fn post(&self, message: &FromWorker) {
         // Every message goes through its JSON, as postMessage carries it.
@@ -136,8 +155,8 @@ impl Host for TestHost {
         self.recorded.clock.set(self.recorded.clock.get() + 1.5);
         self.recorded.clock.get()
     }
-    fn client(&self) -> NoNetwork {
-        NoNetwork
+    fn client(&self) -> Canned {
+        Canned(Rc::clone(&self.recorded))
     }
     fn new_session(&self, meta: &SessionMeta) -> Shared {
         let store = Shared(Rc::default(), Rc::clone(&self.recorded.gate));
@@ -333,7 +352,12 @@ fn the_scheduler_respects_concurrency_and_cancels_queued_checks() {
     let checks: Vec<_> = (1..=5)
         .map(|i| check(&format!("c{i}"), "The Golden Gate Bridge opened to pedestrians in 1937."))
         .collect();
-    engine.handle(ToWorker::Check { checks, provider: ProviderChoice::Offline, concurrency: 2 });
+    engine.handle(ToWorker::Check {
+        checks,
+        provider: ProviderChoice::Offline,
+        concurrency: 2,
+        corpus: None,
+    });
     assert_eq!(engine.load(), (2, 3));
     engine.handle(ToWorker::Cancel { id: "c4".into() });
     assert_eq!(engine.load(), (2, 2));
@@ -364,6 +388,7 @@ fn a_running_check_is_cancelled_through_the_core() {
         checks: vec![check("c1", "The Golden Gate Bridge was designed to carry trains.")],
         provider: ProviderChoice::Offline,
         concurrency: 1,
+        corpus: None,
     });
     recorded.gate.close_after(2);
     pool.run_until_stalled();
@@ -430,6 +455,7 @@ fn a_reload_mid_check_resumes_from_the_stored_session() {
         checks: vec![check("c1", claim)],
         provider: ProviderChoice::Offline,
         concurrency: 1,
+        corpus: None,
     });
     pool.run_until_stalled();
     let whole = finished(&take(&recorded)).remove(0);
@@ -441,6 +467,7 @@ fn a_reload_mid_check_resumes_from_the_stored_session() {
         checks: vec![check("c1", claim)],
         provider: ProviderChoice::Offline,
         concurrency: 1,
+        corpus: None,
     });
     recorded.gate.close_after(2);
     pool.run_until_stalled();
@@ -502,6 +529,15 @@ fn a_stored_provider_has_no_credentials_and_a_resume_without_them_is_cancelled()
         sessions: vec![StoredSession { meta, store }],
     }));
     pool.run_until_stalled();
+    let posted = take(&recorded);
+    assert!(
+        posted.iter().any(|m| matches!(m, FromWorker::Ready { resumed, .. } if resumed.len() == 1)),
+        "{posted:?}"
+    );
+    assert!(finished(&posted).is_empty(), "it waits for the page's credentials");
+    // The page has no key (not remembered): the check ends, saying why.
+    engine.handle_json(r#"{"type": "credentials"}"#);
+    pool.run_until_stalled();
     let done = finished(&take(&recorded));
     let failure: FailureView = match &done[0].outcome {
         Outcome::Failed { failure } => serde_json::from_value(failure.clone()).unwrap(),
@@ -509,6 +545,79 @@ fn a_stored_provider_has_no_credentials_and_a_resume_without_them_is_cancelled()
     };
     assert_eq!(failure.kind, "cancelled");
     assert!(failure.message.contains("API key"), "{}", failure.message);
+    assert!(recorded.requests.borrow().is_empty());
+}
+
+/// A keyed check interrupted by a reload resumes with the key the page remembered: the
+/// response recorded before the reload is not requested again.
+#[test]
+fn a_keyed_check_resumes_with_the_remembered_key_without_paying_twice() {
+    let provider = |key: Option<&str>| {
+        let mut config = json!({"api": "openai", "baseUrl": "http://mock.test/v1", "model": "m",
+                                "stream": false});
+        if let Some(key) = key {
+            config["apiKey"] = json!(key);
+        }
+        ProviderChoice::Network { config }
+    };
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let corpus = engine.corpus();
+    let cited = corpus.corpus().passages()[0].text.clone();
+    let assessment = completion(
+        "a1",
+        "record_assessment",
+        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
+    );
+    let summary = completion("s1", "submit", &json!({"text": "The bridge opened in 1937."}));
+    recorded.replies.borrow_mut().extend([assessment, summary.clone()]);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("k1", claim)],
+        provider: provider(Some("sk-remembered")),
+        concurrency: 1,
+        corpus: None,
+    });
+    // The page goes away once the assessment's response is stored.
+    let responses =
+        |store: &Shared| store.0.log().to_jsonl().matches("\"type\":\"response\"").count();
+    recorded.gate.close_after(0);
+    for _ in 0..20 {
+        recorded.gate.allow(1);
+        pool.run_until_stalled();
+        let stored = recorded.sessions.borrow().get("k1").map(|(_, store)| responses(store));
+        if stored == Some(1) {
+            break;
+        }
+    }
+    let (meta, store) = recorded.sessions.borrow().get("k1").cloned().unwrap();
+    assert_eq!(responses(&store), 1, "{}", store.0.log().to_jsonl());
+    assert!(!serde_json::to_string(&meta).unwrap().contains("sk-remembered"));
+    let log = store.0.log();
+    drop((engine, pool));
+
+    let (engine, mut pool, recorded_after) = new_engine();
+    recorded_after.replies.borrow_mut().push_back(summary);
+    let store = Shared(Rc::new(MemoryStore::from_log(log)), Rc::default());
+    pool.run_until(engine.start(Restored {
+        items: corpus.corpus().passages().to_vec(),
+        results: Vec::new(),
+        sessions: vec![StoredSession { meta, store }],
+    }));
+    engine.handle(ToWorker::Credentials { provider: Some(provider(Some("sk-remembered"))) });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded_after));
+    let Outcome::Report { report } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(report["assessment"]["verdict"], "supported");
+    assert_eq!(report["summary"], "The bridge opened in 1937.");
+    let sent = recorded_after.sent.borrow();
+    assert_eq!(sent.len(), 1, "only the summary was requested after the reload");
+    assert!(
+        sent[0].headers.iter().any(|(name, value)| name.eq_ignore_ascii_case("authorization")
+            && value == "Bearer sk-remembered"),
+        "{:?}",
+        sent[0].headers
+    );
 }
 
 #[test]
@@ -577,4 +686,192 @@ fn the_vitaminc_corpus_loads_and_indexes() {
     assert!(summary.indexed);
     engine.handle(ToWorker::ListItems { query: " THE ".into(), offset: 0, limit: 20 });
     assert!(matches!(&take(&recorded)[..], [FromWorker::Items { items, .. }] if !items.is_empty()));
+}
+
+fn named(posted: &[FromWorker], wanted: &str) -> verity_messages::CorpusSummary {
+    posted
+        .iter()
+        .find_map(|m| match m {
+            FromWorker::NamedCorpus { name, corpus } if name == wanted => Some(corpus.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no NamedCorpus {wanted:?} in {posted:?}"))
+}
+
+/// The embedding's corpora: named, in memory, all or nothing, never the main corpus.
+#[test]
+fn named_corpora_are_separate_and_checked_against() {
+    let (engine, mut pool, recorded) = started();
+    take(&recorded);
+    engine.handle_json(
+        &json!({"type": "addToCorpus", "name": "element-1",
+                "items": [{"id": "t1", "text": "The Eiffel Tower is 330 metres tall and stands in Paris."}]})
+        .to_string(),
+    );
+    let summary = named(&take(&recorded), "element-1");
+    assert_eq!((summary.items, summary.indexed), (1, true));
+    // A bad file is refused naming its line; the corpus keeps what it had.
+    engine.handle(ToWorker::AddToCorpus {
+        name: "element-1".into(),
+        items: vec![Item { id: "t2".into(), text: "More text.".into() }],
+        files: vec![file("more.jsonl", "{\"id\": \"t3\", \"text\": \"ok\"}\nnot json\n")],
+    });
+    let posted = take(&recorded);
+    let [FromWorker::NamedCorpusRejected { name, file: bad, line, .. }] = &posted[..] else {
+        panic!("{posted:?}")
+    };
+    assert_eq!((name.as_str(), bad.as_str(), *line), ("element-1", "more.jsonl", Some(2)));
+    engine.handle(ToWorker::AddToCorpus {
+        name: "element-1".into(),
+        items: Vec::new(),
+        files: vec![file("more.txt", "Paris is the capital of France.\n\nIt has many bridges.")],
+    });
+    assert_eq!(named(&take(&recorded), "element-1").items, 3, "t2 and t3 were not kept");
+    assert!(recorded.corpus.borrow().is_empty(), "the main corpus is neither changed nor saved");
+
+    engine.handle(ToWorker::Check {
+        checks: vec![check("e1", "The Eiffel Tower stands in Paris.")],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: Some("element-1".into()),
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let Outcome::Report { report } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(report["assessment"]["verdict"], "supported", "{report}");
+    assert_eq!(done[0].cited[0].id, "t1");
+
+    engine.handle(ToWorker::DropCorpus { name: "element-1".into() });
+    engine.handle(ToWorker::Check {
+        checks: vec![check("e2", "The Eiffel Tower stands in Paris.")],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: Some("element-1".into()),
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(failure["kind"], "config");
+    assert!(failure["message"].as_str().unwrap().contains("element-1"), "{failure}");
+}
+
+/// An OpenAI chat completion (not streamed) whose message calls `name` with `arguments`.
+fn completion(id: &str, name: &str, arguments: &serde_json::Value) -> String {
+    json!({"id": "x", "object": "chat.completion", "model": "m",
+           "choices": [{"index": 0, "finish_reason": "tool_calls",
+                        "message": {"role": "assistant", "content": null,
+                                    "tool_calls": [{"id": id, "type": "function",
+                                                    "function": {"name": name,
+                                                                 "arguments": arguments.to_string()}}]}}],
+           "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    .to_string()
+}
+
+fn step_config() -> serde_json::Value {
+    json!({"kind": "step", "prompt": "Convert 3 km to miles.",
+           "schema": {"type": "object", "required": ["miles"],
+                      "properties": {"miles": {"type": "number"}}},
+           "tools": [{"name": "convert", "description": "Converts kilometres to miles.",
+                      "parameters": {"type": "object", "required": ["km"],
+                                     "properties": {"km": {"type": "number"}}}}]})
+}
+
+fn mock_provider() -> ProviderChoice {
+    ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": "http://mock.test/v1", "model": "m",
+                       "stream": false}),
+    }
+}
+
+fn step_finished(posted: &[FromWorker]) -> Option<verity_messages::StepOutcome> {
+    posted.iter().find_map(|m| match m {
+        FromWorker::StepFinished { outcome, .. } => Some(outcome.clone()),
+        _ => None,
+    })
+}
+
+/// A step's tools run in the page: the call is posted with validated arguments, the page's
+/// answer reaches the model, and the submitted value ends the step.
+#[test]
+fn a_step_calls_the_pages_tools_with_validated_arguments() {
+    let (engine, mut pool, recorded) = started();
+    recorded.replies.borrow_mut().extend([
+        completion("c0", "convert", &json!({"km": "three"})), // invalid: never reaches the page
+        completion("c1", "convert", &json!({"km": 3})),
+        completion("c2", "submit", &json!({"miles": 1.864})),
+    ]);
+    take(&recorded);
+    engine.handle(ToWorker::RunStep {
+        id: "s1".into(),
+        config: step_config(),
+        provider: mock_provider(),
+    });
+    pool.run_until_stalled();
+    let posted = take(&recorded);
+    let calls: Vec<_> = posted
+        .iter()
+        .filter_map(|m| match m {
+            FromWorker::ToolCall { id, call, tool, arguments } => {
+                Some((id.clone(), call.clone(), tool.clone(), arguments.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, [("s1".into(), "c1".into(), "convert".into(), json!({"km": 3}))]);
+    assert!(step_finished(&posted).is_none(), "the step waits for the page");
+    assert!(posted.iter().any(|m| matches!(m, FromWorker::Progress { id, .. } if id == "s1")));
+
+    engine.handle_json(
+        &json!({"type": "toolResult", "id": "s1", "call": "c1", "content": "1.864 miles"})
+            .to_string(),
+    );
+    pool.run_until_stalled();
+    let posted = take(&recorded);
+    assert_eq!(
+        step_finished(&posted),
+        Some(verity_messages::StepOutcome::Value { value: json!({"miles": 1.864}) })
+    );
+    let requests = recorded.requests.borrow();
+    assert_eq!(requests.len(), 3);
+    assert!(requests[2].contains("1.864 miles"), "the page's answer reached the model");
+    assert_eq!(engine.load(), (0, 0));
+}
+
+#[test]
+fn a_step_waiting_for_a_page_tool_is_cancelled_and_bad_configs_fail_typed() {
+    let (engine, mut pool, recorded) = started();
+    recorded.replies.borrow_mut().push_back(completion("c1", "convert", &json!({"km": 3})));
+    engine.handle(ToWorker::RunStep {
+        id: "s1".into(),
+        config: step_config(),
+        provider: mock_provider(),
+    });
+    pool.run_until_stalled();
+    assert!(take(&recorded).iter().any(|m| matches!(m, FromWorker::ToolCall { .. })));
+    engine.handle(ToWorker::Cancel { id: "s1".into() });
+    pool.run_until_stalled();
+    let Some(verity_messages::StepOutcome::Failed { failure }) = step_finished(&take(&recorded))
+    else {
+        panic!("a failure")
+    };
+    assert_eq!(failure["kind"], "cancelled");
+    assert_eq!(failure["spent"]["requests"], 1);
+    // A late answer is ignored.
+    engine.handle(ToWorker::ToolResult {
+        id: "s1".into(),
+        call: "c1".into(),
+        content: "late".into(),
+        is_error: false,
+    });
+    assert!(take(&recorded).is_empty());
+
+    let mut config = step_config();
+    config["maxTurns"] = json!(0);
+    engine.handle(ToWorker::RunStep { id: "s2".into(), config, provider: mock_provider() });
+    let Some(verity_messages::StepOutcome::Failed { failure }) = step_finished(&take(&recorded))
+    else {
+        panic!("a failure")
+    };
+    assert_eq!(failure["kind"], "config");
+    assert!(failure["message"].as_str().unwrap().starts_with("maxTurns"), "{failure}");
 }

@@ -1,0 +1,425 @@
+//! The processes around a batch on this machine: the Restate server (from npm), worker
+//! processes behind a [balancer](crate::balance), and the admin and ingress calls that
+//! register them and submit work. Everything listens on loopback ports picked free at start.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The version of `@restatedev/restate-server` pinned in the workspace's package.json.
+pub const SERVER_VERSION: &str = "1.7.12";
+
+/// The workspace root (this crate's parent).
+#[must_use]
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("restate/ is in the workspace").to_owned()
+}
+
+/// The `restate-server` binary: `VERITY_RESTATE_SERVER`, else the one npm installed in the
+/// workspace's `node_modules`.
+///
+/// # Errors
+/// When it is missing (with what to run).
+pub fn server_binary() -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os("VERITY_RESTATE_SERVER") {
+        return Ok(PathBuf::from(path));
+    }
+    let path = workspace_root()
+        .join("node_modules/@restatedev/restate-server-linux-x64/bin/restate-server");
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "the Restate server is missing ({}): run `npm ci` at the workspace root (`cargo xtask \
+             test` and `cargo xtask batch` do), which installs @restatedev/restate-server \
+             {SERVER_VERSION}",
+            path.display()
+        ))
+    }
+}
+
+/// A free loopback port (bound, read, released).
+///
+/// # Panics
+/// When no port can be bound on loopback.
+#[must_use]
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a loopback port").port()
+}
+
+fn accepts(port: u16) -> bool {
+    TcpStream::connect_timeout(
+        &SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(200),
+    )
+    .is_ok()
+}
+
+fn wait_until(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) -> Result<(), String> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!("{what} was not ready within {} s", limit.as_secs()))
+}
+
+/// The ports a server listens on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ports {
+    /// Ingress (invocations).
+    pub ingress: u16,
+    /// Admin API (deployments, health).
+    pub admin: u16,
+    /// Node-to-node (the message fabric).
+    pub node: u16,
+}
+
+impl Ports {
+    /// Three free loopback ports.
+    #[must_use]
+    pub fn free() -> Self {
+        Self { ingress: free_port(), admin: free_port(), node: free_port() }
+    }
+}
+
+/// A Restate server process, stopped on drop.
+#[derive(Debug)]
+pub struct Server {
+    child: Option<Child>,
+    /// Its ports.
+    pub ports: Ports,
+    /// Its data directory.
+    pub base_dir: PathBuf,
+    log: PathBuf,
+}
+
+impl Server {
+    /// Starts the server on `ports` with its data in `base_dir` (kept across restarts), and
+    /// waits until its admin API is healthy and its ingress accepts connections.
+    ///
+    /// # Errors
+    /// A missing binary, or a server that does not come up within a minute.
+    pub fn start(base_dir: &Path, ports: Ports) -> Result<Self, String> {
+        let binary = server_binary()?;
+        std::fs::create_dir_all(base_dir).map_err(|e| format!("{}: {e}", base_dir.display()))?;
+        let log = base_dir.join("server.log");
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = Command::new(&binary)
+            .arg("--base-dir")
+            .arg(base_dir)
+            .args(["--no-logo", "--node-name", "verity", "--default-num-partitions", "4"])
+            .env("RESTATE_LISTEN_MODE", "tcp")
+            .env("RESTATE_BIND_ADDRESS", format!("127.0.0.1:{}", ports.node))
+            .env("RESTATE_ADVERTISED_ADDRESS", format!("http://127.0.0.1:{}/", ports.node))
+            .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{}", ports.admin))
+            .env("RESTATE_INGRESS__BIND_ADDRESS", format!("127.0.0.1:{}", ports.ingress))
+            .env("RESTATE_DISABLE_TELEMETRY", "true")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        let mut server = Self { child: Some(child), ports, base_dir: base_dir.to_owned(), log };
+        let health = format!("http://127.0.0.1:{}/health", ports.admin);
+        let ready = wait_until("the Restate server", Duration::from_secs(60), || {
+            accepts(ports.ingress) && blocking_get(&health).is_ok_and(|(status, _)| status == 200)
+        });
+        if let Err(error) = ready {
+            server.stop();
+            return Err(format!("{error}; its log is {}", server.log.display()));
+        }
+        Ok(server)
+    }
+
+    /// `http://127.0.0.1:ADMIN`.
+    #[must_use]
+    pub fn admin_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.ports.admin)
+    }
+
+    /// `http://127.0.0.1:INGRESS`.
+    #[must_use]
+    pub fn ingress_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.ports.ingress)
+    }
+
+    /// Stops the server (SIGTERM, then SIGKILL after 20 s) and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            terminate(&mut child, Duration::from_secs(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Sends SIGTERM and waits up to `grace`, then kills.
+fn terminate(child: &mut Child, grace: Duration) {
+    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().ok();
+    let start = Instant::now();
+    while start.elapsed() < grace {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().ok();
+    child.wait().ok();
+}
+
+/// A process of this crate's binary (a worker or the balancer), killed on drop.
+#[derive(Debug)]
+pub struct Process {
+    child: Option<Child>,
+    /// The port it serves on.
+    pub port: u16,
+    command: Vec<String>,
+    env: Vec<(String, String)>,
+    binary: PathBuf,
+}
+
+impl Process {
+    /// Starts `binary ARGS` serving on `port`, with `env`, and waits until it accepts
+    /// connections.
+    ///
+    /// # Errors
+    /// When it cannot start or does not listen within 30 s.
+    pub fn start(
+        binary: &Path,
+        port: u16,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Result<Self, String> {
+        let mut process = Self {
+            child: None,
+            port,
+            command: args.to_vec(),
+            env: env.to_vec(),
+            binary: binary.to_owned(),
+        };
+        process.restart()?;
+        Ok(process)
+    }
+
+    /// Starts it again (after [`kill9`](Self::kill9)) with the same arguments and port.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn restart(&mut self) -> Result<(), String> {
+        let child = Command::new(&self.binary)
+            .args(&self.command)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
+        self.child = Some(child);
+        let port = self.port;
+        wait_until(
+            &format!("{} on port {port}", self.command.join(" ")),
+            Duration::from_secs(30),
+            || accepts(port),
+        )
+    }
+
+    /// `kill -9`: the process dies at once, mid-whatever.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
+
+    /// Sets an environment variable for the next [`restart`](Self::restart).
+    pub fn set_env(&mut self, name: &str, value: &str) {
+        self.env.retain(|(k, _)| k != name);
+        self.env.push((name.to_owned(), value.to_owned()));
+    }
+
+    /// Removes an environment variable for the next [`restart`](Self::restart).
+    pub fn remove_env(&mut self, name: &str) {
+        self.env.retain(|(k, _)| k != name);
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Worker processes behind a balancer: what a deployment's URL points at.
+#[derive(Debug)]
+pub struct Workers {
+    /// The workers.
+    pub workers: Vec<Process>,
+    /// The balancer in front of them.
+    pub balancer: Process,
+}
+
+impl Workers {
+    /// Starts `count` workers of `binary` (each `worker --port P` plus `worker_args`, with
+    /// `env`) and a balancer in front of them.
+    ///
+    /// # Errors
+    /// When one does not start.
+    pub fn start(
+        binary: &Path,
+        count: usize,
+        worker_args: &[String],
+        env: &[(String, String)],
+    ) -> Result<Self, String> {
+        let mut workers = Vec::new();
+        for _ in 0..count.max(1) {
+            let port = free_port();
+            let mut args = vec!["worker".to_owned(), "--port".to_owned(), port.to_string()];
+            args.extend_from_slice(worker_args);
+            workers.push(Process::start(binary, port, &args, env)?);
+        }
+        let port = free_port();
+        let mut args = vec!["balance".to_owned(), "--port".to_owned(), port.to_string()];
+        for worker in &workers {
+            args.push(format!("127.0.0.1:{}", worker.port));
+        }
+        let balancer = Process::start(binary, port, &args, &[])?;
+        Ok(Self { workers, balancer })
+    }
+
+    /// The URL to register as a deployment.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.balancer.port)
+    }
+}
+
+/// A blocking GET: status and body.
+///
+/// # Errors
+/// No response.
+pub fn blocking_get(url: &str) -> Result<(u16, String), String> {
+    blocking(reqwest::Method::GET, url, None)
+}
+
+/// A blocking request with an optional JSON body: status and body. Runs on its own small
+/// runtime, so it works from sync code and from inside an async test alike.
+///
+/// # Errors
+/// No response.
+pub fn blocking(
+    method: reqwest::Method,
+    url: &str,
+    body: Option<&Value>,
+) -> Result<(u16, String), String> {
+    let url = url.to_owned();
+    let body = body.map(Value::to_string);
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async move {
+            let client =
+                reqwest::Client::builder().no_proxy().build().map_err(|e| e.to_string())?;
+            let mut request = client.request(method, &url).timeout(Duration::from_secs(120));
+            if let Some(body) = body {
+                request = request.header("content-type", "application/json").body(body);
+            }
+            let response = request.send().await.map_err(|e| format!("{url}: {e}"))?;
+            let status = response.status().as_u16();
+            let text = response.text().await.map_err(|e| format!("{url}: {e}"))?;
+            Ok((status, text))
+        })
+    })
+    .join()
+    .map_err(|_| "the HTTP thread panicked".to_owned())?
+}
+
+/// Registers the deployment at `url` with the server whose admin API is at `admin`
+/// (`POST /deployments`, forced so a re-registration replaces it).
+///
+/// # Errors
+/// What the admin API answered.
+pub fn register(admin: &str, url: &str) -> Result<(), String> {
+    let (status, body) = blocking(
+        reqwest::Method::POST,
+        &format!("{admin}/deployments"),
+        Some(&json!({"uri": url, "force": true})),
+    )?;
+    if (200..300).contains(&status) {
+        Ok(())
+    } else {
+        Err(format!("registering {url} failed ({status}): {body}"))
+    }
+}
+
+/// Starts workflow `service` with `key` and `input` (`POST /{service}/{key}/run/send`).
+///
+/// # Errors
+/// What the ingress answered.
+pub fn submit(ingress: &str, service: &str, key: &str, input: &Value) -> Result<(), String> {
+    let url = format!("{ingress}/{service}/{key}/run/send");
+    let (status, body) = blocking(reqwest::Method::POST, &url, Some(input))?;
+    if (200..300).contains(&status) {
+        Ok(())
+    } else {
+        Err(format!("submitting {service}/{key} failed ({status}): {body}"))
+    }
+}
+
+/// What a workflow's output looks like when asked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Still running (or the server is not answering).
+    Pending,
+    /// Finished with this JSON.
+    Done(Value),
+    /// Finished with a terminal error (its message).
+    Failed(String),
+}
+
+/// The output of workflow `service`/`key` (`GET /restate/workflow/{service}/{key}/output`).
+#[must_use]
+pub fn output(ingress: &str, service: &str, key: &str) -> Outcome {
+    let url = format!("{ingress}/restate/workflow/{service}/{key}/output");
+    match blocking_get(&url) {
+        Ok((200, body)) => match serde_json::from_str(&body) {
+            Ok(value) => Outcome::Done(value),
+            Err(error) => Outcome::Failed(format!("unreadable output: {error}")),
+        },
+        Ok((status, body)) if status >= 500 && status != 502 && status != 503 => {
+            let message = serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or(body);
+            Outcome::Failed(message)
+        }
+        _ => Outcome::Pending,
+    }
+}
+
+/// Calls a shared handler (`POST /{service}/{key}/{handler}`) and returns its JSON.
+///
+/// # Errors
+/// No answer, or not JSON.
+pub fn query(ingress: &str, service: &str, key: &str, handler: &str) -> Result<Value, String> {
+    let url = format!("{ingress}/{service}/{key}/{handler}");
+    let (status, body) = blocking(reqwest::Method::POST, &url, None)?;
+    if status != 200 {
+        return Err(format!("{url}: {status} {body}"));
+    }
+    serde_json::from_str(&body).map_err(|e| format!("{url}: {e}"))
+}

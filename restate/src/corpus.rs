@@ -1,0 +1,164 @@
+//! Corpora as a worker holds them: a file named with the SHA-256 of its bytes, loaded, checked
+//! and indexed (BM25) once per process, or a small corpus carried inline by a claim.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use verity_core::corpus::{Corpus, IndexedCorpus};
+
+/// A corpus file by reference: where it is and the SHA-256 of its bytes (64 hex digits). A
+/// worker refuses a file whose bytes hash otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CorpusFile {
+    /// A path on the worker's machine (`.jsonl`, `.json`, `.csv`, `.txt`, `.md`: the formats of
+    /// `verity_core::files`).
+    pub path: String,
+    /// The SHA-256 of the file's bytes, lower-case hex.
+    pub sha256: String,
+}
+
+/// Where a claim's corpus comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum CorpusSource {
+    /// A file shared by the batch.
+    File(CorpusFile),
+    /// A small corpus of the claim's own: passage id → text.
+    Passages(BTreeMap<String, String>),
+}
+
+/// The SHA-256 of `bytes` as lower-case hex.
+#[must_use]
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut text = String::with_capacity(64);
+    for byte in digest {
+        text.push_str(&format!("{byte:02x}"));
+    }
+    text
+}
+
+/// Reads a corpus file, checks its hash and parses it (no index yet).
+///
+/// # Errors
+/// A message naming the file: unreadable, a hash that does not match, or unparsable.
+pub fn read_file(file: &CorpusFile) -> Result<Corpus, String> {
+    let bytes = std::fs::read(&file.path).map_err(|e| format!("corpus {}: {e}", file.path))?;
+    let actual = sha256_hex(&bytes);
+    if !actual.eq_ignore_ascii_case(file.sha256.trim()) {
+        return Err(format!(
+            "corpus {} refused: its SHA-256 is {actual}, but the batch names {} (the file \
+             changed, or the batch names another file)",
+            file.path, file.sha256
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| format!("corpus {}: {e}", file.path))?;
+    let passages = verity_core::files::passages_from_file(&file.path, &text)
+        .map_err(|e| format!("corpus {}: {e}", file.path))?;
+    Corpus::new(passages).map_err(|e| format!("corpus {}: {e}", file.path))
+}
+
+/// The corpora a worker process has loaded: each file read, checked and indexed once.
+#[derive(Debug, Default)]
+pub struct Corpora {
+    files: Mutex<HashMap<CorpusFile, Arc<IndexedCorpus>>>,
+}
+
+impl Corpora {
+    /// No corpus loaded yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The indexed corpus of `source`: a file is loaded (and its hash checked) on first use
+    /// and kept; inline passages are indexed each time (they are small).
+    ///
+    /// # Errors
+    /// Why the corpus cannot be used (see [`read_file`]).
+    pub fn get(&self, source: &CorpusSource) -> Result<Arc<IndexedCorpus>, String> {
+        match source {
+            CorpusSource::Passages(passages) => {
+                let corpus = Corpus::from_pairs(passages.iter())
+                    .map_err(|e| format!("the claim's corpus: {e}"))?;
+                Ok(IndexedCorpus::new(corpus))
+            }
+            CorpusSource::File(file) => {
+                let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(corpus) = files.get(file) {
+                    return Ok(Arc::clone(corpus));
+                }
+                // Loaded under the lock: concurrent checks of one batch wait for the one load,
+                // and the BM25 index is built here, once, not by the first check that needs it.
+                let started = std::time::Instant::now();
+                let corpus = IndexedCorpus::new(read_file(file)?);
+                let _ = corpus.bm25();
+                eprintln!(
+                    "verity-restate: corpus {}: {} passages, SHA-256 checked, indexed in {} ms",
+                    file.path,
+                    corpus.corpus().len(),
+                    started.elapsed().as_millis()
+                );
+                files.insert(file.clone(), Arc::clone(&corpus));
+                Ok(corpus)
+            }
+        }
+    }
+
+    /// How many files are loaded.
+    #[must_use]
+    pub fn files_loaded(&self) -> usize {
+        self.files.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Corpora, CorpusFile, CorpusSource, sha256_hex};
+
+    fn file(dir: &std::path::Path, text: &str) -> CorpusFile {
+        let path = dir.join("c.jsonl");
+        std::fs::write(&path, text).unwrap();
+        CorpusFile { path: path.display().to_string(), sha256: sha256_hex(text.as_bytes()) }
+    }
+
+    #[test]
+    fn a_file_is_loaded_checked_and_indexed_once_per_process() {
+        let dir = std::env::temp_dir().join(format!("verity-corpus-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = "{\"id\": \"a\", \"text\": \"The bridge opened in 1932.\"}\n";
+        let source = CorpusSource::File(file(&dir, text));
+        let corpora = Corpora::new();
+        let first = corpora.get(&source).unwrap();
+        assert!(first.is_indexed());
+        let second = corpora.get(&source).unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(corpora.files_loaded(), 1);
+        // The id the job sees is the core's content id, not the file's hash.
+        assert!(first.id().as_str().starts_with("sha256:"));
+
+        // Another hash is refused, naming the file and both hashes.
+        let CorpusSource::File(mut wrong) = source else { unreachable!() };
+        wrong.sha256 = sha256_hex(b"something else");
+        let error = corpora.get(&CorpusSource::File(wrong.clone())).unwrap_err();
+        assert!(error.contains("refused") && error.contains(&wrong.sha256), "{error}");
+        assert!(
+            error.contains(&sha256_hex(text.as_bytes())) && error.contains("c.jsonl"),
+            "{error}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn sha256_is_lower_case_hex() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! The native HTTP client the core's provider codecs run over: [`ReqwestClient`], an
+//! [`HttpClient`] on `reqwest` with rustls, so providers are reached over HTTPS (and local
+//! servers over plain HTTP). The worker's model calls and `cargo xtask eval --provider` use it.
+//!
+//! Retry waits are `tokio` timers here; the workflow does not use them (its retry delays are
+//! Restate's durable timers, see [`crate::workflow`]).
+
+use std::time::Duration;
+
+use verity_core::provider::{HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead};
+
+/// An [`HttpClient`] over `reqwest` (rustls, HTTP/1.1 and HTTP/2, no proxy from the
+/// environment). A request's `timeout_ms` bounds the whole exchange.
+#[derive(Debug, Clone)]
+pub struct ReqwestClient {
+    client: reqwest::Client,
+    sleeps: bool,
+}
+
+impl Default for ReqwestClient {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReqwestClient {
+    /// A client whose retry waits really sleep.
+    ///
+    /// # Panics
+    /// When the TLS backend cannot be set up (reqwest's own panic).
+    #[must_use]
+    pub fn new() -> Self {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(30))
+            .build()
+            .expect("a reqwest client builds");
+        Self { client, sleeps: true }
+    }
+
+    /// A client whose retry waits return at once (a host with its own timer, such as a
+    /// workflow's durable sleep, waits before it calls again).
+    #[must_use]
+    pub fn without_waits() -> Self {
+        Self { sleeps: false, ..Self::new() }
+    }
+}
+
+/// A response body read as it arrives.
+#[derive(Debug)]
+pub struct ReqwestBody {
+    response: reqwest::Response,
+    deadline: Option<tokio::time::Instant>,
+}
+
+fn failure(error: &reqwest::Error) -> HttpFailure {
+    if error.is_timeout() {
+        HttpFailure::TimedOut
+    } else {
+        // Without the URL: it may carry a key in its query.
+        HttpFailure::Network(error.without_url_ref().to_string())
+    }
+}
+
+trait WithoutUrl {
+    fn without_url_ref(&self) -> String;
+}
+
+impl WithoutUrl for reqwest::Error {
+    fn without_url_ref(&self) -> String {
+        let mut text = self.to_string();
+        if let Some(url) = self.url() {
+            text = text.replace(url.as_str(), "<url>");
+        }
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
+    }
+}
+
+impl HttpClient for ReqwestClient {
+    type Body = ReqwestBody;
+
+    async fn send(
+        &self,
+        request: &HttpRequest,
+    ) -> Result<(ResponseHead, ReqwestBody), HttpFailure> {
+        let method = reqwest::Method::from_bytes(request.method.as_bytes())
+            .map_err(|_| HttpFailure::Network(format!("bad method {:?}", request.method)))?;
+        let mut builder = self.client.request(method, &request.url);
+        for (name, value) in &request.headers {
+            builder = builder.header(name, value);
+        }
+        let deadline =
+            request.timeout_ms.map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+        let send = builder.body(request.body.clone()).send();
+        let response = match deadline {
+            Some(deadline) => {
+                tokio::time::timeout_at(deadline, send).await.map_err(|_| HttpFailure::TimedOut)?
+            }
+            None => send.await,
+        }
+        .map_err(|e| failure(&e))?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| {
+                (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned())
+            })
+            .collect();
+        Ok((ResponseHead { status, headers }, ReqwestBody { response, deadline }))
+    }
+
+    async fn wait(&self, delay_ms: u64) {
+        if self.sleeps {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        }
+    }
+}
+
+impl HttpBody for ReqwestBody {
+    async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpFailure> {
+        let chunk = self.response.chunk();
+        let chunk = match self.deadline {
+            Some(deadline) => {
+                tokio::time::timeout_at(deadline, chunk).await.map_err(|_| HttpFailure::TimedOut)?
+            }
+            None => chunk.await,
+        };
+        chunk.map(|bytes| bytes.map(|bytes| bytes.to_vec())).map_err(|e| failure(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use verity_core::provider::{HttpBody, HttpClient, HttpFailure, HttpRequest};
+
+    use super::ReqwestClient;
+
+    fn post(url: String, timeout_ms: Option<u64>) -> HttpRequest {
+        HttpRequest {
+            method: "POST".to_owned(),
+            url,
+            headers: vec![("content-type".to_owned(), "application/json".to_owned())],
+            body: "{}".to_owned(),
+            timeout_ms,
+        }
+    }
+
+    /// A loopback server that answers one connection with `reply` after reading the request.
+    fn serve_once(reply: &'static [u8]) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut buffer = [0; 4096];
+                let _ = stream.read(&mut buffer);
+                let _ = stream.write_all(reply);
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_response_arrives_with_its_status_headers_and_body() {
+        let port = serve_once(
+            b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 2\r\ncontent-length: 5\r\nconnection: close\r\n\r\nslow!",
+        );
+        let client = ReqwestClient::without_waits();
+        let (head, mut body) =
+            client.send(&post(format!("http://127.0.0.1:{port}/v1"), None)).await.unwrap();
+        assert_eq!(head.status, 429);
+        assert!(head.headers.iter().any(|(name, value)| name == "retry-after" && value == "2"));
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.next_chunk().await.unwrap() {
+            bytes.extend(chunk);
+        }
+        assert_eq!(bytes, b"slow!");
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_times_out_and_a_refused_connection_is_a_network_failure() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let client = ReqwestClient::without_waits();
+        let failure =
+            client.send(&post(format!("http://127.0.0.1:{port}/"), Some(200))).await.unwrap_err();
+        assert_eq!(failure, HttpFailure::TimedOut);
+        drop(listener);
+        let failure =
+            client.send(&post(format!("http://127.0.0.1:{port}/"), None)).await.unwrap_err();
+        assert!(matches!(failure, HttpFailure::Network(_)), "{failure:?}");
+    }
+
+    /// The client speaks TLS: an `https://` URL starts a TLS handshake (which a server that
+    /// answers in plain HTTP breaks), where a client without TLS would refuse the scheme.
+    #[tokio::test]
+    async fn an_https_url_is_spoken_to_over_tls() {
+        let port = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        let client = ReqwestClient::without_waits();
+        let failure =
+            client.send(&post(format!("https://127.0.0.1:{port}/"), Some(5000))).await.unwrap_err();
+        let HttpFailure::Network(message) = failure else { panic!("{failure:?}") };
+        let lower = message.to_lowercase();
+        assert!(!lower.contains("scheme"), "{message}");
+        assert!(
+            // rustls's words for a plain-HTTP answer to its ClientHello.
+            lower.contains("received corrupt message") || lower.contains("tls"),
+            "{message}"
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! `verity-restate`: the worker, the balancer in front of workers, and the batch command.
+//!
+//! - `worker --port P [--provider CONFIG.json]`: serves the `ClaimCheck` and `Batch`
+//!   workflows on 127.0.0.1:P (`--bind ADDR:PORT` for another interface), with the offline
+//!   model unless a provider configuration is given (its key, if the file has none, from
+//!   `VERITY_API_KEY`; never logged). Register it with any Restate server:
+//!   `restate deployments register http://HOST:P` or `POST /deployments` on the admin API.
+//! - `balance --port P WORKER...`: an HTTP/2 balancer over worker addresses.
+//! - `batch CLAIMS.jsonl [--corpus C.jsonl] [--provider CONFIG.json] [--workers N]
+//!   [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] [--retries N]
+//!   [--out FILE] [--data-dir DIR]`: starts a Restate server and N workers, checks the claims
+//!   as one batch, writes the results (JSONL) and prints the summary.
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() -> std::process::ExitCode {
+    match native::main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("verity-restate: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn main() {}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use serde_json::{Map, Value, json};
+    use verity_restate::batch::{self, Options};
+    use verity_restate::corpus::CorpusSource;
+    use verity_restate::host::{Host, Model};
+    use verity_restate::workflow::{CheckInput, Limits, build_job};
+
+    const USAGE: &str = "usage: verity-restate worker --port P [--provider CONFIG.json] \
+        | balance --port P WORKER... | batch CLAIMS.jsonl [--corpus C.jsonl] [--provider CONFIG.json] \
+        [--workers N] [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] \
+        [--retries N] [--out FILE] [--data-dir DIR]";
+
+    fn value<T: std::str::FromStr>(
+        args: &mut impl Iterator<Item = String>,
+        flag: &str,
+    ) -> Result<T, String> {
+        args.next()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+    }
+
+    fn runtime() -> Result<tokio::runtime::Runtime, String> {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())
+    }
+
+    pub fn main() -> Result<(), String> {
+        let mut args = std::env::args().skip(1);
+        match args.next().as_deref() {
+            Some("worker") => worker(args),
+            Some("balance") => balance(args),
+            Some("batch") => run_batch(args),
+            Some("inprocess") => in_process(args),
+            _ => Err(USAGE.to_owned()),
+        }
+    }
+
+    fn worker(mut args: impl Iterator<Item = String>) -> Result<(), String> {
+        let mut address: Option<SocketAddr> = None;
+        let mut model = Model::Offline;
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--port" => {
+                    let port: u16 = value(&mut args, "--port")?;
+                    address = Some(SocketAddr::from(([127, 0, 0, 1], port)));
+                }
+                "--bind" => address = Some(value(&mut args, "--bind")?),
+                "--provider" => {
+                    let path: PathBuf = value(&mut args, "--provider")?;
+                    model = Model::provider(batch::read_provider(&path)?);
+                }
+                other => return Err(format!("unknown argument {other}\n{USAGE}")),
+            }
+        }
+        let address = address.ok_or_else(|| format!("worker needs --port\n{USAGE}"))?;
+        let host = Arc::new(Host::new(model));
+        runtime()?
+            .block_on(verity_restate::serve_worker(host, address))
+            .map_err(|e| format!("{address}: {e}"))
+    }
+
+    fn balance(mut args: impl Iterator<Item = String>) -> Result<(), String> {
+        let mut port = None;
+        let mut workers: Vec<SocketAddr> = Vec::new();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--port" => port = Some(value::<u16>(&mut args, "--port")?),
+                other => workers.push(other.parse().map_err(|e| format!("{other}: {e}"))?),
+            }
+        }
+        let port = port.ok_or_else(|| format!("balance needs --port\n{USAGE}"))?;
+        if workers.is_empty() {
+            return Err(format!("balance needs worker addresses\n{USAGE}"));
+        }
+        runtime()?.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+                .await
+                .map_err(|e| format!("port {port}: {e}"))?;
+            verity_restate::balance::serve(listener, workers).await.map_err(|e| e.to_string())
+        })
+    }
+
+    /// `inprocess CLAIMS.jsonl [--corpus C.jsonl]`: the same checks as `batch` with the
+    /// offline model, in this process without Restate (the benchmark's baseline); prints
+    /// `{"claims": N, "seconds": S}`. The corpus is loaded, hashed and indexed once, as a
+    /// worker does.
+    fn in_process(mut args: impl Iterator<Item = String>) -> Result<(), String> {
+        let mut claims = None;
+        let mut corpus = None;
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--corpus" => corpus = Some(value::<PathBuf>(&mut args, "--corpus")?),
+                other => claims = Some(PathBuf::from(other)),
+            }
+        }
+        let claims = claims.ok_or(USAGE)?;
+        let started = std::time::Instant::now();
+        let rows = batch::read_claims(&claims)?;
+        let mut job = Map::new();
+        job.insert("retriever".to_owned(), json!({"bm25": {"k": 4}}));
+        let options = Options {
+            claims,
+            corpus,
+            provider: None,
+            workers: 1,
+            limits: Limits::default(),
+            job,
+            out: PathBuf::new(),
+            data_dir: PathBuf::new(),
+            binary: PathBuf::new(),
+            progress: false,
+        };
+        let input = batch::batch_input(&options, &rows)?;
+        let host = Host::new(Model::Offline);
+        let runtime = runtime()?;
+        let mut done = 0usize;
+        for row in &input.claims {
+            let mut job = input.job.clone();
+            job.insert("kind".to_owned(), json!("claim"));
+            job.insert("claim".to_owned(), json!(row.claim));
+            let corpus = match &row.corpus {
+                Some(passages) => CorpusSource::Passages(passages.clone()),
+                None => CorpusSource::File(input.corpus.clone().ok_or("no corpus")?),
+            };
+            let check = CheckInput { job: Value::Object(job), corpus: Some(corpus) };
+            let job = build_job(&host, &check).map_err(|e| format!("{e:?}"))?;
+            let outcome =
+                runtime.block_on(verity_core::drive(job, &host.model, &verity_core::NoTools));
+            done += usize::from(outcome.is_ok() || outcome.is_err());
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        println!("{}", json!({"claims": done, "seconds": seconds}));
+        Ok(())
+    }
+
+    fn run_batch(mut args: impl Iterator<Item = String>) -> Result<(), String> {
+        let mut claims = None;
+        let mut corpus = None;
+        let mut provider = None;
+        let mut workers = 2;
+        let mut limits = Limits::default();
+        let (mut kind, mut k, mut retries) = ("bm25".to_owned(), 4u32, 0u32);
+        let mut out = None;
+        let mut data_dir = None;
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--corpus" => corpus = Some(value::<PathBuf>(&mut args, "--corpus")?),
+                "--provider" => provider = Some(value::<PathBuf>(&mut args, "--provider")?),
+                "--workers" => workers = value(&mut args, "--workers")?,
+                "--concurrency" => limits.concurrency = value(&mut args, "--concurrency")?,
+                "--rpm" => limits.requests_per_minute = Some(value(&mut args, "--rpm")?),
+                "--tpm" => limits.tokens_per_minute = Some(value(&mut args, "--tpm")?),
+                "--retriever" => kind = value(&mut args, "--retriever")?,
+                "--k" => k = value(&mut args, "--k")?,
+                "--retries" => retries = value(&mut args, "--retries")?,
+                "--out" => out = Some(value::<PathBuf>(&mut args, "--out")?),
+                "--data-dir" => data_dir = Some(value::<PathBuf>(&mut args, "--data-dir")?),
+                other if other.starts_with('-') => {
+                    return Err(format!("unknown flag {other}\n{USAGE}"));
+                }
+                other => claims = Some(PathBuf::from(other)),
+            }
+        }
+        let claims = claims.ok_or(USAGE)?;
+        let retriever = match kind.as_str() {
+            "bm25" => json!({"bm25": {"k": k}}),
+            "keyword" => json!("keyword"),
+            other => return Err(format!("unknown retriever {other:?} (bm25 or keyword)")),
+        };
+        let mut job = Map::new();
+        job.insert("retriever".to_owned(), retriever);
+        job.insert("retry".to_owned(), json!({"maxRetries": retries}));
+        let target = verity_restate::cluster::workspace_root().join("target/restate");
+        let stamp = std::process::id();
+        // A data directory of our own is removed once the batch is done (its results are out).
+        let own_data = data_dir.is_none();
+        let options = Options {
+            out: out.unwrap_or_else(|| target.join(format!("results-{stamp}.jsonl"))),
+            data_dir: data_dir.unwrap_or_else(|| target.join(format!("data-{stamp}"))),
+            claims,
+            corpus,
+            provider,
+            workers,
+            limits,
+            job,
+            binary: std::env::current_exe().map_err(|e| e.to_string())?,
+            progress: true,
+        };
+        let summary: Value = batch::run(&options)?;
+        if own_data {
+            std::fs::remove_dir_all(&options.data_dir).ok();
+        }
+        println!("{summary:#}");
+        Ok(())
+    }
+}

@@ -1,0 +1,528 @@
+//! Durable claim checking on a real Restate server (from npm), on loopback only: a batch that
+//! survives a killed worker and a restarted server, a tool interrupted between its start and
+//! its result, and bad inputs. The server binary must be installed (`npm ci`, which
+//! `cargo xtask test` runs): these tests fail, never skip, without it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use verity_core::NoTools;
+use verity_restate::batch::{self, Row};
+use verity_restate::cluster::{self, Outcome, Ports, Server, Workers};
+use verity_restate::corpus::{CorpusFile, CorpusSource, sha256_hex};
+use verity_restate::host::{Host, Model};
+use verity_restate::workflow::{
+    BatchInput, BatchResult, CheckInput, CheckResult, ClaimRow, Limits, build_job,
+};
+use verity_tests::http::Aimock;
+
+/// One Restate server at a time: they are heavy for a two-core machine.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_verity-restate"))
+}
+
+/// A fresh directory under `target/restate-tests/`.
+fn scratch(name: &str) -> PathBuf {
+    let dir = cluster::workspace_root().join("target/restate-tests").join(name);
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+const EIFFEL: &str =
+    "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.";
+
+fn corpus_file(dir: &Path) -> CorpusFile {
+    let passages = [
+        ("eiffel", EIFFEL),
+        ("louvre", "The Louvre is the world's most-visited art museum."),
+        ("tokyo", "Tokyo Tower is a communications and observation tower in Minato."),
+        ("height", "Its antenna tops out at three hundred thirty-three metres, finished in 1958."),
+    ];
+    let text: String = passages
+        .iter()
+        .map(|(id, text)| json!({"id": id, "text": text}).to_string() + "\n")
+        .collect();
+    let path = dir.join("corpus.jsonl");
+    std::fs::write(&path, &text).unwrap();
+    CorpusFile { path: path.display().to_string(), sha256: sha256_hex(text.as_bytes()) }
+}
+
+/// An OpenAI-compatible provider at `mock`; streamed (the mock then sends each response in
+/// pieces, with its fixture's latency between them).
+fn provider_file(dir: &Path, mock: &Aimock) -> PathBuf {
+    let path = dir.join("provider.json");
+    let config = json!({
+        "api": "openai", "baseUrl": format!("{}/v1", mock.url()), "model": "gpt-4o-mini",
+        "stream": true,
+    });
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
+fn progress(server: &Server, key: &str) -> Value {
+    cluster::query(&server.ingress_url(), "Batch", key, "progress").unwrap_or(Value::Null)
+}
+
+/// Waits until the batch has finished at least `done` checks.
+fn wait_for_done(server: &Server, key: &str, done: u64) {
+    let start = Instant::now();
+    loop {
+        let now = progress(server, key);
+        // The fan-out is bounded: never more checks in flight than the batch allows.
+        assert!(now["running"].as_u64().unwrap_or(0) <= 4, "{now}");
+        if now["done"].as_u64().unwrap_or(0) >= done {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the batch stalled: {}",
+            progress(server, key)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The request bodies the mock received.
+fn journal(mock: &Aimock) -> Vec<String> {
+    let (status, body) =
+        cluster::blocking_get(&format!("{}/__aimock/journal", mock.url())).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let value: Value = serde_json::from_str(&body).unwrap();
+    let entries = match value {
+        Value::Array(entries) => entries,
+        other => other["entries"].as_array().cloned().unwrap_or_default(),
+    };
+    entries.iter().map(|entry| entry["body"].to_string()).collect()
+}
+
+/// The same checks in one process, without Restate: `drive` over the same transport (each
+/// on its own thread, so the mock's latency is paid once, not sixty times).
+fn in_process(provider: &Path, input: &BatchInput) -> Vec<Result<Value, verity_core::JobFailed>> {
+    std::thread::scope(|scope| {
+        let checks: Vec<_> = input
+            .claims
+            .iter()
+            .map(|row| {
+                scope.spawn(move || {
+                    let runtime =
+                        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                    let host = Host::new(Model::provider(batch::read_provider(provider).unwrap()));
+                    let mut job = input.job.clone();
+                    job.insert("kind".into(), json!("claim"));
+                    job.insert("claim".into(), json!(row.claim));
+                    let check = CheckInput {
+                        job: Value::Object(job),
+                        corpus: Some(CorpusSource::File(input.corpus.clone().unwrap())),
+                    };
+                    let job = build_job(&host, &check).expect("the job builds");
+                    runtime.block_on(verity_core::drive(job, &host.model, &NoTools))
+                })
+            })
+            .collect();
+        checks.into_iter().map(|check| check.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
+    let _serial = serial();
+    let dir = scratch("survives");
+    let mock = Aimock::start(&fixture("claims.json")).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let corpus = corpus_file(&dir);
+    const CLAIMS: usize = 60;
+    let input = BatchInput {
+        corpus: Some(corpus),
+        claims: (0..CLAIMS)
+            .map(|i| ClaimRow {
+                id: Some(format!("c{i}")),
+                claim: format!("The Eiffel Tower stands in Paris, France (check {i})."),
+                corpus: None,
+            })
+            .collect(),
+        job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
+        limits: Limits { concurrency: 4, ..Limits::default() },
+    };
+    let ports = Ports::free();
+    let mut server = Server::start(&dir.join("data"), ports).unwrap();
+    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let mut workers = Workers::start(&binary(), 2, &args, &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    let key = "survives";
+    cluster::submit(&server.ingress_url(), "Batch", key, &serde_json::to_value(&input).unwrap())
+        .unwrap();
+
+    // kill -9 one worker in the middle, and start it again.
+    wait_for_done(&server, key, 10);
+    workers.workers[0].kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    workers.workers[0].restart().unwrap();
+    // Stop the server in the middle, and start it again on the same data directory.
+    wait_for_done(&server, key, 30);
+    let before_stop = progress(&server, key)["done"].as_u64().unwrap();
+    assert!(before_stop < CLAIMS as u64, "the batch finished before the server was stopped");
+    server.stop();
+    std::thread::sleep(Duration::from_millis(500));
+    server = Server::start(&dir.join("data"), ports).unwrap();
+
+    let result: BatchResult = batch::wait(&server.ingress_url(), key, false).unwrap();
+    // Every claim ends with exactly one result, in order.
+    assert_eq!(result.results.len(), CLAIMS);
+    for (index, claim) in result.results.iter().enumerate() {
+        assert_eq!(claim.index, index);
+        assert_eq!(claim.id.as_deref(), Some(format!("c{index}").as_str()));
+        let report = claim.result.value.as_ref().unwrap_or_else(|| panic!("{claim:?}"));
+        assert_eq!(report["assessment"]["verdict"], "supported");
+    }
+    assert_eq!(result.progress.done, CLAIMS as u64);
+    assert_eq!(result.progress.failed, 0);
+    assert_eq!(result.progress.running, 0);
+    assert_eq!(result.progress.tokens, CLAIMS as u64 * 680);
+
+    // No request was made twice for a response that had been journaled: each claim makes two
+    // requests (its assessment, which names the claim, and its summary, the same for every
+    // claim here); a request repeats only when it was in flight (its response not yet
+    // journaled) at one of the two interruptions: at most `concurrency` per interruption.
+    let bodies = journal(&mock);
+    let mut assessments: HashMap<&str, usize> = HashMap::new();
+    for body in bodies.iter().filter(|body| body.contains("record_assessment")) {
+        *assessments.entry(body.as_str()).or_default() += 1;
+    }
+    assert_eq!(assessments.len(), CLAIMS, "one distinct assessment request per claim");
+    assert!(bodies.len() >= 2 * CLAIMS);
+    let repeats = bodies.len() - 2 * CLAIMS;
+    eprintln!("requests: {} for {} model calls ({repeats} repeated)", bodies.len(), 2 * CLAIMS);
+    assert!(repeats <= 2 * 4, "{repeats} repeated requests: more than were in flight");
+    // The results equal an in-process run of the same claims (against a fresh mock).
+    drop(mock);
+    let fresh = Aimock::start(&fixture("claims.json")).unwrap();
+    let provider = provider_file(&dir, &fresh);
+    let expected = in_process(&provider, &input);
+    assert_eq!(result.results.len(), expected.len());
+    for (n, (claim, expected)) in result.results.iter().zip(&expected).enumerate() {
+        // The value is the whole report: verdict, citations, summary, requests, tokens, cost.
+        let expected = CheckResult::of(expected.clone(), claim.result.spent);
+        assert_eq!(claim.result.value, expected.value, "claim {n}");
+        assert_eq!(claim.result.failure, expected.failure, "claim {n}");
+    }
+    drop(workers);
+}
+
+#[test]
+fn a_tool_interrupted_between_its_start_and_its_result_comes_back_as_an_unknown_outcome() {
+    let _serial = serial();
+    let dir = scratch("tally");
+    let mock = Aimock::start(&fixture("tally.json")).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let count = dir.join("count");
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let env = [
+        ("VERITY_TALLY_FILE".to_owned(), count.display().to_string()),
+        ("VERITY_TALLY_HOLD_MS".to_owned(), "60000".to_owned()),
+    ];
+    let mut workers = Workers::start(&binary(), 1, &args, &env).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    let step = CheckInput {
+        job: json!({
+            "kind": "step",
+            "prompt": "Tally once, then submit.",
+            "schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            "tools": [{"name": "tally", "description": "Counts its runs.", "parameters": {"type": "object"}}],
+        }),
+        corpus: None,
+    };
+    cluster::submit(
+        &server.ingress_url(),
+        "ClaimCheck",
+        "tally",
+        &serde_json::to_value(&step).unwrap(),
+    )
+    .unwrap();
+    // The tool has started (it counted) and holds its result: kill the worker now.
+    let start = Instant::now();
+    while std::fs::read_to_string(&count).unwrap_or_default().trim() != "1" {
+        assert!(start.elapsed() < Duration::from_secs(60), "the tool never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    workers.workers[0].kill9();
+    workers.workers[0].remove_env("VERITY_TALLY_HOLD_MS");
+    workers.workers[0].restart().unwrap();
+
+    let start = Instant::now();
+    let result = loop {
+        match cluster::output(&server.ingress_url(), "ClaimCheck", "tally") {
+            Outcome::Done(value) => break value,
+            Outcome::Failed(message) => panic!("the step failed: {message}"),
+            Outcome::Pending => {}
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the step did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let result: CheckResult = serde_json::from_value(result).unwrap();
+    // The step went on: the model was told the outcome is unknown and submitted.
+    assert_eq!(result.value, Some(json!({"text": "tallied"})), "{result:?}");
+    assert_eq!(result.spent.requests, 2);
+    // The tool ran once.
+    assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "1");
+    let bodies = journal(&mock);
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert!(bodies[1].contains("unknown outcome"), "{}", bodies[1]);
+    assert!(!bodies[1].contains("counted: this is run"), "{}", bodies[1]);
+
+    // The same with a tool declared replay-safe: it is run again instead.
+    std::fs::remove_file(&count).unwrap();
+    let worker = &mut workers.workers[0];
+    worker.kill9();
+    worker.set_env("VERITY_TALLY_HOLD_MS", "60000");
+    worker.restart().unwrap();
+    let mut safe = step.clone();
+    safe.job["tools"][0]["replaySafe"] = json!(true);
+    let safe = serde_json::to_value(&safe).unwrap();
+    cluster::submit(&server.ingress_url(), "ClaimCheck", "tally-safe", &safe).unwrap();
+    let start = Instant::now();
+    while std::fs::read_to_string(&count).unwrap_or_default().trim() != "1" {
+        assert!(start.elapsed() < Duration::from_secs(60), "the tool never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    worker.kill9();
+    worker.remove_env("VERITY_TALLY_HOLD_MS");
+    worker.restart().unwrap();
+    let start = Instant::now();
+    while !matches!(
+        cluster::output(&server.ingress_url(), "ClaimCheck", "tally-safe"),
+        Outcome::Done(_)
+    ) {
+        assert!(start.elapsed() < Duration::from_secs(60), "the step did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&count).unwrap().trim(),
+        "2",
+        "a replay-safe tool runs again"
+    );
+    let bodies = journal(&mock);
+    assert!(bodies[3].contains("counted: this is run 2"), "{}", bodies[3]);
+}
+
+#[test]
+fn a_claim_file_with_a_broken_line_names_the_line_and_submits_nothing() {
+    let dir = scratch("broken");
+    let claims = dir.join("claims.jsonl");
+    std::fs::write(
+        &claims,
+        "{\"id\": \"a\", \"claim\": \"One.\"}\n{\"id\": \"b\", \"claim\": \"Two.\"}\n{\"id\": \"c\", \"claim\": \n{\"id\": \"d\", \"claim\": \"Four.\"}\n",
+    )
+    .unwrap();
+    let data = dir.join("data");
+    let out = std::process::Command::new(binary())
+        .args(["batch"])
+        .arg(&claims)
+        .args(["--corpus", "/nonexistent/never-read.jsonl", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains(&format!("{}:3:", claims.display())), "{stderr}");
+    // Nothing was started, so nothing was submitted: the server's data directory was never made.
+    assert!(!data.exists());
+    // And a bad label names its line too.
+    std::fs::write(&claims, "{\"claim\": \"One.\", \"label\": \"true\"}\n").unwrap();
+    let error = batch::read_claims(&claims).unwrap_err();
+    assert!(error.contains(":1: label \"true\""), "{error}");
+}
+
+#[test]
+fn a_corpus_whose_hash_does_not_match_is_refused_by_the_workers() {
+    let _serial = serial();
+    let dir = scratch("mismatch");
+    let mut corpus = corpus_file(&dir);
+    let wrong = sha256_hex(b"another corpus");
+    corpus.sha256.clone_from(&wrong);
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let workers = Workers::start(&binary(), 1, &[], &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    let input = BatchInput {
+        corpus: Some(corpus.clone()),
+        claims: vec![ClaimRow {
+            id: None,
+            claim: "The Eiffel Tower is in Paris.".into(),
+            corpus: None,
+        }],
+        job: Map::new(),
+        limits: Limits::default(),
+    };
+    cluster::submit(
+        &server.ingress_url(),
+        "Batch",
+        "mismatch",
+        &serde_json::to_value(&input).unwrap(),
+    )
+    .unwrap();
+    let error = batch::wait(&server.ingress_url(), "mismatch", false).unwrap_err();
+    assert!(error.contains("refused"), "{error}");
+    assert!(error.contains(&wrong), "{error}");
+    assert!(error.contains("corpus.jsonl"), "{error}");
+    // A single check given the file directly is refused the same way.
+    let check = CheckInput {
+        job: json!({"kind": "claim", "claim": "The Eiffel Tower is in Paris."}),
+        corpus: Some(CorpusSource::File(corpus)),
+    };
+    cluster::submit(
+        &server.ingress_url(),
+        "ClaimCheck",
+        "mismatch",
+        &serde_json::to_value(&check).unwrap(),
+    )
+    .unwrap();
+    let start = Instant::now();
+    loop {
+        match cluster::output(&server.ingress_url(), "ClaimCheck", "mismatch") {
+            Outcome::Failed(message) => {
+                assert!(message.contains("refused"), "{message}");
+                break;
+            }
+            Outcome::Done(value) => panic!("a refused corpus was used: {value}"),
+            Outcome::Pending => {}
+        }
+        assert!(start.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
+    let _serial = serial();
+    let dir = scratch("offline");
+    let claims = dir.join("claims.jsonl");
+    let rows = [
+        json!({"id": "a", "claim": "The Eiffel Tower is in Paris.", "corpus": {"e1": EIFFEL, "e2": "The Louvre is a museum."}, "label": "supported", "meta": {"gold": "e1"}}),
+        json!({"id": "b", "claim": "Tokyo Tower is in Osaka.", "corpus": {"e1": "Tokyo Tower is in Minato, Tokyo."}, "label": "contradicted"}),
+        json!({"id": "c", "claim": "The moon is made of cheese.", "corpus": {"e1": "The Louvre is a museum."}, "label": "insufficient"}),
+    ];
+    std::fs::write(&claims, rows.iter().map(|r| r.to_string() + "\n").collect::<String>()).unwrap();
+    let out = dir.join("results.jsonl");
+    let options = batch::Options {
+        claims: claims.clone(),
+        corpus: None,
+        provider: None,
+        workers: 1,
+        limits: Limits::default(),
+        job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
+        out: out.clone(),
+        data_dir: dir.join("data"),
+        binary: binary(),
+        progress: false,
+    };
+    let summary = batch::run(&options).unwrap();
+    assert_eq!(summary["counts"]["claims"], 3);
+    assert!(summary["accuracy"].is_number(), "{summary}");
+    assert!(summary["confusion"].is_object(), "{summary}");
+    let lines: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["id"], "a");
+    // The same rows in one process give the same verdicts.
+    let host = Arc::new(Host::new(Model::Offline));
+    for (line, row) in lines.iter().zip(&rows) {
+        let passages: BTreeMap<String, String> =
+            serde_json::from_value(row["corpus"].clone()).unwrap();
+        let check = CheckInput {
+            job: json!({"kind": "claim", "claim": row["claim"], "retriever": {"bm25": {"k": 4}}}),
+            corpus: Some(CorpusSource::Passages(passages)),
+        };
+        let job = build_job(&host, &check).unwrap();
+        let outcome = pollster::block_on(verity_core::drive(job, &host.model, &NoTools));
+        match outcome {
+            Ok(value) => assert_eq!(line["result"]["value"], value),
+            Err(failure) => assert_eq!(line["result"]["failure"]["kind"], failure.kind().as_str()),
+        }
+    }
+    let _: Vec<Row> = batch::read_claims(&claims).unwrap();
+}
+
+/// The mock's journal entries (for their timestamps).
+fn journal_entries(mock: &Aimock) -> Vec<Value> {
+    let (_, body) = cluster::blocking_get(&format!("{}/__aimock/journal", mock.url())).unwrap();
+    match serde_json::from_str::<Value>(&body).unwrap() {
+        Value::Array(entries) => entries,
+        other => other["entries"].as_array().cloned().unwrap_or_default(),
+    }
+}
+
+#[test]
+fn a_retry_after_wait_is_a_durable_timer_that_a_worker_restart_does_not_reset() {
+    let _serial = serial();
+    let dir = scratch("timer");
+    let mock = Aimock::start(&fixture("retry.json")).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let mut workers = Workers::start(&binary(), 1, &args, &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    let step = CheckInput {
+        job: json!({
+            "kind": "step",
+            "prompt": "Wait for the rate limit, then submit.",
+            "schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            "retry": {"maxRetries": 2},
+        }),
+        corpus: None,
+    };
+    cluster::submit(
+        &server.ingress_url(),
+        "ClaimCheck",
+        "timer",
+        &serde_json::to_value(&step).unwrap(),
+    )
+    .unwrap();
+    // The first request is answered 429 with Retry-After: 4 s. Two seconds into the wait, the
+    // worker dies; it is started again at once.
+    let start = Instant::now();
+    while journal_entries(&mock).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(30), "no request was made");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    workers.workers[0].kill9();
+    workers.workers[0].restart().unwrap();
+    let start = Instant::now();
+    let result = loop {
+        match cluster::output(&server.ingress_url(), "ClaimCheck", "timer") {
+            Outcome::Done(value) => break value,
+            Outcome::Failed(message) => panic!("the step failed: {message}"),
+            Outcome::Pending => {}
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the step did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let result: CheckResult = serde_json::from_value(result).unwrap();
+    assert_eq!(result.value, Some(json!({"text": "after the wait"})), "{result:?}");
+    assert_eq!((result.spent.requests, result.spent.retries), (2, 1));
+    // Two requests: the failed one was journaled and not made again. The retry came when the
+    // wait begun before the restart ended (4 s after the first), not 4 s after the restart.
+    let entries = journal_entries(&mock);
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    let at = |n: usize| entries[n]["timestamp"].as_f64().unwrap();
+    let waited = at(1) - at(0);
+    eprintln!("the retry came {waited} ms after the first request");
+    assert!(waited >= 4000.0, "the Retry-After wait was cut short: {waited} ms");
+    assert!(waited < 5500.0, "the wait restarted with the worker: {waited} ms");
+}

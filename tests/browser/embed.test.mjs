@@ -1,0 +1,200 @@
+// The embedding: verity.js and <verity-check> on examples/embed.html (from the built folder),
+// in real Chromium: the element's result, the module's claim check, a page tool called by
+// runStep through a mock provider, cancel, XSS payloads inert, and the app's storage untouched.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer as createHttpServer } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { serve, browser, screenshot, aimock, ROOT } from './harness.mjs';
+
+let site;
+before(async () => { site = await serve(); });
+after(async () => { await site.close(); });
+
+const id = (name) => `[data-testid="${name}"]`;
+
+async function open(options) {
+  const session = await browser(options);
+  await session.page.goto(`${site.url}examples/embed.html`);
+  return session;
+}
+
+/** Waits for an element to end (done or failed) and returns its state and shadow text. */
+async function settled(page, selector) {
+  await page.waitForFunction((s) => {
+    const state = document.querySelector(s)?.getAttribute('data-state');
+    return state === 'done' || state === 'failed';
+  }, selector, { timeout: 60000 });
+  return page.evaluate((s) => {
+    const element = document.querySelector(s);
+    return { state: element.getAttribute('data-state'), text: element.shadowRoot.textContent, report: element.report };
+  }, selector);
+}
+
+test('the element checks its claim with the offline model and shows verdict, summary and cited items', async () => {
+  const { page, errors, close } = await open();
+  try {
+    const inline = await settled(page, '#inline-check');
+    assert.equal(inline.state, 'done', inline.text);
+    assert.equal(inline.report.assessment.verdict, 'supported');
+    assert.match(inline.text, /supported/);
+    assert.ok(inline.text.includes(inline.report.summary), 'the summary is shown');
+    assert.deepEqual(inline.report.cited.map((item) => item.id), ['eiffel']);
+    assert.match(inline.text, /Champ de Mars/, 'the cited item is shown');
+    const file = await settled(page, '#file-check');
+    assert.equal(file.state, 'done', file.text);
+    assert.deepEqual(file.report.cited.map((item) => item.id), ['tokyo'], 'the corpus came from towers.jsonl');
+    // Each element dispatched verity-result (the page's own listener logs them).
+    await page.locator(id('events')).filter({ hasText: 'verity-result from #inline-check: supported' }).waitFor();
+    await page.locator(id('events')).filter({ hasText: 'verity-result from #file-check: supported' }).waitFor();
+    // Changing the claim checks again.
+    await page.evaluate(() => document.querySelector('#inline-check').setAttribute('claim', 'The Louvre is an art museum.'));
+    await page.waitForFunction(() => document.querySelector('#inline-check').report?.claim === 'The Louvre is an art museum.', null, { timeout: 30000 });
+    const again = await settled(page, '#inline-check');
+    assert.deepEqual(again.report.cited.map((item) => item.id), ['louvre']);
+    // The embedding never touched the origin's IndexedDB (the app's corpus and results).
+    const databases = await page.evaluate(async () => (await indexedDB.databases()).map((db) => db.name));
+    assert.deepEqual(databases, []);
+    await screenshot(page, 'embed-elements');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
+
+test('the module checks a claim; a page tool is called by runStep through a mock provider', async () => {
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/embed-step.json'));
+  const { page, errors, close } = await open();
+  try {
+    await page.click(id('check'));
+    await page.locator(id('check-verdict')).waitFor({ timeout: 60000 });
+    assert.equal(await page.locator(id('check-verdict')).textContent(), 'supported');
+
+    await page.fill(id('provider'), JSON.stringify({ api: 'openai', baseUrl: `${mock.url}/v1`, model: 'gpt-4o-mini' }));
+    await page.click(id('run-step'));
+    await page.locator(id('step-result')).filter({ hasText: 'submitted' }).waitFor({ timeout: 60000 });
+    assert.equal(await page.locator(id('step-result')).textContent(), 'submitted: {"miles":1.864}');
+    assert.equal(await page.locator(id('tool-calls')).textContent(), '1', 'the page tool ran once');
+    const journal = await (await fetch(`${mock.url}/__aimock/journal`)).json();
+    const entries = Array.isArray(journal) ? journal : journal.entries ?? [];
+    assert.equal(entries.length, 2, 'two model requests: the tool call, then the submission');
+    assert.match(JSON.stringify(entries[1]), /1\.864 miles/, "the page tool's answer reached the model");
+
+    // The module's errors are typed: a bad schema is a config failure, nothing requested.
+    const failure = await page.evaluate(async () => {
+      const { Verity } = await import('../verity.js');
+      const verity = new Verity();
+      try {
+        await verity.runStep({ prompt: 'x', schema: { type: 'object' }, maxTurns: 0 });
+        return null;
+      } catch (error) {
+        return { name: error.name, kind: error.kind, message: error.message, requests: error.spent?.requests };
+      } finally {
+        verity.terminate();
+      }
+    });
+    assert.equal(failure.name, 'VerityError');
+    assert.equal(failure.kind, 'config');
+    assert.match(failure.message, /^maxTurns/);
+    assert.equal(failure.requests, 0);
+    await screenshot(page, 'embed-module');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
+test('cancel through an AbortSignal ends the check as cancelled and leaves no request open', async () => {
+  const sockets = new Set();
+  const silent = createHttpServer((request, response) => {
+    if (request.method === 'OPTIONS') {
+      response.writeHead(204, { 'access-control-allow-origin': '*', 'access-control-allow-headers': '*',
+        'access-control-allow-methods': 'POST' }).end();
+      return;
+    }
+    sockets.add(request.socket);
+    request.socket.on('close', () => sockets.delete(request.socket));
+  });
+  await new Promise((done) => silent.listen(0, '127.0.0.1', done));
+  const { page, errors, close } = await open();
+  try {
+    await page.fill(id('provider'), JSON.stringify({ api: 'openai', baseUrl: `http://127.0.0.1:${silent.address().port}/v1`, model: 'm' }));
+    await page.click(id('check'));
+    const deadline = Date.now() + 30000;
+    while (sockets.size === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(sockets.size, 1, 'the model request is open');
+    await page.click(id('cancel-check'));
+    await page.locator(id('check-result')).filter({ hasText: 'cancelled' }).waitFor({ timeout: 30000 });
+    const until = Date.now() + 10000;
+    while (sockets.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(sockets.size, 0, 'the request was aborted');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    await new Promise((done) => silent.close(done));
+  }
+});
+
+test('markup in the corpus and the claim is shown as text and runs nothing', async () => {
+  const { page, errors, close } = await open();
+  try {
+    await settled(page, '#inline-check');
+    await page.evaluate(() => {
+      const element = document.createElement('verity-check');
+      element.id = 'xss-check';
+      element.setAttribute('claim', 'The tower <img src=x onerror="window.__pwned=1"> is in Paris.');
+      const data = document.createElement('script');
+      data.type = 'application/json';
+      data.textContent = JSON.stringify([
+        { id: '<b>x</b>', text: 'The tower <img src=x onerror="window.__pwned=2"> is in Paris <script>window.__pwned=3</script>.' },
+      ]);
+      element.append(data);
+      document.querySelector('main').append(element);
+    });
+    const result = await settled(page, '#xss-check');
+    assert.equal(result.state, 'done', result.text);
+    const inert = await page.evaluate(() => {
+      const root = document.querySelector('#xss-check').shadowRoot;
+      return { pwned: window.__pwned ?? null, markup: root.querySelectorAll('img, script, b').length, text: root.textContent };
+    });
+    assert.equal(inert.pwned, null);
+    assert.equal(inert.markup, 0, 'no element was made from the data');
+    assert.ok(inert.text.includes('<img src=x onerror="window.__pwned=2">'), inert.text);
+    assert.ok(inert.text.includes('<b>x</b>'), 'the id is shown as text');
+    // A corpus on another origin is refused with a typed error event.
+    const refused = await page.evaluate(() => new Promise((resolve) => {
+      const element = document.createElement('verity-check');
+      element.setAttribute('corpus', 'https://example.com/corpus.jsonl');
+      element.setAttribute('claim', 'Anything.');
+      element.addEventListener('verity-error', (event) => resolve(event.detail));
+      document.querySelector('main').append(element);
+    }));
+    assert.equal(refused.kind, 'corpus');
+    assert.match(refused.message, /origin/);
+    await screenshot(page, 'embed-xss');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
+
+test('the example page is usable on a phone-width window, with no serious accessibility violations', async () => {
+  const { page, errors, close } = await open({ width: 390, height: 844 });
+  try {
+    await settled(page, '#inline-check');
+    await settled(page, '#file-check');
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `no horizontal scrolling (${overflow}px too wide)`);
+    await screenshot(page, 'embed-phone');
+    // axe-core sees into the elements' open shadow roots.
+    await page.evaluate(readFileSync(join(ROOT, 'node_modules/axe-core/axe.min.js'), 'utf8'));
+    const results = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+    const bad = results.violations.filter((v) => ['serious', 'critical'].includes(v.impact));
+    assert.deepEqual(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.length})`), []);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});

@@ -1,0 +1,97 @@
+// Types of verity.js: Verity's claim checks and typed steps for any web page.
+
+/** The core's provider JSON (an OpenAI-compatible endpoint or Anthropic). */
+export type ProviderConfig =
+  | { api: 'openai'; baseUrl: string; model: string; apiKey?: string; stream?: boolean; [option: string]: unknown }
+  | { api: 'anthropic'; model: string; apiKey?: string; baseUrl?: string; headers?: [string, string][]; [option: string]: unknown };
+
+/** Omitted or `"offline"`: the offline baseline (a lexical heuristic, not a language model). */
+export type ProviderOption = ProviderConfig | 'offline' | undefined;
+
+export interface Item { id: string; text: string }
+
+export interface Usage { input: number; output: number; cacheRead: number; cacheWrite: number; cost: number }
+
+export interface Spent { turns: number; requests: number; failedAttempts: number; retries: number; usage: Usage }
+
+export interface CorpusSummary { id: string | null; items: number; bytes: number; indexed: boolean; indexMs: number | null }
+
+export type Verdict = 'supported' | 'contradicted' | 'insufficient';
+
+/** The core's claim report, plus the corpus items its citations quote. */
+export interface Report {
+  claim: string;
+  assessment: { verdict: Verdict; confidence: number; citations: string[]; rationale?: string };
+  route: 'single call' | 'agent escalation';
+  summary: string;
+  requests: number;
+  usage: Usage;
+  cited: Item[];
+  [field: string]: unknown;
+}
+
+/** The core's events (stages, model calls, tool calls, retries, streamed pieces). */
+export type VerityEvent =
+  | { type: 'stage'; stage: 'retrieve' | 'assess' | 'research' | 'reassess' | 'summary'; turn?: number; of?: number; evidence?: number }
+  | { type: 'modelCall'; call: number; retry: number; delayMs: number }
+  | { type: 'modelAnswered'; call: number; stopReason: string; usage: Usage; error?: string }
+  | { type: 'toolCall'; tool: string; host: boolean }
+  | { type: 'toolSettled'; tool: string; isError: boolean }
+  | { type: 'retry'; attempt: number; delayMs: number; message: string }
+  | { type: 'delta'; call: number; delta: unknown }
+  | { type: string; [field: string]: unknown };
+
+/** A typed failure: `provider`, `invalid-submissions`, `turn-limit`, `no-submit`, the claim
+ * check's kinds, `config`, `cancelled`, `corpus` (a refused corpus) or `worker`. */
+export class VerityError extends Error {
+  readonly kind: string;
+  readonly spent: Spent | null;
+  readonly failure: unknown;
+}
+
+export class VerityCorpus {
+  readonly name: string;
+  add(items: Item[]): Promise<CorpusSummary>;
+  addFile(name: string, text: string): Promise<CorpusSummary>;
+  drop(): void;
+}
+
+export interface PageTool {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments; `run` is called only with arguments valid against it. */
+  parameters?: object;
+  run(args: any, context: { signal?: AbortSignal }): unknown | Promise<unknown>;
+  replaySafe?: boolean;
+  sequential?: boolean;
+}
+
+export class Verity extends EventTarget {
+  constructor(options?: { provider?: ProviderOption; concurrency?: number; workerUrl?: string | URL });
+  createCorpus(): VerityCorpus;
+  checkClaim(options: { claim: string; corpus: VerityCorpus; signal?: AbortSignal; onEvent?: (event: VerityEvent) => void; provider?: ProviderOption }): Promise<Report>;
+  runStep<T = unknown>(options: {
+    prompt: string;
+    schema: object;
+    system?: string;
+    tools?: PageTool[];
+    signal?: AbortSignal;
+    onEvent?: (event: VerityEvent) => void;
+    provider?: ProviderOption;
+    maxTurns?: number;
+    maxAttempts?: number;
+    retry?: { maxRetries?: number; baseDelayMs?: number; [option: string]: unknown };
+  }): Promise<T>;
+  terminate(): void;
+}
+
+/** `<verity-check claim="..." corpus="URL" provider="JSON">`; events `verity-result`
+ * (`detail`: the report) and `verity-error` (`detail`: `{kind, message, spent}`). */
+export class VerityCheckElement extends HTMLElement {
+  report: Report | null;
+  refresh(): void;
+}
+
+declare global {
+  interface HTMLElementTagNameMap { 'verity-check': VerityCheckElement }
+}
