@@ -3,10 +3,9 @@
 // runStep through a mock provider, cancel, XSS payloads inert, and the app's storage untouched.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer as createHttpServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { serve, browser, screenshot, aimock, ROOT } from './harness.mjs';
+import { serve, browser, screenshot, aimock, silentServer, ROOT } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -107,33 +106,23 @@ test('the module checks a claim; a page tool is called by runStep through a mock
 });
 
 test('cancel through an AbortSignal ends the check as cancelled and leaves no request open', async () => {
-  const sockets = new Set();
-  const silent = createHttpServer((request, response) => {
-    if (request.method === 'OPTIONS') {
-      response.writeHead(204, { 'access-control-allow-origin': '*', 'access-control-allow-headers': '*',
-        'access-control-allow-methods': 'POST' }).end();
-      return;
-    }
-    sockets.add(request.socket);
-    request.socket.on('close', () => sockets.delete(request.socket));
-  });
-  await new Promise((done) => silent.listen(0, '127.0.0.1', done));
+  const silent = await silentServer();
   const { page, errors, close } = await open();
   try {
-    await page.fill(id('provider'), JSON.stringify({ api: 'openai', baseUrl: `http://127.0.0.1:${silent.address().port}/v1`, model: 'm' }));
+    await page.fill(id('provider'), JSON.stringify({ api: 'openai', baseUrl: `${silent.url}/v1`, model: 'm' }));
     await page.click(id('check'));
     const deadline = Date.now() + 30000;
-    while (sockets.size === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    assert.equal(sockets.size, 1, 'the model request is open');
+    while (silent.open() === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(silent.open(), 1, 'the model request is open');
     await page.click(id('cancel-check'));
     await page.locator(id('check-result')).filter({ hasText: 'cancelled' }).waitFor({ timeout: 30000 });
     const until = Date.now() + 10000;
-    while (sockets.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-    assert.equal(sockets.size, 0, 'the request was aborted');
+    while (silent.open() > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(silent.open(), 0, 'the request was aborted');
     assert.deepEqual(errors, []);
   } finally {
     await close();
-    await new Promise((done) => silent.close(done));
+    await silent.close();
   }
 });
 

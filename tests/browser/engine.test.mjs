@@ -2,10 +2,9 @@
 // work), the VitaminC corpus, and accessibility (axe-core), in real Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer as createHttpServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { serve, browser, screenshot, aimock, ROOT } from './harness.mjs';
+import { serve, browser, screenshot, aimock, silentServer, ROOT } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -110,40 +109,28 @@ test('a claim checked through Anthropic\'s Messages API, streaming', async () =>
 });
 
 test('cancel mid-run ends the check as cancelled and leaves no request open', async () => {
-  // A server that allows the page's origin (answers the CORS preflight) and never answers a
-  // model request: the test counts the model requests still open.
-  const sockets = new Set();
-  const silent = createHttpServer((request, response) => {
-    if (request.method === 'OPTIONS') {
-      response.writeHead(204, { 'access-control-allow-origin': '*', 'access-control-allow-headers': '*',
-        'access-control-allow-methods': 'POST' }).end();
-      return;
-    }
-    sockets.add(request.socket);
-    request.socket.on('close', () => sockets.delete(request.socket));
-  });
-  await new Promise((done) => silent.listen(0, '127.0.0.1', done));
+  const silent = await silentServer();
   const { page, errors, close } = await open();
   try {
     await loadEiffel(page);
-    await useOpenAi(page, `http://127.0.0.1:${silent.address().port}/v1`);
+    await useOpenAi(page, `${silent.url}/v1`);
     await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
     await page.click(id('run'));
     const card = page.locator(id('check-1'));
     await card.locator(id('check-stage')).filter({ hasText: 'Assessing' }).waitFor({ timeout: 30000 });
-    for (let i = 0; i < 100 && sockets.size === 0; i++) await page.waitForTimeout(50);
-    assert.equal(sockets.size, 1, 'the request is open');
+    for (let i = 0; i < 100 && silent.open() === 0; i++) await page.waitForTimeout(50);
+    assert.equal(silent.open(), 1, 'the request is open');
     await screenshot(page, 'running');
     await card.locator(id('cancel')).click();
     await card.locator(id('failure-kind')).waitFor({ timeout: 10000 });
     assert.match(await card.locator(id('failure-kind')).innerText(), /cancelled/);
-    for (let i = 0; i < 100 && sockets.size > 0; i++) await page.waitForTimeout(50);
-    assert.equal(sockets.size, 0, 'the browser closed the request');
+    for (let i = 0; i < 100 && silent.open() > 0; i++) await page.waitForTimeout(50);
+    assert.equal(silent.open(), 0, 'the browser closed the request');
     await screenshot(page, 'failure-cancelled');
     assert.deepEqual(errors, []);
   } finally {
     await close();
-    silent.close();
+    await silent.close();
   }
 });
 

@@ -106,3 +106,28 @@ export function aimock(fixtures, extra = []) {
     child.on('exit', (code) => fail(new Error(`aimock exited (${code}): ${log}`)));
   });
 }
+
+/** A provider that allows the page's origin (answers the CORS preflight) and never answers a
+ * model request; resolves to { url, open() (how many model requests are still open), close }. */
+export function silentServer() {
+  const sockets = new Set();
+  const server = createServer((request, response) => {
+    if (request.method === 'OPTIONS') {
+      response.writeHead(204, { 'access-control-allow-origin': '*', 'access-control-allow-headers': '*',
+        'access-control-allow-methods': 'POST' }).end();
+      return;
+    }
+    sockets.add(request.socket);
+    request.socket.on('close', () => sockets.delete(request.socket));
+  });
+  return new Promise((ready) => {
+    server.listen(0, '127.0.0.1', () => ready({
+      url: `http://127.0.0.1:${server.address().port}`,
+      open: () => sockets.size,
+      close: () => new Promise((done) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(done);
+      }),
+    }));
+  });
+}
