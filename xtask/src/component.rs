@@ -128,12 +128,7 @@ pub fn test() -> Result {
     ]))?;
     section("the component in Node (jco)");
     transpile(&wasm)?;
-    let mut tests: Vec<PathBuf> = std::fs::read_dir(root().join("tests/component"))
-        .map_err(|e| e.to_string())?
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.to_string_lossy().ends_with(".test.mjs"))
-        .collect();
-    tests.sort();
+    let tests = super::node_test_files("tests/component")?;
     run(Command::new("node")
         .current_dir(root())
         .env("VERITY_COMPONENT_JS", js_dir().join("verity.js"))

@@ -66,6 +66,17 @@ fn cargo() -> Command {
     command
 }
 
+/// The Node test files (`*.test.mjs`) in the workspace folder `dir`, sorted.
+fn node_test_files(dir: &str) -> Result<Vec<PathBuf>> {
+    let mut tests: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+        .map_err(|e| format!("{dir}: {e}"))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.to_string_lossy().ends_with(".test.mjs"))
+        .collect();
+    tests.sort();
+    Ok(tests)
+}
+
 /// Runs `command`, echoing it, and fails when it fails.
 fn run(command: &mut Command) -> Result {
     eprintln!("xtask: $ {}", describe(command));

@@ -128,12 +128,7 @@ pub fn browser_tests() -> Result {
     size(&[])?;
     section("browser tests (Chromium)");
     setup::chromium()?;
-    let mut tests: Vec<PathBuf> = std::fs::read_dir(root().join("tests/browser"))
-        .map_err(|e| e.to_string())?
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.to_string_lossy().ends_with(".test.mjs"))
-        .collect();
-    tests.sort();
+    let tests = super::node_test_files("tests/browser")?;
     run(Command::new("node")
         .current_dir(root())
         .args(["--test", "--test-concurrency=1", "--test-reporter=spec"])
