@@ -2,13 +2,14 @@
 //! [`FromWorker`] message to a callback.
 //!
 //! Messages travel as plain JavaScript objects (the messages' serde JSON: camelCase, a `"type"`
-//! tag), which is what the worker reads and posts. The page converts them with serde_json and
-//! the browser's `JSON.parse` / `JSON.stringify` rather than serde-wasm-bindgen: the same
-//! objects, and serde-wasm-bindgen's code stays out of the page's wasm (serde_json is there
-//! anyway for the engine's report and event JSON). [`encode`] and [`decode`] are the only
+//! tag), which is what the worker reads and posts. The page converts them between
+//! `serde_json::Value` and JavaScript objects with [`crate::js`] (no JSON text, so serde_json's
+//! parser and writer stay out of the page's wasm), and reads the worker's messages with
+//! [`FromJson`] rather than serde's derived deserializer, which was the largest code in the
+//! page's wasm (see `verity_messages`'s `read` module). [`encode`] and [`decode`] are the only
 //! places that know it.
 
-use verity_messages::{FromWorker, ToWorker};
+use verity_messages::{FromJson, FromWorker, ToWorker};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{ErrorEvent, MessageEvent, Worker, WorkerOptions, WorkerType};
@@ -18,21 +19,15 @@ pub const WORKER_URL: &str = "./verity-worker_loader.js";
 
 /// A message for the worker as a JavaScript value (a plain object).
 pub fn encode(message: &ToWorker) -> Result<JsValue, String> {
-    let text = serde_json::to_string(message)
+    let value = serde_json::to_value(message)
         .map_err(|error| format!("could not encode a message for the engine: {error}"))?;
-    js_sys::JSON::parse(&text)
-        .map_err(|error| format!("could not encode a message for the engine: {}", describe(&error)))
+    Ok(crate::js::to_js(&value))
 }
 
-/// A message from the worker, from a JavaScript value (a plain object, or JSON text).
+/// A message from the worker, from a JavaScript value (a plain object).
 pub fn decode(value: JsValue) -> Result<FromWorker, String> {
-    let text = match value.as_string() {
-        Some(text) => text,
-        None => js_sys::JSON::stringify(&value).map(String::from).map_err(|error| {
-            format!("could not read a message from the engine: {}", describe(&error))
-        })?,
-    };
-    serde_json::from_str(&text)
+    crate::js::from_js(&value)
+        .and_then(|value| FromWorker::from_json(&value))
         .map_err(|error| format!("could not read a message from the engine: {error}"))
 }
 
@@ -102,5 +97,6 @@ pub fn describe(error: &JsValue) -> String {
         .dyn_ref::<js_sys::Error>()
         .map(|error| String::from(error.message()))
         .or_else(|| error.as_string())
-        .unwrap_or_else(|| format!("{error:?}"))
+        .or_else(|| js_sys::JSON::stringify(error).ok().map(String::from))
+        .unwrap_or_else(|| "an error the browser did not describe".to_owned())
 }

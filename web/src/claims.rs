@@ -144,11 +144,10 @@ fn ChecksList(
 ) -> impl IntoView {
     let any_results = move || !engine.results().is_empty();
     let export_json = move |_| {
-        if let Err(error) = export::download(
-            "verity-results.json",
-            "application/json",
-            &export::to_json(&engine.results()),
-        ) {
+        let written = crate::js::pretty(&export::to_json(&engine.results()));
+        if let Err(error) = written
+            .and_then(|text| export::download("verity-results.json", "application/json", &text))
+        {
             engine.notify(None, None, format!("The export failed: {error}"));
         }
     };

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use leptos::prelude::*;
 use serde_json::Value;
 use verity_messages::{
-    CheckRequest, CheckResult, CorpusSummary, EventView, FromWorker, Item, NamedText,
+    CheckRequest, CheckResult, CorpusSummary, EventView, FromJson, FromWorker, Item, NamedText,
     ProviderChoice, ToWorker, UsageView,
 };
 
@@ -130,7 +130,7 @@ impl CheckState {
         if self.phase == Phase::Queued {
             self.phase = Phase::Running;
         }
-        let Ok(event) = serde_json::from_value::<EventView>(event.clone()) else {
+        let Ok(event) = EventView::from_json(event) else {
             return;
         };
         match event {
@@ -229,9 +229,25 @@ pub fn stage_text(
     }
 }
 
+/// `value` with `decimals` digits after the point, rounded half away from zero.
+///
+/// Written with integers rather than `{:.N}`: Rust's float formatting is about 4 KB gzip of the
+/// page's wasm, and these few figures (a confidence, a cost, a size) need none of it.
+pub fn fixed(value: f64, decimals: u32) -> String {
+    let scale = 10_u64.pow(decimals);
+    let scaled = (value.abs() * scale as f64).round() as u64;
+    let sign = if value < 0.0 && scaled > 0 { "-" } else { "" };
+    let (whole, fraction) = (scaled / scale, scaled % scale);
+    if decimals == 0 {
+        format!("{sign}{whole}")
+    } else {
+        format!("{sign}{whole}.{fraction:0width$}", width = decimals as usize)
+    }
+}
+
 /// A wait in words ("1.5 s", "250 ms").
 pub fn wait_text(ms: u64) -> String {
-    if ms >= 1_000 { format!("{:.1} s", ms as f64 / 1_000.0) } else { format!("{ms} ms") }
+    if ms >= 1_000 { format!("{} s", fixed(ms as f64 / 1_000.0, 1)) } else { format!("{ms} ms") }
 }
 
 /// A count with thousands separators ("26,259").
@@ -251,8 +267,8 @@ pub fn thousands(n: usize) -> String {
 pub fn size_text(bytes: usize) -> String {
     match bytes {
         0..1_000 => format!("{bytes} B"),
-        1_000..1_000_000 => format!("{:.1} KB", bytes as f64 / 1e3),
-        _ => format!("{:.1} MB", bytes as f64 / 1e6),
+        1_000..1_000_000 => format!("{} KB", fixed(bytes as f64 / 1e3, 1)),
+        _ => format!("{} MB", fixed(bytes as f64 / 1e6, 1)),
     }
 }
 
@@ -607,6 +623,39 @@ mod tests {
     use super::*;
     use serde_json::json;
     use verity_messages::Outcome;
+
+    #[test]
+    fn fixed_rounds_like_the_float_formatting_it_replaces() {
+        for (value, decimals) in [
+            (0.0, 4),
+            (0.00125, 4),
+            (0.8, 0),
+            (0.875, 0),
+            (99.5, 0),
+            (1.25, 1),
+            (26.259, 1),
+            (1.23456, 4),
+            (12345.06, 1),
+            (-0.5, 1),
+            (-0.00001, 4),
+        ] {
+            let ours = fixed(value, decimals);
+            let std = format!("{value:.prec$}", prec = decimals as usize);
+            let parse = |text: &str| text.parse::<f64>().unwrap();
+            // The same figure, or one unit of the last digit apart where `{:.N}` rounds a tie
+            // to even or sees the binary value below the tie.
+            let unit = 1.0 / 10_f64.powi(decimals as i32);
+            assert!((parse(&ours) - parse(&std)).abs() <= unit + 1e-12, "{value}: {ours} vs {std}");
+        }
+        assert_eq!(fixed(0.0125, 4), "0.0125");
+        assert_eq!(fixed(87.5, 0), "88");
+        assert_eq!(fixed(1_500.0 / 1_000.0, 1), "1.5");
+        assert_eq!(fixed(0.0, 0), "0");
+        assert_eq!(fixed(-0.00001, 4), "0.0000");
+        assert_eq!(size_text(26_259), "26.3 KB");
+        assert_eq!(size_text(5_400_000), "5.4 MB");
+        assert_eq!(wait_text(1_250), "1.3 s");
+    }
 
     #[test]
     fn events_become_stage_log_live_text_and_usage() {

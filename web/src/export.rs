@@ -1,14 +1,16 @@
 //! Export of the finished checks as JSON (the worker's results, as they came) and as Markdown,
 //! downloaded through a Blob and an object URL.
 
-use verity_messages::{CheckResult, FailureView, Outcome, ReportView};
+use verity_messages::{CheckResult, FailureView, FromJson, Outcome, ReportView};
 use wasm_bindgen::JsCast;
 
+use crate::engine::fixed;
 use crate::results::{spent_text, usage_text, verdict_text, what_to_do};
 
-/// The results as pretty JSON.
-pub fn to_json(results: &[CheckResult]) -> String {
-    serde_json::to_string_pretty(results).unwrap_or_else(|_| "[]".to_owned())
+/// The results as JSON (the worker's results, as they came); the page writes it with
+/// [`crate::js::pretty`].
+pub fn to_json(results: &[CheckResult]) -> serde_json::Value {
+    serde_json::to_value(results).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
 }
 
 /// Text on one Markdown line, with nothing that Markdown would read as markup or HTML.
@@ -29,40 +31,36 @@ pub fn to_markdown(results: &[CheckResult]) -> String {
     for result in results {
         md.push_str(&format!("\n## {}\n\n", inline(&result.claim)));
         match &result.outcome {
-            Outcome::Report { report } => {
-                match serde_json::from_value::<ReportView>(report.clone()) {
-                    Ok(report) => {
-                        md.push_str(&format!(
-                            "**{}** ({:.0}% confidence)\n\n{}\n\n",
-                            verdict_text(&report.assessment.verdict),
-                            report.assessment.confidence * 100.0,
-                            inline(&report.summary)
-                        ));
-                        for citation in &report.assessment.citations {
-                            md.push_str(&format!("> {}\n\n", inline(citation)));
-                        }
-                        md.push_str(&format!(
-                            "Route: {} · {} requests · {}\n",
-                            report.route,
-                            report.requests,
-                            usage_text(&report.usage)
-                        ));
+            Outcome::Report { report } => match ReportView::from_json(report) {
+                Ok(report) => {
+                    md.push_str(&format!(
+                        "**{}** ({}% confidence)\n\n{}\n\n",
+                        verdict_text(&report.assessment.verdict),
+                        fixed(report.assessment.confidence * 100.0, 0),
+                        inline(&report.summary)
+                    ));
+                    for citation in &report.assessment.citations {
+                        md.push_str(&format!("> {}\n\n", inline(citation)));
                     }
-                    Err(error) => md.push_str(&format!("The report could not be read: {error}\n")),
+                    md.push_str(&format!(
+                        "Route: {} · {} requests · {}\n",
+                        report.route,
+                        report.requests,
+                        usage_text(&report.usage)
+                    ));
                 }
-            }
-            Outcome::Failed { failure } => {
-                match serde_json::from_value::<FailureView>(failure.clone()) {
-                    Ok(failure) => md.push_str(&format!(
-                        "**Failed** (`{}`): {}\n\nWhat to do: {}\n\nSpent: {}\n",
-                        failure.kind,
-                        inline(&failure.message),
-                        what_to_do(&failure.kind),
-                        spent_text(&failure.spent)
-                    )),
-                    Err(error) => md.push_str(&format!("The failure could not be read: {error}\n")),
-                }
-            }
+                Err(error) => md.push_str(&format!("The report could not be read: {error}\n")),
+            },
+            Outcome::Failed { failure } => match FailureView::from_json(failure) {
+                Ok(failure) => md.push_str(&format!(
+                    "**Failed** (`{}`): {}\n\nWhat to do: {}\n\nSpent: {}\n",
+                    failure.kind,
+                    inline(&failure.message),
+                    what_to_do(&failure.kind),
+                    spent_text(&failure.spent)
+                )),
+                Err(error) => md.push_str(&format!("The failure could not be read: {error}\n")),
+            },
         }
     }
     md
@@ -121,7 +119,7 @@ mod tests {
         assert!(md.contains("**Supported** (90% confidence)"), "{md}");
         assert!(md.contains("> The bridge opened in 1932."), "{md}");
         assert!(md.contains("**Failed** (`cancelled`): stopped"), "{md}");
-        let back: Vec<CheckResult> = serde_json::from_str(&to_json(&results)).unwrap();
+        let back: Vec<CheckResult> = serde_json::from_value(to_json(&results)).unwrap();
         assert_eq!(back, results);
     }
 }

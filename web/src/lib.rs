@@ -23,6 +23,7 @@ pub mod claims;
 pub mod corpus;
 pub mod engine;
 pub mod export;
+pub mod js;
 pub mod progress;
 pub mod provider;
 pub mod results;

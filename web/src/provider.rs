@@ -1,9 +1,8 @@
 //! The Provider section: the offline baseline (the default), an OpenAI-compatible endpoint with
 //! presets, or Anthropic; the API key stays in memory unless "Remember on this device" is ticked.
 
-use gloo_storage::{LocalStorage, Storage};
 use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use verity_messages::ProviderChoice;
 
@@ -11,7 +10,7 @@ use verity_messages::ProviderChoice;
 const STORAGE_KEY: &str = "verity.provider";
 
 /// Which kind of model checks the claims.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ProviderKind {
     /// The engine's lexical baseline, no network.
@@ -56,8 +55,8 @@ pub const ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 
 /// What the Provider section holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ProviderSettings {
     /// The kind.
     pub kind: ProviderKind,
@@ -164,13 +163,52 @@ impl ProviderSettings {
 
     /// The settings kept in this browser, or the defaults.
     pub fn load() -> Self {
-        LocalStorage::get::<Self>(STORAGE_KEY).unwrap_or_default()
+        storage()
+            .and_then(|storage| storage.get_item(STORAGE_KEY).ok().flatten())
+            .and_then(|text| crate::js::parse(&text).ok())
+            .map(|stored| Self::read(&stored))
+            .unwrap_or_default()
+    }
+
+    /// Stored settings (their serde JSON); a field that is missing or not of its type keeps its
+    /// default, so settings stored by an older page still load. Read from a `Value` rather than
+    /// with a derived `Deserialize`: the page's wasm is smaller without one (`verity_messages`'s
+    /// `read` module says why).
+    pub fn read(stored: &Value) -> Self {
+        let mut settings = Self::default();
+        let text = |name: &str, into: &mut String| {
+            if let Some(value) = stored.get(name).and_then(Value::as_str) {
+                value.clone_into(into);
+            }
+        };
+        if let Some(kind) = stored.get("kind").and_then(Value::as_str) {
+            settings.kind = ProviderKind::from_value(&kind.to_ascii_lowercase());
+        }
+        text("preset", &mut settings.preset);
+        text("baseUrl", &mut settings.base_url);
+        text("openaiModel", &mut settings.openai_model);
+        text("anthropicModel", &mut settings.anthropic_model);
+        text("anthropicBaseUrl", &mut settings.anthropic_base_url);
+        text("apiKey", &mut settings.api_key);
+        settings.remember = stored.get("remember").and_then(Value::as_bool).unwrap_or(false);
+        settings
     }
 
     fn save(&self) {
         // A browser without storage (private mode, quota) keeps the settings for this visit.
-        let _ = LocalStorage::set(STORAGE_KEY, self.stored());
+        let text = serde_json::to_value(self.stored())
+            .map_err(|error| error.to_string())
+            .and_then(|stored| crate::js::stringify(&stored));
+        if let (Some(storage), Ok(text)) = (storage(), text) {
+            let _ = storage.set_item(STORAGE_KEY, &text);
+        }
     }
+}
+
+/// This browser's `localStorage`, when it has one (small settings only; the corpus and the
+/// results are the worker's, in IndexedDB).
+fn storage() -> Option<web_sys::Storage> {
+    web_sys::window().and_then(|window| window.local_storage().ok().flatten())
 }
 
 /// The Provider section.
@@ -393,8 +431,29 @@ mod tests {
         settings.anthropic_base_url = "api.anthropic.com".into();
         assert!(settings.choice().is_err());
         // Settings stored before the field existed still load.
-        let old: ProviderSettings = serde_json::from_value(json!({"kind": "anthropic"})).unwrap();
+        let old = ProviderSettings::read(&json!({"kind": "anthropic"}));
         assert_eq!(old.anthropic_base_url, "");
+        assert_eq!(old.kind, ProviderKind::Anthropic);
+    }
+
+    #[test]
+    fn stored_settings_read_back_as_they_were() {
+        let settings = ProviderSettings {
+            kind: ProviderKind::OpenAi,
+            preset: "custom".into(),
+            base_url: "http://127.0.0.1:9/v1".into(),
+            openai_model: "m".into(),
+            anthropic_model: "a".into(),
+            anthropic_base_url: "http://127.0.0.1:8/".into(),
+            api_key: "k".into(),
+            remember: true,
+        };
+        let stored = serde_json::to_value(&settings).unwrap();
+        assert_eq!(ProviderSettings::read(&stored), settings);
+        assert_eq!(
+            ProviderSettings::read(&json!({"kind": 3, "remember": "yes"})),
+            Default::default()
+        );
     }
 
     #[test]

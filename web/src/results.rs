@@ -2,8 +2,11 @@
 //! item and highlighted inside it, the route and what was spent; or a typed failure with what to
 //! do about it. All of it is text: nothing the corpus or the model wrote becomes markup.
 
+use crate::engine::fixed;
 use leptos::prelude::*;
-use verity_messages::{CheckResult, FailureView, Item, Outcome, ReportView, SpentView, UsageView};
+use verity_messages::{
+    CheckResult, FailureView, FromJson, Item, Outcome, ReportView, SpentView, UsageView,
+};
 
 /// A verdict in words.
 pub fn verdict_text(verdict: &str) -> String {
@@ -50,7 +53,7 @@ pub fn what_to_do(kind: &str) -> &'static str {
 
 /// Tokens and cost in words.
 pub fn usage_text(usage: &UsageView) -> String {
-    format!("{} in / {} out tokens · ${:.4}", usage.input, usage.output, usage.cost)
+    format!("{} in / {} out tokens · ${}", usage.input, usage.output, fixed(usage.cost, 4))
 }
 
 /// `n` and a noun, plural when `n` is not 1.
@@ -112,14 +115,14 @@ pub fn cited_item(citation: &str, items: &[Item]) -> Option<usize> {
 #[component]
 pub fn ResultView(n: usize, result: CheckResult) -> impl IntoView {
     match result.outcome {
-        Outcome::Report { report } => match serde_json::from_value::<ReportView>(report) {
+        Outcome::Report { report } => match ReportView::from_json(&report) {
             Ok(report) => view! { <ReportBody n report cited=result.cited /> }.into_any(),
             Err(error) => view! {
                 <p class="notice" role="alert">{format!("The engine's report could not be read: {error}")}</p>
             }
             .into_any(),
         },
-        Outcome::Failed { failure } => match serde_json::from_value::<FailureView>(failure) {
+        Outcome::Failed { failure } => match FailureView::from_json(&failure) {
             Ok(failure) => view! { <FailureBody failure /> }.into_any(),
             Err(error) => view! {
                 <p class="notice" role="alert">{format!("The engine's failure could not be read: {error}")}</p>
@@ -185,7 +188,7 @@ fn ReportBody(n: usize, report: ReportView, cited: Vec<Item>) -> impl IntoView {
             <p class="verdict-line">
                 <span class=format!("verdict verdict-{verdict}") data-testid="verdict">{verdict_text(&verdict)}</span>
                 <span data-testid="confidence" class="confidence">
-                    {format!("{:.0}% confidence", report.assessment.confidence * 100.0)}
+                    {format!("{}% confidence", fixed(report.assessment.confidence * 100.0, 0))}
                 </span>
             </p>
             <p data-testid="summary" class="summary">{report.summary}</p>
@@ -201,7 +204,7 @@ fn ReportBody(n: usize, report: ReportView, cited: Vec<Item>) -> impl IntoView {
                 <div><dt>"Route"</dt><dd>{report.route}</dd></div>
                 <div><dt>"Requests"</dt><dd>{report.requests}</dd></div>
                 <div><dt>"Tokens"</dt><dd>{format!("{} in / {} out", report.usage.input, report.usage.output)}</dd></div>
-                <div><dt>"Cost"</dt><dd>{format!("${:.4}", report.usage.cost)}</dd></div>
+                <div><dt>"Cost"</dt><dd>{format!("${}", fixed(report.usage.cost, 4))}</dd></div>
             </dl>
         </div>
     }

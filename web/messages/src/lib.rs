@@ -10,6 +10,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod read;
+pub use read::FromJson;
+
 /// A file the page read, by name and text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NamedText {
@@ -517,6 +520,170 @@ mod tests {
         let wire = serde_json::to_value(&finished).unwrap();
         assert_eq!(wire["result"]["outcome"]["status"], "failed");
         assert_eq!(serde_json::from_value::<FromWorker>(wire).unwrap(), finished);
+    }
+
+    /// Every message the worker posts, each variant once, with every optional part both ways.
+    fn every_message() -> Vec<FromWorker> {
+        let corpus = CorpusSummary {
+            id: Some("sha256:ab".into()),
+            items: 3,
+            bytes: 120,
+            indexed: true,
+            index_ms: Some(1.5),
+        };
+        let report = json!({"claim": "A.", "assessment": {"verdict": "supported",
+            "confidence": 0.8, "citations": ["x"], "rationale": "r"}, "route": "single call",
+            "summary": "S.", "requests": 2, "usage": {"input": 5, "output": 7, "cost": 0.25}});
+        let result = CheckResult {
+            id: "c1".into(),
+            claim: "A <img src=x onerror=alert(1)>.".into(),
+            outcome: Outcome::Report { report },
+            cited: vec![Item { id: "e1".into(), text: "x".into() }],
+        };
+        let failed = CheckResult {
+            id: "c2".into(),
+            claim: "B.".into(),
+            outcome: Outcome::Failed { failure: json!({"kind": "cancelled", "message": "m"}) },
+            cited: Vec::new(),
+        };
+        vec![
+            FromWorker::Ready {
+                corpus: corpus.clone(),
+                results: vec![result.clone(), failed],
+                resumed: vec![CheckRequest { id: "c3".into(), claim: "C.".into() }],
+            },
+            FromWorker::Corpus { corpus: CorpusSummary::default() },
+            FromWorker::FileRejected {
+                file: "a.jsonl".into(),
+                line: Some(3),
+                message: "bad".into(),
+            },
+            FromWorker::FileRejected { file: "b.json".into(), line: None, message: "bad".into() },
+            FromWorker::Items {
+                query: "q".into(),
+                offset: 20,
+                total: 41,
+                items: vec![Item { id: "e1".into(), text: "t".into() }],
+            },
+            FromWorker::Queued { check: CheckRequest { id: "c4".into(), claim: "D.".into() } },
+            FromWorker::Progress {
+                id: "c4".into(),
+                event: json!({"type": "stage", "stage": "assess"}),
+            },
+            FromWorker::Finished { result },
+            FromWorker::Demo { claims: vec!["One.".into(), "Two.".into()] },
+            FromWorker::NamedCorpus { name: "n".into(), corpus },
+            FromWorker::NamedCorpusRejected {
+                name: "n".into(),
+                file: "items".into(),
+                line: None,
+                message: "dup".into(),
+            },
+            FromWorker::ToolCall {
+                id: "s1".into(),
+                call: "k1".into(),
+                tool: "convert".into(),
+                arguments: json!({"km": 3}),
+            },
+            FromWorker::StepFinished {
+                id: "s1".into(),
+                outcome: StepOutcome::Value { value: json!({"miles": 1.8}) },
+            },
+            FromWorker::StepFinished {
+                id: "s2".into(),
+                outcome: StepOutcome::Failed { failure: json!({"kind": "turn-limit"}) },
+            },
+            FromWorker::Error { message: "storage".into() },
+        ]
+    }
+
+    #[test]
+    fn the_page_reader_reads_every_message_as_serde_does() {
+        for message in every_message() {
+            let wire = serde_json::to_value(&message).unwrap();
+            assert_eq!(FromWorker::from_json(&wire).as_ref(), Ok(&message), "{wire}");
+            assert_eq!(serde_json::from_value::<FromWorker>(wire).unwrap(), message);
+        }
+    }
+
+    #[test]
+    fn the_page_reader_reads_the_views_as_serde_does() {
+        let reports = [
+            json!({"claim": "A.", "assessment": {"verdict": "contradicted", "confidence": 1,
+                "citations": []}, "route": "agent escalation", "summary": "S.", "requests": 4,
+                "usage": {"input": 1, "output": 2, "cacheRead": 3, "cost": 0.5}, "extra": true}),
+            json!({"claim": "A.", "assessment": {"verdict": "supported", "confidence": 0.25,
+                "citations": ["q"]}, "route": "single call", "summary": "S.", "requests": 1,
+                "usage": {}}),
+        ];
+        for report in reports {
+            let ours = ReportView::from_json(&report).unwrap();
+            assert_eq!(ours, serde_json::from_value::<ReportView>(report).unwrap());
+        }
+        let failures = [
+            json!({"kind": "provider", "message": "m", "spent": {"turns": 1, "requests": 2,
+                "retries": 1, "usage": {"input": 9}}}),
+            json!({"kind": "cancelled", "message": "m"}),
+        ];
+        for failure in failures {
+            let ours = FailureView::from_json(&failure).unwrap();
+            assert_eq!(ours, serde_json::from_value::<FailureView>(failure).unwrap());
+        }
+        let events = [
+            json!({"type": "stage", "stage": "research", "turn": 2, "of": 6}),
+            json!({"type": "stage", "stage": "retrieve", "evidence": 4, "turn": null}),
+            json!({"type": "model_call", "call": 1}),
+            json!({"type": "modelCall", "call": 1, "retry": 0, "delay_ms": 0}),
+            json!({"type": "modelCall", "call": 2, "retry": 1, "delayMs": 250}),
+            json!({"type": "modelAnswered", "call": 1, "stop_reason": "tool_use",
+                "usage": {"input": 3, "output": 4}}),
+            json!({"type": "modelAnswered", "call": 1, "stopReason": "error", "usage": {},
+                "error": "HTTP 500"}),
+            json!({"type": "toolCall", "tool": "lookup_evidence", "host": false}),
+            json!({"type": "toolSettled", "tool": "lookup_evidence", "is_error": true}),
+            json!({"type": "retry", "attempt": 1, "delay_ms": 500, "message": "429"}),
+            json!({"type": "delta", "call": 3, "delta": {"type": "text", "text": "Hi"}}),
+            json!({"type": "compacted", "dropped": 2}),
+        ];
+        for event in events {
+            let ours = EventView::from_json(&event).unwrap();
+            assert_eq!(
+                ours,
+                serde_json::from_value::<EventView>(event.clone()).unwrap(),
+                "{event}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_page_reader_refuses_what_serde_refuses_and_names_the_field() {
+        let bad = [
+            (json!({"type": "nope"}), "unknown type `nope`"),
+            (json!({"type": "corpus"}), "missing field `corpus`"),
+            (json!({"type": "fileRejected", "file": 3, "message": "m"}), "field `file`"),
+            (
+                json!({"type": "items", "query": "", "offset": -1, "total": 0, "items": []}),
+                "`offset`",
+            ),
+            (
+                json!({"type": "finished", "result": {"id": "c", "claim": "A.",
+                "outcome": {"status": "odd"}}}),
+                "unknown status `odd`",
+            ),
+            (
+                json!({"type": "ready", "corpus": {"items": 0, "bytes": 0, "indexed": false},
+                "results": [], "resumed": [{"id": "c"}]}),
+                "resumed[0]: check: missing field `claim`",
+            ),
+            (json!([1]), "expected an object, found an array"),
+        ];
+        for (wire, expected) in bad {
+            let error = FromWorker::from_json(&wire).unwrap_err();
+            assert!(error.contains(expected), "{error} should say {expected}");
+            assert!(serde_json::from_value::<FromWorker>(wire).is_err());
+        }
+        let error = ReportView::from_json(&json!({"claim": "A."})).unwrap_err();
+        assert!(error.contains("missing field `assessment`"), "{error}");
     }
 
     #[test]
