@@ -86,6 +86,40 @@ impl Ports {
     pub fn free() -> Self {
         Self { ingress: free_port(), admin: free_port(), node: free_port() }
     }
+
+    /// The ports a server on `base_dir` used before (with the balancer's, `ports.json`) when
+    /// they are all free again, else free ones; written back. A server restarted on its data
+    /// directory then listens where it did, and the deployment it knows (the balancer's URL)
+    /// is reached again, so the invocations it holds go on.
+    #[must_use]
+    pub fn kept(base_dir: &Path) -> (Self, u16) {
+        let file = base_dir.join("ports.json");
+        let saved = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|value| {
+                let port = |name: &str| value[name].as_u64().and_then(|p| u16::try_from(p).ok());
+                Some((
+                    Self { ingress: port("ingress")?, admin: port("admin")?, node: port("node")? },
+                    port("deployment")?,
+                ))
+            });
+        let is_free = |port: u16| TcpListener::bind(("127.0.0.1", port)).is_ok();
+        let (ports, deployment) = match saved {
+            Some((ports, deployment))
+                if [ports.ingress, ports.admin, ports.node, deployment]
+                    .into_iter()
+                    .all(is_free) =>
+            {
+                (ports, deployment)
+            }
+            _ => (Self::free(), free_port()),
+        };
+        std::fs::create_dir_all(base_dir).ok();
+        let saved = json!({"ingress": ports.ingress, "admin": ports.admin, "node": ports.node, "deployment": deployment});
+        std::fs::write(&file, saved.to_string()).ok();
+        (ports, deployment)
+    }
 }
 
 /// A Restate server process, stopped on drop.
@@ -283,6 +317,20 @@ impl Workers {
         worker_args: &[String],
         env: &[(String, String)],
     ) -> Result<Self, String> {
+        Self::start_at(binary, count, worker_args, env, free_port())
+    }
+
+    /// As [`Workers::start`], with the balancer (the deployment's URL) on `port`.
+    ///
+    /// # Errors
+    /// When one does not start.
+    pub fn start_at(
+        binary: &Path,
+        count: usize,
+        worker_args: &[String],
+        env: &[(String, String)],
+        port: u16,
+    ) -> Result<Self, String> {
         let mut workers = Vec::new();
         for _ in 0..count.max(1) {
             let port = free_port();
@@ -290,7 +338,6 @@ impl Workers {
             args.extend_from_slice(worker_args);
             workers.push(Process::start(binary, port, &args, env)?);
         }
-        let port = free_port();
         let mut args = vec!["balance".to_owned(), "--port".to_owned(), port.to_string()];
         for worker in &workers {
             args.push(format!("127.0.0.1:{}", worker.port));
@@ -371,10 +418,26 @@ pub fn register(admin: &str, url: &str) -> Result<(), String> {
 /// # Errors
 /// What the ingress answered.
 pub fn submit(ingress: &str, service: &str, key: &str, input: &Value) -> Result<(), String> {
+    submit_or_attach(ingress, service, key, input).map(drop)
+}
+
+/// Starts workflow `service` with `key` and `input`, or finds it already started (a workflow
+/// runs once per key): `true` when it was there before.
+///
+/// # Errors
+/// What the ingress answered.
+pub fn submit_or_attach(
+    ingress: &str,
+    service: &str,
+    key: &str,
+    input: &Value,
+) -> Result<bool, String> {
     let url = format!("{ingress}/{service}/{key}/run/send");
     let (status, body) = blocking(reqwest::Method::POST, &url, Some(input))?;
-    if (200..300).contains(&status) {
-        Ok(())
+    if status == 409 || body.contains("PreviouslyAccepted") {
+        Ok(true)
+    } else if (200..300).contains(&status) {
+        Ok(false)
     } else {
         Err(format!("submitting {service}/{key} failed ({status}): {body}"))
     }
@@ -416,8 +479,22 @@ pub fn output(ingress: &str, service: &str, key: &str) -> Outcome {
 /// # Errors
 /// No answer, or not JSON.
 pub fn query(ingress: &str, service: &str, key: &str, handler: &str) -> Result<Value, String> {
+    query_with(ingress, service, key, handler, None)
+}
+
+/// Calls a shared handler with `input` and returns its JSON.
+///
+/// # Errors
+/// No answer, or not JSON.
+pub fn query_with(
+    ingress: &str,
+    service: &str,
+    key: &str,
+    handler: &str,
+    input: Option<&Value>,
+) -> Result<Value, String> {
     let url = format!("{ingress}/{service}/{key}/{handler}");
-    let (status, body) = blocking(reqwest::Method::POST, &url, None)?;
+    let (status, body) = blocking(reqwest::Method::POST, &url, input)?;
     if status != 200 {
         return Err(format!("{url}: {status} {body}"));
     }

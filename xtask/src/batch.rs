@@ -1,4 +1,4 @@
-//! `cargo xtask batch CLAIMS.jsonl [--corpus C.jsonl] [--provider CONFIG.json] [--workers N]
+//! `cargo xtask batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] [--workers N]
 //! [FLAGS]`: a claim file checked as one durable batch on a local Restate server (installed
 //! from npm when missing) with N worker processes (see `verity-restate batch`).
 //! `cargo xtask bench batch`: the batch benchmark (offline model, 1 and 2 workers, against the
@@ -8,9 +8,9 @@ use crate::{Result, cargo, output, root, run, setup, user_paths};
 use std::path::PathBuf;
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask batch CLAIMS.jsonl [--corpus CORPUS.jsonl] \
+const USAGE: &str = "usage: cargo xtask batch CLAIMS.jsonl [--corpus CORPUS.jsonl|URL] \
      [--provider CONFIG.json] [--workers N] [--concurrency N] [--rpm N] [--tpm N] \
-     [--retriever bm25|keyword] [--k N] [--retries N] [--out FILE]";
+     [--retriever bm25|keyword] [--k N] [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY]";
 
 /// The worker binary, built in release mode, with the Restate server installed.
 fn worker_binary() -> Result<PathBuf> {
