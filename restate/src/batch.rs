@@ -37,13 +37,15 @@ pub struct Row {
 }
 
 
-/// Reads a claim file. Every line is checked before anything is submitted.
+/// Reads a claim file. Every line is checked before anything is submitted; an id given twice
+/// is refused (the results would not tell the two apart).
 ///
 /// # Errors
 /// The first bad line, by number (`FILE:LINE: why`).
 pub fn read_claims(path: &Path) -> Result<Vec<Row>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut rows = Vec::new();
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -57,6 +59,11 @@ pub fn read_claims(path: &Path) -> Result<Vec<Row>, String> {
             && !LABELS.contains(&label.as_str())
         {
             return Err(at(format!("label {label:?}; expected one of {LABELS:?}")));
+        }
+        if let Some(id) = &row.id
+            && let Some(first) = seen.insert(id.clone(), n + 1)
+        {
+            return Err(at(format!("the id {id:?} is given twice (first on line {first})")));
         }
         rows.push(row);
     }

@@ -395,6 +395,44 @@ pub fn blocking(
     .map_err(|_| "the HTTP thread panicked".to_owned())?
 }
 
+/// Runs a SQL query on the server's introspection tables (`POST /query` on the admin API,
+/// e.g. `sys_invocation`); the rows as JSON.
+///
+/// # Errors
+/// No answer, an error status, or not JSON rows.
+pub fn admin_query(admin: &str, sql: &str) -> Result<Vec<Value>, String> {
+    let url = format!("{admin}/query");
+    let body = json!({"query": sql}).to_string();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async move {
+            let client =
+                reqwest::Client::builder().no_proxy().build().map_err(|e| e.to_string())?;
+            let response = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json")
+                .timeout(Duration::from_secs(30))
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            let status = response.status().as_u16();
+            let text = response.text().await.map_err(|e| format!("{url}: {e}"))?;
+            if status != 200 {
+                return Err(format!("{url}: {status} {text}"));
+            }
+            let value: Value = serde_json::from_str(&text).map_err(|e| format!("{url}: {e}"))?;
+            value["rows"].as_array().cloned().ok_or_else(|| format!("{url}: no rows in {text}"))
+        })
+    })
+    .join()
+    .map_err(|_| "the HTTP thread panicked".to_owned())?
+}
+
 /// Registers the deployment at `url` with the server whose admin API is at `admin`
 /// (`POST /deployments`, forced so a re-registration replaces it).
 ///

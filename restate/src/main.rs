@@ -48,9 +48,8 @@ mod native {
         args: &mut impl Iterator<Item = String>,
         flag: &str,
     ) -> Result<T, String> {
-        args.next()
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+        let given = args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        given.parse().map_err(|_| format!("{flag} {given:?} is not a valid value\n{USAGE}"))
     }
 
     fn runtime() -> Result<tokio::runtime::Runtime, String> {

@@ -76,15 +76,33 @@ fn progress(server: &Server, key: &str) -> Value {
     cluster::query(&server.ingress_url(), "Batch", key, "progress").unwrap_or(Value::Null)
 }
 
-/// Waits until the batch has finished at least `done` checks.
-fn wait_for_done(server: &Server, key: &str, done: u64) {
+/// The `ClaimCheck` invocations the server holds that have not completed (the checks in
+/// flight, by the server's own tables, not the batch's counter); `None` when it does not
+/// answer.
+fn checks_in_flight(server: &Server) -> Option<u64> {
+    let rows = cluster::admin_query(
+        &server.admin_url(),
+        "SELECT count(*) AS n FROM sys_invocation \
+         WHERE target_service_name = 'ClaimCheck' AND status <> 'completed'",
+    )
+    .ok()?;
+    rows.first()?["n"].as_u64()
+}
+
+/// Waits until the batch has finished at least `done` checks, checking all along that no more
+/// than 4 are in flight; the most seen in flight.
+fn wait_for_done(server: &Server, key: &str, done: u64) -> u64 {
     let start = Instant::now();
+    let mut most = 0;
     loop {
         let now = progress(server, key);
         // The fan-out is bounded: never more checks in flight than the batch allows.
-        assert!(now["running"].as_u64().unwrap_or(0) <= 4, "{now}");
+        if let Some(in_flight) = checks_in_flight(server) {
+            assert!(in_flight <= 4, "{in_flight} checks in flight: {now}");
+            most = most.max(in_flight);
+        }
         if now["done"].as_u64().unwrap_or(0) >= done {
-            break;
+            break most;
         }
         assert!(
             start.elapsed() < Duration::from_secs(120),
@@ -210,13 +228,15 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
         .unwrap();
 
     // kill -9 one worker in the middle, and start it again.
-    wait_for_done(&server, key, 10);
+    let mut most = wait_for_done(&server, key, 10);
     let killed = epoch_ms();
     workers.workers[0].kill9();
     std::thread::sleep(Duration::from_millis(300));
     workers.workers[0].restart().unwrap();
     // Stop the server in the middle, and start it again on the same data directory.
-    wait_for_done(&server, key, 30);
+    most = most.max(wait_for_done(&server, key, 30));
+    eprintln!("at most {most} checks in flight (the server's count)");
+    assert!(most >= 2, "the checks never ran side by side");
     let before_stop = progress(&server, key)["done"].as_u64().unwrap();
     assert!(before_stop < CLAIMS as u64, "the batch finished before the server was stopped");
     let stopping = epoch_ms();
@@ -238,6 +258,17 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
         assert!(rationale.ends_with(&format!("(check {index}).")), "claim {index}: {rationale}");
     }
     assert_eq!(result.progress.done, CLAIMS as u64);
+    // The results as they finished (what the batch command appends while it waits): each
+    // claim once.
+    let finished = cluster::query_with(&server.ingress_url(), "Batch", key, "finished", Some(&json!(0)))
+        .unwrap();
+    let mut indexes: Vec<u64> =
+        finished.as_array().unwrap().iter().map(|r| r["index"].as_u64().unwrap()).collect();
+    indexes.sort_unstable();
+    assert_eq!(indexes, (0..CLAIMS as u64).collect::<Vec<_>>());
+    let later = cluster::query_with(&server.ingress_url(), "Batch", key, "finished", Some(&json!(55)))
+        .unwrap();
+    assert_eq!(later.as_array().unwrap().len(), CLAIMS - 55);
     assert_eq!(result.progress.failed, 0);
     assert_eq!(result.progress.running, 0);
     assert_eq!(result.progress.tokens, CLAIMS as u64 * 680);
@@ -425,6 +456,37 @@ fn a_claim_file_with_a_broken_line_names_the_line_and_submits_nothing() {
     std::fs::write(&claims, "{\"claim\": \"One.\", \"label\": \"true\"}\n").unwrap();
     let error = batch::read_claims(&claims).unwrap_err();
     assert!(error.contains(":1: label \"true\""), "{error}");
+    // And an id given twice.
+    std::fs::write(&claims, "{\"id\": \"a\", \"claim\": \"One.\"}\n\n{\"id\": \"a\", \"claim\": \"Two.\"}\n")
+        .unwrap();
+    let error = batch::read_claims(&claims).unwrap_err();
+    assert!(error.contains(":3: the id \"a\" is given twice (first on line 1)"), "{error}");
+    // A corpus that does not parse is named before anything starts.
+    let corpus = dir.join("broken.jsonl");
+    std::fs::write(&corpus, "{\"id\": \"p\", \"text\": \"Fine.\"}\n{\"id\": \"q\", \n").unwrap();
+    std::fs::write(&claims, "{\"claim\": \"One.\"}\n").unwrap();
+    let out = std::process::Command::new(binary())
+        .args(["batch"])
+        .arg(&claims)
+        .arg("--corpus")
+        .arg(&corpus)
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("broken.jsonl") && stderr.contains('2'), "{stderr}");
+    assert!(!data.exists());
+    // A flag's bad value is named as such.
+    let out = std::process::Command::new(binary())
+        .args(["batch"])
+        .arg(&claims)
+        .args(["--workers", "abc"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--workers \"abc\" is not a valid value"), "{stderr}");
 }
 
 #[test]
@@ -842,4 +904,47 @@ fn a_check_that_ends_with_an_error_is_its_claims_failure_not_the_batchs() {
     }
     assert_eq!(result.progress.failed, refused.len() as u64);
     drop(workers);
+}
+
+#[test]
+fn the_same_batch_command_run_again_attaches_to_its_batch_and_pays_nothing_twice() {
+    let _serial = serial();
+    let dir = scratch("again");
+    let mock = Aimock::start(&fixture("claims.json")).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let corpus = corpus_file(&dir);
+    let claims = dir.join("claims.jsonl");
+    let text: String = (0..6)
+        .map(|i| json!({"id": format!("a{i}"), "claim": format!("The Eiffel Tower is in Paris ({i}).")}).to_string() + "\n")
+        .collect();
+    std::fs::write(&claims, text).unwrap();
+    let out = dir.join("results.jsonl");
+    let options = batch::Options {
+        claims,
+        corpus: Some(corpus.path),
+        provider: Some(provider),
+        workers: 1,
+        limits: Limits::default(),
+        job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
+        out: out.clone(),
+        data_dir: dir.join("data"),
+        batch_id: None,
+        binary: binary(),
+        progress: false,
+    };
+    let first = batch::run(&options).unwrap();
+    let results = std::fs::read_to_string(&out).unwrap();
+    let requests = journal(&mock).len();
+    assert_eq!(requests, 12, "two requests per claim");
+    // Again, on the kept data directory: the same key, the same results, no new request.
+    let again = batch::run(&options).unwrap();
+    assert_eq!(again["batch"]["key"], first["batch"]["key"]);
+    assert_eq!(again["counts"], first["counts"]);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), results);
+    assert_eq!(journal(&mock).len(), requests, "the batch was checked again");
+    // Another batch id is another batch.
+    let other = batch::Options { batch_id: Some("other".to_owned()), ..options };
+    let third = batch::run(&other).unwrap();
+    assert_eq!(third["batch"]["key"], "other");
+    assert_eq!(journal(&mock).len(), 2 * requests);
 }

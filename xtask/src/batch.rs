@@ -51,11 +51,17 @@ pub fn bench() -> Result {
         for (workers, concurrency) in [(1, 32), (2, 32), (1, 1)] {
             let out =
                 root().join(format!("target/restate/bench-{file}-{workers}-{concurrency}.jsonl"));
+            // A fresh server each run: with the kept default data directory, a second run of
+            // the same batch would attach to the first's results instead of checking again.
+            let data_dir = root().join("target/restate/bench-data");
+            std::fs::remove_dir_all(&data_dir).ok();
             let summary = output(
                 Command::new(&binary)
                     .args(["batch", &claims, "--workers", &workers.to_string()])
                     .args(["--concurrency", &concurrency.to_string(), "--out"])
                     .arg(&out)
+                    .arg("--data-dir")
+                    .arg(&data_dir)
                     .args(&corpus_args),
             )?;
             let seconds = number(&summary, "seconds")?;
