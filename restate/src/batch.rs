@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use verity_core::corpus::Corpus;
 use verity_core::provider::Provider;
 
 use crate::cluster::{self, Outcome, Ports, Server, Workers};
 use crate::corpus::{CorpusFile, is_url, load_bytes, parse, sha256_hex};
 use crate::summary::{LABELS, Tally, gold_text, retriever_of};
-use verity_core::corpus::Corpus;
 use crate::workflow::{BatchInput, BatchResult, CheckResult, ClaimResult, ClaimRow, Limits};
 
 /// One row of a claim file: the format of `shared/data/vitaminc/claims-dev.jsonl` (a row
@@ -35,7 +35,6 @@ pub struct Row {
     #[serde(default)]
     pub meta: Value,
 }
-
 
 /// Reads a claim file. Every line is checked before anything is submitted; an id given twice
 /// is refused (the results would not tell the two apart).
@@ -125,7 +124,10 @@ pub struct Options {
 /// # Errors
 /// An unreadable, unreachable or unparsable corpus, or a row without a corpus when there is
 /// no shared one.
-pub fn batch_input(options: &Options, rows: &[Row]) -> Result<(BatchInput, Option<Corpus>), String> {
+pub fn batch_input(
+    options: &Options,
+    rows: &[Row],
+) -> Result<(BatchInput, Option<Corpus>), String> {
     let mut shared = None;
     let corpus = match &options.corpus {
         Some(location) => {
@@ -255,7 +257,8 @@ pub fn wait_streaming(
     let mut last = String::new();
     let mut received: u64 = 0;
     loop {
-        if let Ok(value) = cluster::query_with(ingress, "Batch", key, "finished", Some(&json!(received)))
+        if let Ok(value) =
+            cluster::query_with(ingress, "Batch", key, "finished", Some(&json!(received)))
             && let Ok(finished) = serde_json::from_value::<Vec<ClaimResult>>(value)
             && !finished.is_empty()
         {

@@ -165,8 +165,7 @@ impl RateLimiter {
             return Ok(Json(grant.at_ms));
         }
         let hold: u64 = ctx.get::<u64>(HOLD).await?.unwrap_or(0);
-        let now: u64 =
-            ctx.run(|| async { Ok::<_, HandlerError>(now_ms()) }).name("now").await?;
+        let now: u64 = ctx.run(|| async { Ok::<_, HandlerError>(now_ms()) }).name("now").await?;
         // Grants that left every window a new grant can be in (it is at `now` or later).
         let length = request.window.window_ms.max(1);
         grants.retain(|grant| grant.at_ms + length > now);
@@ -227,7 +226,11 @@ pub async fn wait_for_slot(
 ) -> Result<String, HandlerError> {
     let tokens = estimate_tokens(request);
     for attempt in 0u32.. {
-        let id = if attempt == 0 { format!("{check}/{call}") } else { format!("{check}/{call}/{attempt}") };
+        let id = if attempt == 0 {
+            format!("{check}/{call}")
+        } else {
+            format!("{check}/{call}/{attempt}")
+        };
         let asked = Acquire { id: id.clone(), tokens, window: rate.window };
         let at = ctx
             .object_client::<RateLimiterClient>(rate.key.clone())
@@ -350,7 +353,12 @@ mod tests {
                 .iter()
                 .filter(|other| other.at_ms <= grant.at_ms && other.at_ms + 1_000 > grant.at_ms)
                 .collect();
-            assert!(inside.len() <= 4, "{} requests in the window ending {}", inside.len(), grant.at_ms);
+            assert!(
+                inside.len() <= 4,
+                "{} requests in the window ending {}",
+                inside.len(),
+                grant.at_ms
+            );
             let tokens: u64 = inside.iter().map(|g| g.tokens).sum();
             assert!(tokens <= 900, "{tokens} tokens in the window ending {}", grant.at_ms);
         }

@@ -84,8 +84,7 @@ impl Tally {
             if predicted == label {
                 self.correct += 1;
             }
-            *self.confusion.entry(label.to_owned()).or_default().entry(predicted).or_default() +=
-                1;
+            *self.confusion.entry(label.to_owned()).or_default().entry(predicted).or_default() += 1;
         }
     }
 
@@ -175,10 +174,8 @@ pub async fn evaluate(
 ) -> Result<Value, String> {
     let mut tally = Tally::new();
     for (n, row) in rows.iter().enumerate() {
-        let own = row
-            .corpus
-            .as_ref()
-            .ok_or_else(|| format!("row {} has no corpus of its own", n + 1))?;
+        let own =
+            row.corpus.as_ref().ok_or_else(|| format!("row {} has no corpus of its own", n + 1))?;
         let corpus = IndexedCorpus::new(
             Corpus::from_pairs(own.iter()).map_err(|e| format!("row {}: {e}", n + 1))?,
         );

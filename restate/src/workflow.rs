@@ -140,7 +140,9 @@ async fn drive_durably(
                     ctx.sleep(Duration::from_millis(delay_ms)).await?;
                 }
                 let slot = match rate {
-                    Some(rate) => Some(limiter::wait_for_slot(ctx, rate, &check, id.0, &request).await?),
+                    Some(rate) => {
+                        Some(limiter::wait_for_slot(ctx, rate, &check, id.0, &request).await?)
+                    }
                     None => None,
                 };
                 let host = Arc::clone(host);
@@ -447,8 +449,11 @@ impl Batch {
                     Some(passages) => CorpusSource::Passages(passages.clone()),
                     None => CorpusSource::File(input.corpus.clone().expect("checked above")),
                 };
-                let check =
-                    CheckInput { job: Value::Object(job), corpus: Some(corpus), rate: rate.clone() };
+                let check = CheckInput {
+                    job: Value::Object(job),
+                    corpus: Some(corpus),
+                    rate: rate.clone(),
+                };
                 let future = ctx
                     .workflow_client::<ClaimCheckClient>(check_key(&key, next))
                     .run(Json(check))
@@ -478,11 +483,8 @@ impl Batch {
             progress.cost += result.spent.usage.cost;
             ctx.set(PROGRESS, Json(progress));
             // Kept in the order they finished, for `finished` (results as they arrive).
-            let finished = ClaimResult {
-                index,
-                id: input.claims[index].id.clone(),
-                result: result.clone(),
-            };
+            let finished =
+                ClaimResult { index, id: input.claims[index].id.clone(), result: result.clone() };
             ctx.set(&finished_key(progress.done - 1), Json(finished));
             results[index] = Some(result);
         }

@@ -260,14 +260,16 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
     assert_eq!(result.progress.done, CLAIMS as u64);
     // The results as they finished (what the batch command appends while it waits): each
     // claim once.
-    let finished = cluster::query_with(&server.ingress_url(), "Batch", key, "finished", Some(&json!(0)))
-        .unwrap();
+    let finished =
+        cluster::query_with(&server.ingress_url(), "Batch", key, "finished", Some(&json!(0)))
+            .unwrap();
     let mut indexes: Vec<u64> =
         finished.as_array().unwrap().iter().map(|r| r["index"].as_u64().unwrap()).collect();
     indexes.sort_unstable();
     assert_eq!(indexes, (0..CLAIMS as u64).collect::<Vec<_>>());
-    let later = cluster::query_with(&server.ingress_url(), "Batch", key, "finished", Some(&json!(55)))
-        .unwrap();
+    let later =
+        cluster::query_with(&server.ingress_url(), "Batch", key, "finished", Some(&json!(55)))
+            .unwrap();
     assert_eq!(later.as_array().unwrap().len(), CLAIMS - 55);
     assert_eq!(result.progress.failed, 0);
     assert_eq!(result.progress.running, 0);
@@ -457,8 +459,11 @@ fn a_claim_file_with_a_broken_line_names_the_line_and_submits_nothing() {
     let error = batch::read_claims(&claims).unwrap_err();
     assert!(error.contains(":1: label \"true\""), "{error}");
     // And an id given twice.
-    std::fs::write(&claims, "{\"id\": \"a\", \"claim\": \"One.\"}\n\n{\"id\": \"a\", \"claim\": \"Two.\"}\n")
-        .unwrap();
+    std::fs::write(
+        &claims,
+        "{\"id\": \"a\", \"claim\": \"One.\"}\n\n{\"id\": \"a\", \"claim\": \"Two.\"}\n",
+    )
+    .unwrap();
     let error = batch::read_claims(&claims).unwrap_err();
     assert!(error.contains(":3: the id \"a\" is given twice (first on line 1)"), "{error}");
     // A corpus that does not parse is named before anything starts.
@@ -799,7 +804,8 @@ fn corpus_server(body: String, serve: usize) -> (String, Arc<Mutex<usize>>) {
                     body.len()
                 )
             } else {
-                "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned()
+                "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    .to_owned()
             };
             stream.write_all(reply.as_bytes()).ok();
         }
@@ -851,12 +857,21 @@ fn a_corpus_by_url_is_fetched_checked_and_refused_when_its_hash_does_not_match()
     let wrong = sha256_hex(b"another corpus");
     let input = BatchInput {
         corpus: Some(CorpusFile { path: url.clone(), sha256: wrong.clone() }),
-        claims: vec![ClaimRow { id: None, claim: "The Eiffel Tower is in Paris.".into(), corpus: None }],
+        claims: vec![ClaimRow {
+            id: None,
+            claim: "The Eiffel Tower is in Paris.".into(),
+            corpus: None,
+        }],
         job: Map::new(),
         limits: Limits::default(),
     };
-    cluster::submit(&server.ingress_url(), "Batch", "wrong", &serde_json::to_value(&input).unwrap())
-        .unwrap();
+    cluster::submit(
+        &server.ingress_url(),
+        "Batch",
+        "wrong",
+        &serde_json::to_value(&input).unwrap(),
+    )
+    .unwrap();
     let error = batch::wait(&server.ingress_url(), "wrong", false).unwrap_err();
     assert!(error.contains("refused") && error.contains(&wrong), "{error}");
     assert!(error.contains(&local.sha256) && error.contains(&url), "{error}");
@@ -888,8 +903,13 @@ fn a_check_that_ends_with_an_error_is_its_claims_failure_not_the_batchs() {
         job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
         limits: Limits { concurrency: 2, ..Limits::default() },
     };
-    cluster::submit(&server.ingress_url(), "Batch", "refused", &serde_json::to_value(&input).unwrap())
-        .unwrap();
+    cluster::submit(
+        &server.ingress_url(),
+        "Batch",
+        "refused",
+        &serde_json::to_value(&input).unwrap(),
+    )
+    .unwrap();
     let result: BatchResult = batch::wait(&server.ingress_url(), "refused", false).unwrap();
     assert_eq!(result.results.len(), CLAIMS);
     let refused: Vec<&str> =
@@ -915,7 +935,11 @@ fn the_same_batch_command_run_again_attaches_to_its_batch_and_pays_nothing_twice
     let corpus = corpus_file(&dir);
     let claims = dir.join("claims.jsonl");
     let text: String = (0..6)
-        .map(|i| json!({"id": format!("a{i}"), "claim": format!("The Eiffel Tower is in Paris ({i}).")}).to_string() + "\n")
+        .map(|i| {
+            json!({"id": format!("a{i}"), "claim": format!("The Eiffel Tower is in Paris ({i}).")})
+                .to_string()
+                + "\n"
+        })
         .collect();
     std::fs::write(&claims, text).unwrap();
     let out = dir.join("results.jsonl");
@@ -947,4 +971,77 @@ fn the_same_batch_command_run_again_attaches_to_its_batch_and_pays_nothing_twice
     let third = batch::run(&other).unwrap();
     assert_eq!(third["batch"]["key"], "other");
     assert_eq!(journal(&mock).len(), 2 * requests);
+}
+
+#[test]
+fn a_retry_after_seen_by_one_check_holds_the_whole_batch_back() {
+    let _serial = serial();
+    let dir = scratch("hold");
+    // Claim 0's first assessment is answered 429 with Retry-After: 3 s; everything else as in
+    // claims.json.
+    let mut fixtures: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap();
+    let limited = json!({
+        "match": {"toolName": "record_assessment", "userMessage": "(hold 0).", "sequenceIndex": 0},
+        "response": {
+            "error": {"message": "Rate limit reached for requests.", "type": "rate_limit_error"},
+            "status": 429,
+            "retryAfter": 3,
+        },
+    });
+    fixtures["fixtures"].as_array_mut().unwrap().insert(0, limited);
+    let path = dir.join("fixtures.json");
+    std::fs::write(&path, fixtures.to_string()).unwrap();
+    let mock = Aimock::start(&path).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let input = BatchInput {
+        corpus: Some(corpus_file(&dir)),
+        claims: (0..2)
+            .map(|i| ClaimRow {
+                id: Some(format!("h{i}")),
+                claim: format!("The Eiffel Tower stands in Paris, France (hold {i})."),
+                corpus: None,
+            })
+            .collect(),
+        job: Map::from_iter([
+            ("retriever".to_owned(), json!({"bm25": {"k": 4}})),
+            ("retry".to_owned(), json!({"maxRetries": 1})),
+        ]),
+        // A limit far above what two claims use: only the hold can slow them.
+        limits: Limits { concurrency: 2, requests_per_minute: Some(1_000), ..Limits::default() },
+    };
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let workers = Workers::start(&binary(), 1, &args, &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    cluster::submit(&server.ingress_url(), "Batch", "hold", &serde_json::to_value(&input).unwrap())
+        .unwrap();
+    let result: BatchResult = batch::wait(&server.ingress_url(), "hold", false).unwrap();
+    for claim in &result.results {
+        assert!(claim.result.value.is_some(), "{claim:?}");
+    }
+    // Five requests: both assessments at once (claim 0's answered 429), then, after the hold,
+    // claim 1's summary and claim 0's retried assessment and its summary. Claim 1 saw no 429
+    // itself: without the shared hold its summary would follow its assessment at once.
+    let entries = journal_entries(&mock);
+    assert_eq!(entries.len(), 5, "{entries:?}");
+    let at = |entry: &Value| entry["timestamp"].as_u64().unwrap();
+    let limited = entries
+        .iter()
+        .find(|entry| entry["body"].to_string().contains("(hold 0)."))
+        .map(at)
+        .unwrap();
+    let mut after = Vec::new();
+    for entry in &entries {
+        let body = entry["body"].to_string();
+        if at(entry) < limited || body.contains("(hold 1).") || at(entry) == limited {
+            continue;
+        }
+        let waited = at(entry) - limited;
+        assert!(waited >= 2_900, "a request came {waited} ms after the 429, inside the hold");
+        after.push(waited);
+    }
+    eprintln!("after the 429: {after:?} ms");
+    assert_eq!(after.len(), 3, "{entries:?}");
+    drop(workers);
 }
