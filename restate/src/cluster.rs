@@ -19,16 +19,32 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The `restate-server` binary: `VERITY_RESTATE_SERVER`, else the one npm installed in the
-/// workspace's `node_modules`.
+/// workspace's `node_modules` for this platform (the package ships Linux and macOS, x64 and
+/// arm64).
 ///
 /// # Errors
-/// When it is missing (with what to run).
+/// When it is missing (with what to run), or when npm has no build for this platform.
 pub fn server_binary() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("VERITY_RESTATE_SERVER") {
         return Ok(PathBuf::from(path));
     }
+    let os = match std::env::consts::OS {
+        "macos" => "darwin",
+        other => other,
+    };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    if !matches!((os, arch), ("linux" | "darwin", "x64" | "arm64")) {
+        return Err(format!(
+            "@restatedev/restate-server has no build for {os}-{arch}: install a Restate server \
+             {SERVER_VERSION} yourself and set VERITY_RESTATE_SERVER to its binary"
+        ));
+    }
     let path = workspace_root()
-        .join("node_modules/@restatedev/restate-server-linux-x64/bin/restate-server");
+        .join(format!("node_modules/@restatedev/restate-server-{os}-{arch}/bin/restate-server"));
     if path.is_file() {
         Ok(path)
     } else {
