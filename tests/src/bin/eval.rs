@@ -21,10 +21,10 @@
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
+use verity_core::Transport;
 use verity_core::provider::offline::{OFFLINE_MODEL_NAME, OfflineModel};
 use verity_core::provider::{Provider, ProviderTransport};
 use verity_core::retrieve::Retriever;
-use verity_core::Transport;
 
 /// The transport to a real provider: the codecs over reqwest with rustls (native only; the
 /// crate is also built for wasm, where its suite runs, but this command is not).
