@@ -319,6 +319,29 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
         at_kill,
         at_stop
     );
+    // What "in flight" means here, measured: from a claim's assessment request to its summary
+    // request (the assessment streamed, journaled, the summary's slot taken) in the run.
+    let mut gaps: Vec<u64> = (0..CLAIMS)
+        .filter_map(|i| {
+            let mark = format!("(check {i}).");
+            let start = |assessment: bool| {
+                first
+                    .iter()
+                    .filter(|(body, _)| {
+                        body.contains(&mark) && body.contains("record_assessment") == assessment
+                    })
+                    .map(|(_, at)| *at)
+                    .min()
+            };
+            Some(start(false)?.saturating_sub(start(true)?))
+        })
+        .collect();
+    gaps.sort_unstable();
+    eprintln!(
+        "assessment to summary: median {} ms, most {} ms (the in-flight bound is {IN_FLIGHT_MS} ms)",
+        gaps[gaps.len() / 2],
+        gaps[gaps.len() - 1]
+    );
     // The results equal an in-process run of the same claims (against a fresh mock).
     drop(mock);
     let fresh = Aimock::start(&fixtures).unwrap();
