@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use verity_core::corpus::Corpus;
 use verity_core::provider::Provider;
 
 use crate::cluster::{self, Outcome, Ports, Server, Workers};
-use crate::corpus::{CorpusFile, sha256_hex};
-use crate::workflow::{BatchInput, BatchResult, ClaimRow, Limits};
+use crate::corpus::{CorpusFile, is_url, load_bytes, parse, sha256_hex};
+use crate::summary::{LABELS, Tally, gold_text, retriever_of};
+use crate::workflow::{BatchInput, BatchResult, CheckResult, ClaimResult, ClaimRow, Limits};
 
 /// One row of a claim file: the format of `shared/data/vitaminc/claims-dev.jsonl` (a row
 /// may carry its own small corpus, a label and `meta.gold`), or plain `{id, claim}`.
@@ -34,15 +36,15 @@ pub struct Row {
     pub meta: Value,
 }
 
-const LABELS: [&str; 3] = ["supported", "contradicted", "insufficient"];
-
-/// Reads a claim file. Every line is checked before anything is submitted.
+/// Reads a claim file. Every line is checked before anything is submitted; an id given twice
+/// is refused (the results would not tell the two apart).
 ///
 /// # Errors
 /// The first bad line, by number (`FILE:LINE: why`).
 pub fn read_claims(path: &Path) -> Result<Vec<Row>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut rows = Vec::new();
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -56,6 +58,11 @@ pub fn read_claims(path: &Path) -> Result<Vec<Row>, String> {
             && !LABELS.contains(&label.as_str())
         {
             return Err(at(format!("label {label:?}; expected one of {LABELS:?}")));
+        }
+        if let Some(id) = &row.id
+            && let Some(first) = seen.insert(id.clone(), n + 1)
+        {
+            return Err(at(format!("the id {id:?} is given twice (first on line {first})")));
         }
         rows.push(row);
     }
@@ -88,8 +95,8 @@ pub fn read_provider(path: &Path) -> Result<Provider, String> {
 pub struct Options {
     /// The claim file.
     pub claims: PathBuf,
-    /// The shared corpus file.
-    pub corpus: Option<PathBuf>,
+    /// The shared corpus: a file path, or an `http(s)://` URL the workers fetch.
+    pub corpus: Option<String>,
     /// A provider configuration (else the offline model).
     pub provider: Option<PathBuf>,
     /// Worker processes.
@@ -100,25 +107,42 @@ pub struct Options {
     pub job: Map<String, Value>,
     /// Where the results go (JSONL); the summary goes beside it (`.summary.json`).
     pub out: PathBuf,
-    /// The server's data directory.
+    /// The server's data directory (kept: the same command run again attaches to the batch).
     pub data_dir: PathBuf,
+    /// The batch's key; by default derived from its input (see [`batch_key`]).
+    pub batch_id: Option<String>,
     /// This crate's binary (the worker).
     pub binary: PathBuf,
     /// Print a progress line to stderr.
     pub progress: bool,
 }
 
-/// The batch's input: the rows and the corpus reference (with its hash, computed here).
+/// The batch's input: the rows and the corpus reference (with its hash, computed here from
+/// the file, or from the URL fetched once), and the shared corpus itself. The corpus is
+/// parsed here, so a broken one is named before anything starts.
 ///
 /// # Errors
-/// An unreadable corpus, or a row without a corpus when there is no shared one.
-pub fn batch_input(options: &Options, rows: &[Row]) -> Result<BatchInput, String> {
+/// An unreadable, unreachable or unparsable corpus, or a row without a corpus when there is
+/// no shared one.
+pub fn batch_input(
+    options: &Options,
+    rows: &[Row],
+) -> Result<(BatchInput, Option<Corpus>), String> {
+    let mut shared = None;
     let corpus = match &options.corpus {
-        Some(path) => {
-            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let path =
-                std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            Some(CorpusFile { path: path.display().to_string(), sha256: sha256_hex(&bytes) })
+        Some(location) => {
+            let location = if is_url(location) {
+                location.trim().to_owned()
+            } else {
+                std::fs::canonicalize(location)
+                    .map_err(|e| format!("corpus {location}: {e}"))?
+                    .display()
+                    .to_string()
+            };
+            let bytes = load_bytes(&location)?;
+            let sha256 = sha256_hex(&bytes);
+            shared = Some(parse(&location, bytes)?);
+            Some(CorpusFile { path: location, sha256 })
         }
         None => None,
     };
@@ -139,7 +163,16 @@ pub fn batch_input(options: &Options, rows: &[Row]) -> Result<BatchInput, String
             corpus: row.corpus.clone(),
         })
         .collect();
-    Ok(BatchInput { corpus, claims, job: options.job.clone(), limits: options.limits })
+    Ok((BatchInput { corpus, claims, job: options.job.clone(), limits: options.limits }, shared))
+}
+
+/// The key of a batch: `batch-` and the first 16 hex digits of the SHA-256 of its input (the
+/// claims, the corpus's location and hash, the job and the limits). The same command run
+/// again has the same key, and attaches to the batch instead of checking the claims again.
+#[must_use]
+pub fn batch_key(input: &BatchInput) -> String {
+    let json = serde_json::to_string(input).unwrap_or_default();
+    format!("batch-{}", &sha256_hex(json.as_bytes())[..16])
 }
 
 /// Runs a batch end to end: server, workers, registration, submission, progress, results.
@@ -150,23 +183,33 @@ pub fn batch_input(options: &Options, rows: &[Row]) -> Result<BatchInput, String
 /// ends with a terminal error (a corpus the workers refuse).
 pub fn run(options: &Options) -> Result<Value, String> {
     let rows = read_claims(&options.claims)?;
-    let input = batch_input(options, &rows)?;
+    let (input, shared) = batch_input(options, &rows)?;
     if let Some(path) = &options.provider {
         read_provider(path)?;
     }
-    let mut server = Server::start(&options.data_dir, Ports::free())?;
+    let key = options.batch_id.clone().unwrap_or_else(|| batch_key(&input));
+    let (ports, deployment) = Ports::kept(&options.data_dir);
+    let mut server = Server::start(&options.data_dir, ports)?;
     let mut worker_args = Vec::new();
     if let Some(path) = &options.provider {
         worker_args.push("--provider".to_owned());
         worker_args.push(path.display().to_string());
     }
-    let workers = Workers::start(&options.binary, options.workers, &worker_args, &[])?;
+    let workers =
+        Workers::start_at(&options.binary, options.workers, &worker_args, &[], deployment)?;
     cluster::register(&server.admin_url(), &workers.url())?;
-    let key = format!("batch-{}", std::process::id());
     let started = Instant::now();
     let input = serde_json::to_value(&input).map_err(|e| e.to_string())?;
-    cluster::submit(&server.ingress_url(), "Batch", &key, &input)?;
-    let result = wait(&server.ingress_url(), &key, options.progress)?;
+    if cluster::submit_or_attach(&server.ingress_url(), "Batch", &key, &input)? && options.progress
+    {
+        eprintln!("batch {key} was submitted before: attached to it (nothing is checked twice)");
+    }
+    // Results go out as they finish (in that order); the file is rewritten in the batch's
+    // order at the end.
+    let mut arrived = ResultsFile::create(&options.out, &rows)?;
+    let result = wait_streaming(&server.ingress_url(), &key, options.progress, &mut |finished| {
+        arrived.append(finished)
+    })?;
     let elapsed = started.elapsed();
     drop(workers);
     server.stop();
@@ -175,8 +218,10 @@ pub fn run(options: &Options) -> Result<Value, String> {
         Some(path) => model_name(&read_provider(path)?),
         None => verity_core::provider::offline::OFFLINE_MODEL_NAME.to_owned(),
     };
-    let mut summary = summarize(&options.claims, &rows, &result, &model, &options.job);
+    let mut summary =
+        summarize(&options.claims, &rows, &result, &model, &options.job, shared.as_ref());
     summary["batch"] = json!({
+        "key": key,
         "workers": options.workers,
         "seconds": round(elapsed.as_secs_f64()),
         "claims_per_second": round(rows.len() as f64 / elapsed.as_secs_f64().max(1e-9)),
@@ -195,8 +240,31 @@ pub fn run(options: &Options) -> Result<Value, String> {
 /// # Errors
 /// The batch's terminal error.
 pub fn wait(ingress: &str, key: &str, show: bool) -> Result<BatchResult, String> {
+    wait_streaming(ingress, key, show, &mut |_| Ok(()))
+}
+
+/// Waits for batch `key`, printing its progress and handing `sink` the results as they finish
+/// (each once, in the order they finished); the result.
+///
+/// # Errors
+/// The batch's terminal error, or the sink's.
+pub fn wait_streaming(
+    ingress: &str,
+    key: &str,
+    show: bool,
+    sink: &mut dyn FnMut(&[ClaimResult]) -> Result<(), String>,
+) -> Result<BatchResult, String> {
     let mut last = String::new();
+    let mut received: u64 = 0;
     loop {
+        if let Ok(value) =
+            cluster::query_with(ingress, "Batch", key, "finished", Some(&json!(received)))
+            && let Ok(finished) = serde_json::from_value::<Vec<ClaimResult>>(value)
+            && !finished.is_empty()
+        {
+            sink(&finished)?;
+            received += finished.len() as u64;
+        }
         match cluster::output(ingress, "Batch", key) {
             Outcome::Done(value) => {
                 if show {
@@ -242,6 +310,37 @@ fn progress_line(progress: &Value) -> String {
     )
 }
 
+/// The results file while a batch runs: one line per result as it finishes.
+struct ResultsFile<'a> {
+    file: std::fs::File,
+    rows: &'a [Row],
+}
+
+impl<'a> ResultsFile<'a> {
+    fn create(path: &Path, rows: &'a [Row]) -> Result<Self, String> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Self { file, rows })
+    }
+
+    fn append(&mut self, finished: &[ClaimResult]) -> Result<(), String> {
+        let mut text = String::new();
+        for claim in finished {
+            if let Some(row) = self.rows.get(claim.index) {
+                text.push_str(&result_line(row, &claim.result).to_string());
+                text.push('\n');
+            }
+        }
+        self.file.write_all(text.as_bytes()).map_err(|e| format!("the results file: {e}"))
+    }
+}
+
+fn result_line(row: &Row, result: &CheckResult) -> Value {
+    json!({"id": row.id, "claim": row.claim, "label": row.label, "result": result})
+}
+
 /// One JSON line per claim: its id, claim, label (if any) and result.
 ///
 /// # Errors
@@ -252,13 +351,7 @@ pub fn write_results(path: &Path, rows: &[Row], result: &BatchResult) -> Result<
     }
     let mut text = String::new();
     for (row, claim) in rows.iter().zip(&result.results) {
-        let line = json!({
-            "id": row.id,
-            "claim": row.claim,
-            "label": row.label,
-            "result": claim.result,
-        });
-        text.push_str(&line.to_string());
+        text.push_str(&result_line(row, &claim.result).to_string());
         text.push('\n');
     }
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
@@ -274,8 +367,8 @@ fn model_name(provider: &Provider) -> String {
     }
 }
 
-/// `eval`'s summary of labelled rows (the same fields, computed the same way); for unlabelled
-/// rows, the counts only.
+/// `eval`'s summary of labelled rows (the same function, [`Tally`]); for unlabelled rows, the
+/// counts only. A row's gold passage is looked up in its own corpus, else in `shared`.
 #[must_use]
 pub fn summarize(
     file: &Path,
@@ -283,92 +376,13 @@ pub fn summarize(
     result: &BatchResult,
     model: &str,
     job: &Map<String, Value>,
+    shared: Option<&Corpus>,
 ) -> Value {
-    let mut confusion: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
-    let mut failures: BTreeMap<String, u32> = BTreeMap::new();
-    let mut routes: BTreeMap<String, u32> = BTreeMap::new();
-    let (mut correct, mut requests, mut conclusive, mut cites_gold) = (0u32, 0u64, 0u32, 0u32);
-    let labelled = rows.iter().all(|row| row.label.is_some());
+    let mut tally = Tally::new();
     for (row, claim) in rows.iter().zip(&result.results) {
-        let outcome = &claim.result;
-        requests += u64::from(outcome.spent.requests);
-        let predicted = match (&outcome.value, &outcome.failure) {
-            (Some(report), _) => {
-                let route = report["route"].as_str().unwrap_or_default().to_owned();
-                *routes.entry(route).or_default() += 1;
-                let verdict =
-                    report["assessment"]["verdict"].as_str().unwrap_or_default().to_owned();
-                if verdict == "supported" || verdict == "contradicted" {
-                    conclusive += 1;
-                    let gold = row.meta["gold"]
-                        .as_str()
-                        .and_then(|id| row.corpus.as_ref().and_then(|corpus| corpus.get(id)));
-                    let citations = report["assessment"]["citations"].as_array();
-                    if gold.is_some_and(|text| {
-                        citations
-                            .is_some_and(|c| c.iter().any(|cited| cited.as_str() == Some(text)))
-                    }) {
-                        cites_gold += 1;
-                    }
-                }
-                verdict
-            }
-            (None, Some(failure)) => {
-                let kind = failure.kind().as_str().to_owned();
-                *failures.entry(kind.clone()).or_default() += 1;
-                if kind == "no-new-evidence" || kind == "research-turn-limit" {
-                    "insufficient".to_owned()
-                } else {
-                    "failed".to_owned()
-                }
-            }
-            (None, None) => "failed".to_owned(),
-        };
-        if let Some(label) = &row.label {
-            if predicted == *label {
-                correct += 1;
-            }
-            *confusion.entry(label.clone()).or_default().entry(predicted).or_default() += 1;
-        }
+        tally.add(row.label.as_deref(), gold_text(row, shared).as_deref(), &claim.result);
     }
-    let total = u32::try_from(rows.len()).unwrap_or(u32::MAX);
-    let retriever = job.get("retriever").cloned().unwrap_or(json!({"bm25": {"k": 8}}));
-    let counts = json!({"claims": total, "reports": total - failures.values().sum::<u32>(), "failures": failures});
-    #[allow(clippy::cast_precision_loss)]
-    let per_claim = requests as f64 / f64::from(total.max(1));
-    if !labelled {
-        return json!({
-            "file": file.display().to_string(),
-            "model": model,
-            "retriever": retriever,
-            "counts": counts,
-            "requests_per_claim": round(per_claim),
-            "routes": routes,
-        });
-    }
-    let recall: Vec<f64> = LABELS
-        .iter()
-        .filter_map(|label| {
-            let row = confusion.get(*label)?;
-            let all: u32 = row.values().sum();
-            Some(f64::from(row.get(*label).copied().unwrap_or(0)) / f64::from(all))
-        })
-        .collect();
-    #[allow(clippy::cast_precision_loss)]
-    let balanced = recall.iter().sum::<f64>() / recall.len().max(1) as f64;
-    json!({
-        "file": file.display().to_string(),
-        "model": model,
-        "retriever": retriever,
-        "counts": counts,
-        "accuracy": round(f64::from(correct) / f64::from(total.max(1))),
-        "balanced_accuracy": round(balanced),
-        "confusion": confusion,
-        "conclusive": conclusive,
-        "conclusive_citing_gold_rate": if conclusive == 0 { Value::Null } else { json!(round(f64::from(cites_gold) / f64::from(conclusive))) },
-        "requests_per_claim": round(per_claim),
-        "routes": routes,
-    })
+    tally.summary(&file.display().to_string(), model, &retriever_of(job))
 }
 
 fn round(x: f64) -> f64 {

@@ -19,16 +19,32 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The `restate-server` binary: `VERITY_RESTATE_SERVER`, else the one npm installed in the
-/// workspace's `node_modules`.
+/// workspace's `node_modules` for this platform (the package ships Linux and macOS, x64 and
+/// arm64).
 ///
 /// # Errors
-/// When it is missing (with what to run).
+/// When it is missing (with what to run), or when npm has no build for this platform.
 pub fn server_binary() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("VERITY_RESTATE_SERVER") {
         return Ok(PathBuf::from(path));
     }
+    let os = match std::env::consts::OS {
+        "macos" => "darwin",
+        other => other,
+    };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    if !matches!((os, arch), ("linux" | "darwin", "x64" | "arm64")) {
+        return Err(format!(
+            "@restatedev/restate-server has no build for {os}-{arch}: install a Restate server \
+             {SERVER_VERSION} yourself and set VERITY_RESTATE_SERVER to its binary"
+        ));
+    }
     let path = workspace_root()
-        .join("node_modules/@restatedev/restate-server-linux-x64/bin/restate-server");
+        .join(format!("node_modules/@restatedev/restate-server-{os}-{arch}/bin/restate-server"));
     if path.is_file() {
         Ok(path)
     } else {
@@ -85,6 +101,40 @@ impl Ports {
     #[must_use]
     pub fn free() -> Self {
         Self { ingress: free_port(), admin: free_port(), node: free_port() }
+    }
+
+    /// The ports a server on `base_dir` used before (with the balancer's, `ports.json`) when
+    /// they are all free again, else free ones; written back. A server restarted on its data
+    /// directory then listens where it did, and the deployment it knows (the balancer's URL)
+    /// is reached again, so the invocations it holds go on.
+    #[must_use]
+    pub fn kept(base_dir: &Path) -> (Self, u16) {
+        let file = base_dir.join("ports.json");
+        let saved = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|value| {
+                let port = |name: &str| value[name].as_u64().and_then(|p| u16::try_from(p).ok());
+                Some((
+                    Self { ingress: port("ingress")?, admin: port("admin")?, node: port("node")? },
+                    port("deployment")?,
+                ))
+            });
+        let is_free = |port: u16| TcpListener::bind(("127.0.0.1", port)).is_ok();
+        let (ports, deployment) = match saved {
+            Some((ports, deployment))
+                if [ports.ingress, ports.admin, ports.node, deployment]
+                    .into_iter()
+                    .all(is_free) =>
+            {
+                (ports, deployment)
+            }
+            _ => (Self::free(), free_port()),
+        };
+        std::fs::create_dir_all(base_dir).ok();
+        let saved = json!({"ingress": ports.ingress, "admin": ports.admin, "node": ports.node, "deployment": deployment});
+        std::fs::write(&file, saved.to_string()).ok();
+        (ports, deployment)
     }
 }
 
@@ -283,6 +333,20 @@ impl Workers {
         worker_args: &[String],
         env: &[(String, String)],
     ) -> Result<Self, String> {
+        Self::start_at(binary, count, worker_args, env, free_port())
+    }
+
+    /// As [`Workers::start`], with the balancer (the deployment's URL) on `port`.
+    ///
+    /// # Errors
+    /// When one does not start.
+    pub fn start_at(
+        binary: &Path,
+        count: usize,
+        worker_args: &[String],
+        env: &[(String, String)],
+        port: u16,
+    ) -> Result<Self, String> {
         let mut workers = Vec::new();
         for _ in 0..count.max(1) {
             let port = free_port();
@@ -290,7 +354,6 @@ impl Workers {
             args.extend_from_slice(worker_args);
             workers.push(Process::start(binary, port, &args, env)?);
         }
-        let port = free_port();
         let mut args = vec!["balance".to_owned(), "--port".to_owned(), port.to_string()];
         for worker in &workers {
             args.push(format!("127.0.0.1:{}", worker.port));
@@ -348,6 +411,44 @@ pub fn blocking(
     .map_err(|_| "the HTTP thread panicked".to_owned())?
 }
 
+/// Runs a SQL query on the server's introspection tables (`POST /query` on the admin API,
+/// e.g. `sys_invocation`); the rows as JSON.
+///
+/// # Errors
+/// No answer, an error status, or not JSON rows.
+pub fn admin_query(admin: &str, sql: &str) -> Result<Vec<Value>, String> {
+    let url = format!("{admin}/query");
+    let body = json!({"query": sql}).to_string();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async move {
+            let client =
+                reqwest::Client::builder().no_proxy().build().map_err(|e| e.to_string())?;
+            let response = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json")
+                .timeout(Duration::from_secs(30))
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            let status = response.status().as_u16();
+            let text = response.text().await.map_err(|e| format!("{url}: {e}"))?;
+            if status != 200 {
+                return Err(format!("{url}: {status} {text}"));
+            }
+            let value: Value = serde_json::from_str(&text).map_err(|e| format!("{url}: {e}"))?;
+            value["rows"].as_array().cloned().ok_or_else(|| format!("{url}: no rows in {text}"))
+        })
+    })
+    .join()
+    .map_err(|_| "the HTTP thread panicked".to_owned())?
+}
+
 /// Registers the deployment at `url` with the server whose admin API is at `admin`
 /// (`POST /deployments`, forced so a re-registration replaces it).
 ///
@@ -371,10 +472,26 @@ pub fn register(admin: &str, url: &str) -> Result<(), String> {
 /// # Errors
 /// What the ingress answered.
 pub fn submit(ingress: &str, service: &str, key: &str, input: &Value) -> Result<(), String> {
+    submit_or_attach(ingress, service, key, input).map(drop)
+}
+
+/// Starts workflow `service` with `key` and `input`, or finds it already started (a workflow
+/// runs once per key): `true` when it was there before.
+///
+/// # Errors
+/// What the ingress answered.
+pub fn submit_or_attach(
+    ingress: &str,
+    service: &str,
+    key: &str,
+    input: &Value,
+) -> Result<bool, String> {
     let url = format!("{ingress}/{service}/{key}/run/send");
     let (status, body) = blocking(reqwest::Method::POST, &url, Some(input))?;
-    if (200..300).contains(&status) {
-        Ok(())
+    if status == 409 || body.contains("PreviouslyAccepted") {
+        Ok(true)
+    } else if (200..300).contains(&status) {
+        Ok(false)
     } else {
         Err(format!("submitting {service}/{key} failed ({status}): {body}"))
     }
@@ -416,8 +533,22 @@ pub fn output(ingress: &str, service: &str, key: &str) -> Outcome {
 /// # Errors
 /// No answer, or not JSON.
 pub fn query(ingress: &str, service: &str, key: &str, handler: &str) -> Result<Value, String> {
+    query_with(ingress, service, key, handler, None)
+}
+
+/// Calls a shared handler with `input` and returns its JSON.
+///
+/// # Errors
+/// No answer, or not JSON.
+pub fn query_with(
+    ingress: &str,
+    service: &str,
+    key: &str,
+    handler: &str,
+    input: Option<&Value>,
+) -> Result<Value, String> {
     let url = format!("{ingress}/{service}/{key}/{handler}");
-    let (status, body) = blocking(reqwest::Method::POST, &url, None)?;
+    let (status, body) = blocking(reqwest::Method::POST, &url, input)?;
     if status != 200 {
         return Err(format!("{url}: {status} {body}"));
     }

@@ -1,5 +1,6 @@
-//! Corpora as a worker holds them: a file named with the SHA-256 of its bytes, loaded, checked
-//! and indexed (BM25) once per process, or a small corpus carried inline by a claim.
+//! Corpora as a worker holds them: a file (a path on the worker's machine or an `http(s)://`
+//! URL) named with the SHA-256 of its bytes, loaded, checked and indexed (BM25) once per
+//! process, or a small corpus carried inline by a claim.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,8 +14,9 @@ use verity_core::corpus::{Corpus, IndexedCorpus};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CorpusFile {
-    /// A path on the worker's machine (`.jsonl`, `.json`, `.csv`, `.txt`, `.md`: the formats of
-    /// `verity_core::files`).
+    /// A path on the worker's machine, or an `http://` or `https://` URL every worker fetches
+    /// (`.jsonl`, `.json`, `.csv`, `.txt`, `.md`: the formats of `verity_core::files`, told by
+    /// the name's extension).
     pub path: String,
     /// The SHA-256 of the file's bytes, lower-case hex.
     pub sha256: String,
@@ -41,12 +43,81 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     text
 }
 
-/// Reads a corpus file, checks its hash and parses it (no index yet).
+/// Whether `location` is a URL (`http://` or `https://`) rather than a path.
+#[must_use]
+pub fn is_url(location: &str) -> bool {
+    let lower = location.trim_start().to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+/// The name whose extension tells a corpus's format: the path, or the URL's path without
+/// its query and fragment.
+#[must_use]
+pub fn format_name(location: &str) -> &str {
+    if is_url(location) { location.split(['?', '#']).next().unwrap_or(location) } else { location }
+}
+
+/// The bytes at `location`: a file read, or a URL fetched (GET, over [`ReqwestClient`], five
+/// minutes at most) on a thread of its own, so it works from sync code and inside a runtime
+/// alike.
+///
+/// # Errors
+/// A message naming the location: unreadable, unreachable, or an answer other than 200.
+///
+/// [`ReqwestClient`]: crate::http::ReqwestClient
+pub fn load_bytes(location: &str) -> Result<Vec<u8>, String> {
+    if !is_url(location) {
+        return std::fs::read(location).map_err(|e| format!("corpus {location}: {e}"));
+    }
+    let url = location.trim().to_owned();
+    let fetched = std::thread::spawn(move || {
+        use verity_core::provider::{HttpBody, HttpClient, HttpRequest};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async move {
+            let request = HttpRequest {
+                method: "GET".to_owned(),
+                url,
+                headers: Vec::new(),
+                body: String::new(),
+                timeout_ms: Some(300_000),
+            };
+            let client = crate::http::ReqwestClient::new();
+            let (head, mut body) = client.send(&request).await.map_err(|e| format!("{e:?}"))?;
+            if head.status != 200 {
+                return Err(format!("the server answered {}", head.status));
+            }
+            let mut bytes = Vec::new();
+            while let Some(chunk) = body.next_chunk().await.map_err(|e| format!("{e:?}"))? {
+                bytes.extend(chunk);
+            }
+            Ok(bytes)
+        })
+    })
+    .join()
+    .map_err(|_| "the fetching thread panicked".to_owned())?;
+    fetched.map_err(|e| format!("corpus {location}: {e}"))
+}
+
+/// Parses corpus bytes named `location` (its extension tells the format).
+///
+/// # Errors
+/// A message naming the location: not UTF-8, or not a corpus (with the line, when there is one).
+pub fn parse(location: &str, bytes: Vec<u8>) -> Result<Corpus, String> {
+    let text = String::from_utf8(bytes).map_err(|e| format!("corpus {location}: {e}"))?;
+    let passages = verity_core::files::passages_from_file(format_name(location), &text)
+        .map_err(|e| format!("corpus {location}: {e}"))?;
+    Corpus::new(passages).map_err(|e| format!("corpus {location}: {e}"))
+}
+
+/// Reads (or fetches) a corpus file, checks its hash and parses it (no index yet).
 ///
 /// # Errors
 /// A message naming the file: unreadable, a hash that does not match, or unparsable.
 pub fn read_file(file: &CorpusFile) -> Result<Corpus, String> {
-    let bytes = std::fs::read(&file.path).map_err(|e| format!("corpus {}: {e}", file.path))?;
+    let bytes = load_bytes(&file.path)?;
     let actual = sha256_hex(&bytes);
     if !actual.eq_ignore_ascii_case(file.sha256.trim()) {
         return Err(format!(
@@ -55,16 +126,14 @@ pub fn read_file(file: &CorpusFile) -> Result<Corpus, String> {
             file.path, file.sha256
         ));
     }
-    let text = String::from_utf8(bytes).map_err(|e| format!("corpus {}: {e}", file.path))?;
-    let passages = verity_core::files::passages_from_file(&file.path, &text)
-        .map_err(|e| format!("corpus {}: {e}", file.path))?;
-    Corpus::new(passages).map_err(|e| format!("corpus {}: {e}", file.path))
+    parse(&file.path, bytes)
 }
 
-/// The corpora a worker process has loaded: each file read, checked and indexed once.
+/// The corpora a worker process has loaded: each file read (or fetched), checked and indexed
+/// once, kept by its hash (the same bytes at two locations are one corpus).
 #[derive(Debug, Default)]
 pub struct Corpora {
-    files: Mutex<HashMap<CorpusFile, Arc<IndexedCorpus>>>,
+    files: Mutex<HashMap<String, Arc<IndexedCorpus>>>,
 }
 
 impl Corpora {
@@ -88,7 +157,8 @@ impl Corpora {
             }
             CorpusSource::File(file) => {
                 let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
-                if let Some(corpus) = files.get(file) {
+                let hash = file.sha256.trim().to_ascii_lowercase();
+                if let Some(corpus) = files.get(&hash) {
                     return Ok(Arc::clone(corpus));
                 }
                 // Loaded under the lock: concurrent checks of one batch wait for the one load,
@@ -102,7 +172,7 @@ impl Corpora {
                     corpus.corpus().len(),
                     started.elapsed().as_millis()
                 );
-                files.insert(file.clone(), Arc::clone(&corpus));
+                files.insert(hash, Arc::clone(&corpus));
                 Ok(corpus)
             }
         }

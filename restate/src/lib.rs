@@ -3,12 +3,14 @@
 //!
 //! - [`workflow`]: the `ClaimCheck` workflow (one job, every model call and tool call a
 //!   journaled side effect, retry delays durable timers) and the `Batch` workflow (claims fanned
-//!   out with bounded concurrency and rate limits, a progress query).
+//!   out with bounded concurrency, a progress query); [`limiter`]: the `RateLimiter` virtual
+//!   object every model request of a batch waits for (requests and tokens per window).
 //! - [`host`]: what a worker holds (the model, host tools, corpora); [`corpus`]: corpora by
 //!   path and SHA-256, loaded and indexed once per process; [`http`]: the reqwest client the
 //!   provider codecs run over (HTTPS).
 //! - [`cluster`], [`balance`], [`batch`]: the processes around a batch on one machine (the
-//!   Restate server from npm, workers behind a small HTTP/2 balancer) and the `batch` command.
+//!   Restate server from npm, workers behind a small HTTP/2 balancer) and the `batch` command;
+//!   [`summary`]: the summary of a labelled run, one for `batch` and `eval`.
 //!
 //! Native only: the core stays free of tokio.
 #![cfg(not(target_arch = "wasm32"))]
@@ -19,6 +21,8 @@ pub mod cluster;
 pub mod corpus;
 pub mod host;
 pub mod http;
+pub mod limiter;
+pub mod summary;
 pub mod workflow;
 
 use std::net::SocketAddr;
@@ -37,6 +41,7 @@ pub async fn serve_worker(host: Arc<host::Host>, address: SocketAddr) -> std::io
     let endpoint = Endpoint::builder()
         .bind(workflow::ClaimCheck::new(Arc::clone(&host)))
         .bind(workflow::Batch::new(host))
+        .bind(limiter::RateLimiter)
         .build();
     let endpoint = restate_sdk::hyper::HyperEndpoint::new(endpoint);
     let listener = tokio::net::TcpListener::bind(address).await?;

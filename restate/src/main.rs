@@ -6,10 +6,12 @@
 //!   `VERITY_API_KEY`; never logged). Register it with any Restate server:
 //!   `restate deployments register http://HOST:P` or `POST /deployments` on the admin API.
 //! - `balance --port P WORKER...`: an HTTP/2 balancer over worker addresses.
-//! - `batch CLAIMS.jsonl [--corpus C.jsonl] [--provider CONFIG.json] [--workers N]
+//! - `batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] [--workers N]
 //!   [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] [--retries N]
-//!   [--out FILE] [--data-dir DIR]`: starts a Restate server and N workers, checks the claims
-//!   as one batch, writes the results (JSONL) and prints the summary.
+//!   [--out FILE] [--data-dir DIR] [--batch-id KEY]`: starts a Restate server and N workers,
+//!   checks the claims as one batch (keyed by its input, so the same command run again
+//!   attaches to it; the data directory, `target/restate/data` by default, is kept), writes
+//!   the results (JSONL, as they finish) and prints the summary.
 
 #[cfg(not(target_arch = "wasm32"))]
 fn main() -> std::process::ExitCode {
@@ -38,17 +40,16 @@ mod native {
     use verity_restate::workflow::{CheckInput, Limits, build_job};
 
     const USAGE: &str = "usage: verity-restate worker --port P [--provider CONFIG.json] \
-        | balance --port P WORKER... | batch CLAIMS.jsonl [--corpus C.jsonl] [--provider CONFIG.json] \
+        | balance --port P WORKER... | batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] \
         [--workers N] [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] \
-        [--retries N] [--out FILE] [--data-dir DIR]";
+        [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY]";
 
     fn value<T: std::str::FromStr>(
         args: &mut impl Iterator<Item = String>,
         flag: &str,
     ) -> Result<T, String> {
-        args.next()
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+        let given = args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        given.parse().map_err(|_| format!("{flag} {given:?} is not a valid value\n{USAGE}"))
     }
 
     fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -120,7 +121,7 @@ mod native {
         let mut corpus = None;
         while let Some(arg) = args.next() {
             match arg.as_str() {
-                "--corpus" => corpus = Some(value::<PathBuf>(&mut args, "--corpus")?),
+                "--corpus" => corpus = Some(value::<String>(&mut args, "--corpus")?),
                 other => claims = Some(PathBuf::from(other)),
             }
         }
@@ -138,10 +139,11 @@ mod native {
             job,
             out: PathBuf::new(),
             data_dir: PathBuf::new(),
+            batch_id: None,
             binary: PathBuf::new(),
             progress: false,
         };
-        let input = batch::batch_input(&options, &rows)?;
+        let (input, _) = batch::batch_input(&options, &rows)?;
         let host = Host::new(Model::Offline);
         let runtime = runtime()?;
         let mut done = 0usize;
@@ -153,7 +155,7 @@ mod native {
                 Some(passages) => CorpusSource::Passages(passages.clone()),
                 None => CorpusSource::File(input.corpus.clone().ok_or("no corpus")?),
             };
-            let check = CheckInput { job: Value::Object(job), corpus: Some(corpus) };
+            let check = CheckInput { job: Value::Object(job), corpus: Some(corpus), rate: None };
             let job = build_job(&host, &check).map_err(|e| format!("{e:?}"))?;
             let outcome =
                 runtime.block_on(verity_core::drive(job, &host.model, &verity_core::NoTools));
@@ -173,9 +175,10 @@ mod native {
         let (mut kind, mut k, mut retries) = ("bm25".to_owned(), 4u32, 0u32);
         let mut out = None;
         let mut data_dir = None;
+        let mut batch_id = None;
         while let Some(arg) = args.next() {
             match arg.as_str() {
-                "--corpus" => corpus = Some(value::<PathBuf>(&mut args, "--corpus")?),
+                "--corpus" => corpus = Some(value::<String>(&mut args, "--corpus")?),
                 "--provider" => provider = Some(value::<PathBuf>(&mut args, "--provider")?),
                 "--workers" => workers = value(&mut args, "--workers")?,
                 "--concurrency" => limits.concurrency = value(&mut args, "--concurrency")?,
@@ -186,6 +189,7 @@ mod native {
                 "--retries" => retries = value(&mut args, "--retries")?,
                 "--out" => out = Some(value::<PathBuf>(&mut args, "--out")?),
                 "--data-dir" => data_dir = Some(value::<PathBuf>(&mut args, "--data-dir")?),
+                "--batch-id" => batch_id = Some(value::<String>(&mut args, "--batch-id")?),
                 other if other.starts_with('-') => {
                     return Err(format!("unknown flag {other}\n{USAGE}"));
                 }
@@ -202,12 +206,15 @@ mod native {
         job.insert("retriever".to_owned(), retriever);
         job.insert("retry".to_owned(), json!({"maxRetries": retries}));
         let target = verity_restate::cluster::workspace_root().join("target/restate");
-        let stamp = std::process::id();
-        // A data directory of our own is removed once the batch is done (its results are out).
-        let own_data = data_dir.is_none();
+        let default_out = claims
+            .file_stem()
+            .map_or_else(|| "results".to_owned(), |stem| stem.to_string_lossy().into_owned());
+        // The data directory is kept: the same command run again (after Ctrl-C, a crash or a
+        // finished run) attaches to the batch in it instead of checking the claims again.
         let options = Options {
-            out: out.unwrap_or_else(|| target.join(format!("results-{stamp}.jsonl"))),
-            data_dir: data_dir.unwrap_or_else(|| target.join(format!("data-{stamp}"))),
+            out: out.unwrap_or_else(|| target.join(format!("{default_out}.results.jsonl"))),
+            data_dir: data_dir.unwrap_or_else(|| target.join("data")),
+            batch_id,
             claims,
             corpus,
             provider,
@@ -218,9 +225,6 @@ mod native {
             progress: true,
         };
         let summary: Value = batch::run(&options)?;
-        if own_data {
-            std::fs::remove_dir_all(&options.data_dir).ok();
-        }
         println!("{summary:#}");
         Ok(())
     }

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -30,6 +30,7 @@ use verity_core::{
 
 use crate::corpus::{CorpusFile, CorpusSource};
 use crate::host::Host;
+use crate::limiter::{self, RateRef, Window};
 
 /// What a `ClaimCheck` workflow is given: a job configuration (the JSON of
 /// [`verity_core::JobConfig`]; a claim job's `corpus` field is filled in from `corpus`) and,
@@ -42,6 +43,9 @@ pub struct CheckInput {
     /// The claim's corpus.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corpus: Option<CorpusSource>,
+    /// The rate limiter every model request of the check waits for (a batch's), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateRef>,
 }
 
 /// A check's outcome: the value (a claim's report, a step's submission) or the typed failure,
@@ -55,6 +59,10 @@ pub struct CheckResult {
     /// The job's failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<JobFailed>,
+    /// Neither: the check ended with an error of its own (a worker refused its corpus, or it
+    /// was cancelled); the error. A batch records it as that claim's failure and goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
     /// Requests, turns, tokens and cost.
     pub spent: Spent,
 }
@@ -64,9 +72,28 @@ impl CheckResult {
     #[must_use]
     pub fn of(outcome: Result<Value, JobFailed>, spent: Spent) -> Self {
         match outcome {
-            Ok(value) => Self { value: Some(value), failure: None, spent },
-            Err(failure) => Self { value: None, spent: failure.spent(), failure: Some(failure) },
+            Ok(value) => Self { value: Some(value), failure: None, refused: None, spent },
+            Err(failure) => {
+                Self { value: None, spent: failure.spent(), failure: Some(failure), refused: None }
+            }
         }
+    }
+
+    /// A check that ended with `error` instead of an outcome.
+    #[must_use]
+    pub fn refused(error: impl std::fmt::Display) -> Self {
+        Self {
+            value: None,
+            failure: None,
+            refused: Some(error.to_string()),
+            spent: Spent::default(),
+        }
+    }
+
+    /// Whether the check failed (a typed failure or an error).
+    #[must_use]
+    pub fn is_failure(&self) -> bool {
+        self.value.is_none()
     }
 }
 
@@ -100,7 +127,9 @@ async fn drive_durably(
     ctx: &WorkflowContext<'_>,
     host: &Arc<Host>,
     job: Job,
+    rate: Option<&RateRef>,
 ) -> Result<CheckResult, HandlerError> {
+    let check = ctx.key().to_owned();
     let mut session = Session::start(job).map_err(terminal)?;
     loop {
         match session.poll() {
@@ -110,6 +139,12 @@ async fn drive_durably(
                 if delay_ms > 0 {
                     ctx.sleep(Duration::from_millis(delay_ms)).await?;
                 }
+                let slot = match rate {
+                    Some(rate) => {
+                        Some(limiter::wait_for_slot(ctx, rate, &check, id.0, &request).await?)
+                    }
+                    None => None,
+                };
                 let host = Arc::clone(host);
                 let response: AssistantMessage = ctx
                     .run(|| async move {
@@ -118,6 +153,9 @@ async fn drive_durably(
                     .name(format!("model {}", id.0))
                     .await?
                     .into_inner();
+                if let (Some(rate), Some(slot)) = (rate, slot) {
+                    limiter::report(ctx, rate, slot, id.0, &response).await?;
+                }
                 session.record_response(id, response).map_err(terminal)?;
             }
             SessionOutput::RunTools { batch, pending, .. } => {
@@ -203,7 +241,7 @@ impl ClaimCheck {
             Err(Ok(failure)) => return Ok(Json(CheckResult::of(Err(failure), Spent::default()))),
             Err(Err(refused)) => return Err(terminal(refused)),
         };
-        drive_durably(&ctx, &self.host, job).await.map(Json)
+        drive_durably(&ctx, &self.host, job, input.rate.as_ref()).await.map(Json)
     }
 }
 
@@ -233,11 +271,34 @@ pub struct Limits {
     /// Tokens (input + output) per minute, if bounded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_minute: Option<u64>,
+    /// The rate window's length in milliseconds: 60 000 (a minute) unless given. Tests shorten
+    /// it so that a limit shows within seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_window_ms: Option<u64>,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { concurrency: 8, requests_per_minute: None, tokens_per_minute: None }
+        Self {
+            concurrency: 8,
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            rate_window_ms: None,
+        }
+    }
+}
+
+impl Limits {
+    /// The rate window these limits give, if any rate is bounded.
+    #[must_use]
+    pub fn window(&self) -> Option<Window> {
+        let requests = self.requests_per_minute.filter(|n| *n > 0);
+        let tokens = self.tokens_per_minute.filter(|n| *n > 0);
+        (requests.is_some() || tokens.is_some()).then(|| Window {
+            requests,
+            tokens,
+            window_ms: self.rate_window_ms.unwrap_or(60_000).max(1),
+        })
     }
 }
 
@@ -317,27 +378,15 @@ impl Batch {
 
 const PROGRESS: &str = "progress";
 
+/// The state key of the `n`-th result to finish.
+fn finished_key(n: u64) -> String {
+    format!("finished.{n}")
+}
+
 /// The key of claim `index` of batch `batch`.
 #[must_use]
 pub fn check_key(batch: &str, index: usize) -> String {
     format!("{batch}.{index}")
-}
-
-/// The model requests and tokens a batch may have used `elapsed_ms` after it began: a
-/// minute's worth at once, then the rate.
-fn budget(per_minute: u64, elapsed_ms: u64) -> u64 {
-    per_minute.saturating_add(per_minute.saturating_mul(elapsed_ms) / 60_000)
-}
-
-/// How long until `used + 1` fits the budget, in milliseconds (0 when it fits now).
-fn wait_for(per_minute: Option<u64>, used: u64, elapsed_ms: u64) -> u64 {
-    let Some(rate) = per_minute.filter(|rate| *rate > 0) else { return 0 };
-    if used < budget(rate, elapsed_ms) {
-        return 0;
-    }
-    // The first ms at which budget(rate, t) > used.
-    let needed = (used + 1 - rate).saturating_mul(60_000).div_ceil(rate);
-    needed.saturating_sub(elapsed_ms).max(1)
 }
 
 #[restate_sdk::workflow(
@@ -351,9 +400,12 @@ fn wait_for(per_minute: Option<u64>, used: u64, elapsed_ms: u64) -> u64 {
     )
 )]
 impl Batch {
-    /// Checks every claim, at most `limits.concurrency` at once and within the rate limits;
-    /// the result holds one result per claim. A shared corpus whose hash does not match, or a
-    /// row with no corpus at all, ends the batch with a terminal error before any check starts.
+    /// Checks every claim, at most `limits.concurrency` at once; with rate limits, every model
+    /// request of every check waits for the batch's [`RateLimiter`](crate::limiter) first. The
+    /// result holds one result per claim: a check that ends with an error of its own is that
+    /// claim's failure (`refused`), not the batch's. A shared corpus whose hash does not match,
+    /// or a row with no corpus at all, ends the batch with a terminal error before any check
+    /// starts.
     #[handler]
     async fn run(
         &self,
@@ -376,9 +428,8 @@ impl Batch {
                 .name("corpus")
                 .await?;
         }
-        let started_ms: u64 =
-            ctx.run(|| async { Ok::<_, HandlerError>(now_ms()) }).name("start").await?;
         let key = ctx.key().to_owned();
+        let rate = input.limits.window().map(|window| RateRef { key: key.clone(), window });
         let total = input.claims.len();
         let mut progress = Progress { total: total as u64, ..Progress::default() };
         ctx.set(PROGRESS, Json(progress));
@@ -390,45 +441,28 @@ impl Batch {
         while next < total || !in_flight.is_empty() {
             let mut launched = false;
             if next < total && in_flight.len() < concurrency {
-                let rates = input.limits.requests_per_minute.is_some()
-                    || input.limits.tokens_per_minute.is_some();
-                let wait_ms = if rates {
-                    let now: u64 =
-                        ctx.run(|| async { Ok::<_, HandlerError>(now_ms()) }).name("clock").await?;
-                    let elapsed = now.saturating_sub(started_ms);
-                    // A check in flight counts one request until it reports its own.
-                    let requests = progress.requests + progress.running;
-                    wait_for(input.limits.requests_per_minute, requests, elapsed).max(wait_for(
-                        input.limits.tokens_per_minute,
-                        progress.tokens,
-                        elapsed,
-                    ))
-                } else {
-                    0
+                let row = &input.claims[next];
+                let mut job = input.job.clone();
+                job.insert("kind".to_owned(), Value::from("claim"));
+                job.insert("claim".to_owned(), Value::from(row.claim.clone()));
+                let corpus = match &row.corpus {
+                    Some(passages) => CorpusSource::Passages(passages.clone()),
+                    None => CorpusSource::File(input.corpus.clone().expect("checked above")),
                 };
-                if wait_ms == 0 {
-                    let row = &input.claims[next];
-                    let mut job = input.job.clone();
-                    job.insert("kind".to_owned(), Value::from("claim"));
-                    job.insert("claim".to_owned(), Value::from(row.claim.clone()));
-                    let corpus = match &row.corpus {
-                        Some(passages) => CorpusSource::Passages(passages.clone()),
-                        None => CorpusSource::File(input.corpus.clone().expect("checked above")),
-                    };
-                    let check = CheckInput { job: Value::Object(job), corpus: Some(corpus) };
-                    let future = ctx
-                        .workflow_client::<ClaimCheckClient>(check_key(&key, next))
-                        .run(Json(check))
-                        .call();
-                    claim_of.insert(in_flight.push(future), next);
-                    next += 1;
-                    progress.running += 1;
-                    ctx.set(PROGRESS, Json(progress));
-                    launched = true;
-                } else if in_flight.is_empty() {
-                    ctx.sleep(Duration::from_millis(wait_ms)).await?;
-                    continue;
-                }
+                let check = CheckInput {
+                    job: Value::Object(job),
+                    corpus: Some(corpus),
+                    rate: rate.clone(),
+                };
+                let future = ctx
+                    .workflow_client::<ClaimCheckClient>(check_key(&key, next))
+                    .run(Json(check))
+                    .call();
+                claim_of.insert(in_flight.push(future), next);
+                next += 1;
+                progress.running += 1;
+                ctx.set(PROGRESS, Json(progress));
+                launched = true;
             }
             if launched && next < total && in_flight.len() < concurrency {
                 continue;
@@ -437,16 +471,21 @@ impl Batch {
             let index = claim_of.remove(&slot).expect("every slot names its claim");
             let result = match outcome {
                 Ok(result) => result.into_inner(),
-                // A check refused outright (its corpus): a failure of the batch.
-                Err(error) => return Err(error.into()),
+                // A check that ended with an error (its corpus refused by its worker, or
+                // cancelled): that claim's failure; the others' results stand.
+                Err(error) => CheckResult::refused(error),
             };
             progress.running -= 1;
             progress.done += 1;
-            progress.failed += u64::from(result.failure.is_some());
+            progress.failed += u64::from(result.is_failure());
             progress.requests += u64::from(result.spent.requests);
             progress.tokens += result.spent.usage.input + result.spent.usage.output;
             progress.cost += result.spent.usage.cost;
             ctx.set(PROGRESS, Json(progress));
+            // Kept in the order they finished, for `finished` (results as they arrive).
+            let finished =
+                ClaimResult { index, id: input.claims[index].id.clone(), result: result.clone() };
+            ctx.set(&finished_key(progress.done - 1), Json(finished));
             results[index] = Some(result);
         }
         let results = results
@@ -461,6 +500,24 @@ impl Batch {
         Ok(Json(BatchResult { results, progress }))
     }
 
+    /// The results finished so far, in the order they finished, from the `from`-th on.
+    #[handler]
+    async fn finished(
+        &self,
+        ctx: SharedWorkflowContext<'_>,
+        from: u64,
+    ) -> Result<Json<Vec<ClaimResult>>, HandlerError> {
+        let done = ctx.get::<Json<Progress>>(PROGRESS).await?.map_or(0, |p| p.into_inner().done);
+        let mut results = Vec::new();
+        for n in from..done {
+            match ctx.get::<Json<ClaimResult>>(&finished_key(n)).await? {
+                Some(result) => results.push(result.into_inner()),
+                None => break,
+            }
+        }
+        Ok(Json(results))
+    }
+
     /// Done, failed, running, tokens and cost so far.
     #[handler]
     async fn progress(
@@ -473,29 +530,5 @@ impl Batch {
             .map(Json::into_inner)
             .unwrap_or_default()
             .into())
-    }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{budget, wait_for};
-
-    #[test]
-    fn the_rate_budget_allows_a_minute_at_once_then_the_rate() {
-        assert_eq!(budget(60, 0), 60);
-        assert_eq!(budget(60, 30_000), 90);
-        assert_eq!(wait_for(None, 1_000_000, 0), 0);
-        assert_eq!(wait_for(Some(60), 59, 0), 0);
-        // The 61st request at 60 per minute waits a second.
-        assert_eq!(wait_for(Some(60), 60, 0), 1000);
-        assert_eq!(wait_for(Some(60), 60, 400), 600);
-        assert_eq!(wait_for(Some(60), 60, 1000), 0);
     }
 }

@@ -76,15 +76,33 @@ fn progress(server: &Server, key: &str) -> Value {
     cluster::query(&server.ingress_url(), "Batch", key, "progress").unwrap_or(Value::Null)
 }
 
-/// Waits until the batch has finished at least `done` checks.
-fn wait_for_done(server: &Server, key: &str, done: u64) {
+/// The `ClaimCheck` invocations the server holds that have not completed (the checks in
+/// flight, by the server's own tables, not the batch's counter); `None` when it does not
+/// answer.
+fn checks_in_flight(server: &Server) -> Option<u64> {
+    let rows = cluster::admin_query(
+        &server.admin_url(),
+        "SELECT count(*) AS n FROM sys_invocation \
+         WHERE target_service_name = 'ClaimCheck' AND status <> 'completed'",
+    )
+    .ok()?;
+    rows.first()?["n"].as_u64()
+}
+
+/// Waits until the batch has finished at least `done` checks, checking all along that no more
+/// than 4 are in flight; the most seen in flight.
+fn wait_for_done(server: &Server, key: &str, done: u64) -> u64 {
     let start = Instant::now();
+    let mut most = 0;
     loop {
         let now = progress(server, key);
         // The fan-out is bounded: never more checks in flight than the batch allows.
-        assert!(now["running"].as_u64().unwrap_or(0) <= 4, "{now}");
+        if let Some(in_flight) = checks_in_flight(server) {
+            assert!(in_flight <= 4, "{in_flight} checks in flight: {now}");
+            most = most.max(in_flight);
+        }
         if now["done"].as_u64().unwrap_or(0) >= done {
-            break;
+            break most;
         }
         assert!(
             start.elapsed() < Duration::from_secs(120),
@@ -126,6 +144,7 @@ fn in_process(provider: &Path, input: &BatchInput) -> Vec<Result<Value, verity_c
                     let check = CheckInput {
                         job: Value::Object(job),
                         corpus: Some(CorpusSource::File(input.corpus.clone().unwrap())),
+                        rate: None,
                     };
                     let job = build_job(&host, &check).expect("the job builds");
                     runtime.block_on(verity_core::drive(job, &host.model, &NoTools))
@@ -136,14 +155,57 @@ fn in_process(provider: &Path, input: &BatchInput) -> Vec<Result<Value, verity_c
     })
 }
 
+/// Fixtures for `claims` claims whose requests all differ: claim `i` (its text ends "(check
+/// i).") is assessed with a rationale naming it, so its summary request (which carries the
+/// assessment) names it too; every seventh claim is contradicted.
+fn distinct_fixtures(dir: &Path, claims: usize) -> PathBuf {
+    let mut fixtures: Vec<Value> = (0..claims)
+        .map(|i| {
+            let verdict = if i % 7 == 3 { "contradicted" } else { "supported" };
+            json!({
+                "match": {"toolName": "record_assessment", "userMessage": format!("(check {i}).")},
+                "response": {
+                    "toolCalls": [{"id": "call_assess", "name": "record_assessment", "arguments": {
+                        "verdict": verdict, "confidence": 0.93, "citations": [EIFFEL],
+                        "rationale": format!("The passage places the tower in Paris (check {i})."),
+                    }}],
+                    "usage": {"prompt_tokens": 400, "completion_tokens": 60},
+                },
+                "latency": 25, "chunkSize": 20,
+            })
+        })
+        .collect();
+    fixtures.push(json!({
+        "match": {"toolName": "submit"},
+        "response": {
+            "toolCalls": [{"id": "call_summary", "name": "submit", "arguments": {
+                "text": "Summarized: the evidence speaks to where the Eiffel Tower is.",
+            }}],
+            "usage": {"prompt_tokens": 200, "completion_tokens": 20},
+        },
+        "latency": 25, "chunkSize": 20,
+    }));
+    let path = dir.join("fixtures.json");
+    std::fs::write(&path, json!({"fixtures": fixtures}).to_string()).unwrap();
+    path
+}
+
+fn epoch_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis(),
+    )
+    .unwrap()
+}
+
 #[test]
 fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
     let _serial = serial();
     let dir = scratch("survives");
-    let mock = Aimock::start(&fixture("claims.json")).unwrap();
+    const CLAIMS: usize = 60;
+    let fixtures = distinct_fixtures(&dir, CLAIMS);
+    let mock = Aimock::start(&fixtures).unwrap();
     let provider = provider_file(&dir, &mock);
     let corpus = corpus_file(&dir);
-    const CLAIMS: usize = 60;
     let input = BatchInput {
         corpus: Some(corpus),
         claims: (0..CLAIMS)
@@ -166,15 +228,20 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
         .unwrap();
 
     // kill -9 one worker in the middle, and start it again.
-    wait_for_done(&server, key, 10);
+    let mut most = wait_for_done(&server, key, 10);
+    let killed = epoch_ms();
     workers.workers[0].kill9();
     std::thread::sleep(Duration::from_millis(300));
     workers.workers[0].restart().unwrap();
     // Stop the server in the middle, and start it again on the same data directory.
-    wait_for_done(&server, key, 30);
+    most = most.max(wait_for_done(&server, key, 30));
+    eprintln!("at most {most} checks in flight (the server's count)");
+    assert!(most >= 2, "the checks never ran side by side");
     let before_stop = progress(&server, key)["done"].as_u64().unwrap();
     assert!(before_stop < CLAIMS as u64, "the batch finished before the server was stopped");
+    let stopping = epoch_ms();
     server.stop();
+    let stopped = epoch_ms();
     std::thread::sleep(Duration::from_millis(500));
     server = Server::start(&dir.join("data"), ports).unwrap();
 
@@ -185,30 +252,99 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
         assert_eq!(claim.index, index);
         assert_eq!(claim.id.as_deref(), Some(format!("c{index}").as_str()));
         let report = claim.result.value.as_ref().unwrap_or_else(|| panic!("{claim:?}"));
-        assert_eq!(report["assessment"]["verdict"], "supported");
+        let verdict = if index % 7 == 3 { "contradicted" } else { "supported" };
+        assert_eq!(report["assessment"]["verdict"], verdict, "claim {index}");
+        let rationale = report["assessment"]["rationale"].as_str().unwrap_or_default();
+        assert!(rationale.ends_with(&format!("(check {index}).")), "claim {index}: {rationale}");
     }
     assert_eq!(result.progress.done, CLAIMS as u64);
+    // The results as they finished (what the batch command appends while it waits): each
+    // claim once.
+    let finished =
+        cluster::query_with(&server.ingress_url(), "Batch", key, "finished", Some(&json!(0)))
+            .unwrap();
+    let mut indexes: Vec<u64> =
+        finished.as_array().unwrap().iter().map(|r| r["index"].as_u64().unwrap()).collect();
+    indexes.sort_unstable();
+    assert_eq!(indexes, (0..CLAIMS as u64).collect::<Vec<_>>());
+    let later =
+        cluster::query_with(&server.ingress_url(), "Batch", key, "finished", Some(&json!(55)))
+            .unwrap();
+    assert_eq!(later.as_array().unwrap().len(), CLAIMS - 55);
     assert_eq!(result.progress.failed, 0);
     assert_eq!(result.progress.running, 0);
     assert_eq!(result.progress.tokens, CLAIMS as u64 * 680);
 
-    // No request was made twice for a response that had been journaled: each claim makes two
-    // requests (its assessment, which names the claim, and its summary, the same for every
-    // claim here); a request repeats only when it was in flight (its response not yet
-    // journaled) at one of the two interruptions: at most `concurrency` per interruption.
-    let bodies = journal(&mock);
-    let mut assessments: HashMap<&str, usize> = HashMap::new();
-    for body in bodies.iter().filter(|body| body.contains("record_assessment")) {
-        *assessments.entry(body.as_str()).or_default() += 1;
+    // No request was made twice for a response that had been journaled. Every request here
+    // differs (each claim's assessment names its claim, its summary its assessment), so a
+    // request seen twice is a model call made again. That is right only for a call whose
+    // response was not journaled when its worker died or the server stopped: its first
+    // occurrence began before the interruption ended, and not so long before it began that its
+    // response (streamed in about 15 pieces 25 ms apart, then journaled) was surely in.
+    const IN_FLIGHT_MS: u64 = 1_500;
+    let entries = journal_entries(&mock);
+    let mut first: HashMap<String, u64> = HashMap::new();
+    let mut repeated: Vec<(u64, u64)> = Vec::new();
+    for entry in &entries {
+        let body = entry["body"].to_string();
+        let at = entry["timestamp"].as_u64().expect("a journal entry has a timestamp");
+        match first.get(&body) {
+            Some(earlier) => repeated.push((*earlier, at)),
+            None => {
+                first.insert(body, at);
+            }
+        }
     }
-    assert_eq!(assessments.len(), CLAIMS, "one distinct assessment request per claim");
-    assert!(bodies.len() >= 2 * CLAIMS);
-    let repeats = bodies.len() - 2 * CLAIMS;
-    eprintln!("requests: {} for {} model calls ({repeats} repeated)", bodies.len(), 2 * CLAIMS);
-    assert!(repeats <= 2 * 4, "{repeats} repeated requests: more than were in flight");
+    assert_eq!(first.len(), 2 * CLAIMS, "one distinct request per model call");
+    let in_flight_at = |began: u64, interrupted: (u64, u64)| {
+        began <= interrupted.1 && began + IN_FLIGHT_MS >= interrupted.0
+    };
+    let (mut at_kill, mut at_stop) = (0, 0);
+    for (began, again) in &repeated {
+        let kill = in_flight_at(*began, (killed, killed));
+        let stop = in_flight_at(*began, (stopping, stopped));
+        assert!(
+            kill || stop,
+            "a request first made at {began} was made again at {again}, though it was not in \
+             flight at the kill ({killed}) nor at the server's stop ({stopping}..{stopped})"
+        );
+        at_kill += usize::from(kill);
+        at_stop += usize::from(stop && !kill);
+    }
+    eprintln!(
+        "requests: {} for {} model calls; repeated: {} in flight at the kill -9, {} at the \
+         server's stop",
+        entries.len(),
+        2 * CLAIMS,
+        at_kill,
+        at_stop
+    );
+    // What "in flight" means here, measured: from a claim's assessment request to its summary
+    // request (the assessment streamed, journaled, the summary's slot taken) in the run.
+    let mut gaps: Vec<u64> = (0..CLAIMS)
+        .filter_map(|i| {
+            let mark = format!("(check {i}).");
+            let start = |assessment: bool| {
+                first
+                    .iter()
+                    .filter(|(body, _)| {
+                        body.contains(&mark) && body.contains("record_assessment") == assessment
+                    })
+                    .map(|(_, at)| *at)
+                    .min()
+            };
+            Some(start(false)?.saturating_sub(start(true)?))
+        })
+        .collect();
+    gaps.sort_unstable();
+    eprintln!(
+        "assessment to summary: median {} ms, most {} ms (the in-flight bound is {IN_FLIGHT_MS} ms)",
+        gaps[gaps.len() / 2],
+        gaps[gaps.len() - 1]
+    );
     // The results equal an in-process run of the same claims (against a fresh mock).
     drop(mock);
-    let fresh = Aimock::start(&fixture("claims.json")).unwrap();
+    let fresh = Aimock::start(&fixtures).unwrap();
     let provider = provider_file(&dir, &fresh);
     let expected = in_process(&provider, &input);
     assert_eq!(result.results.len(), expected.len());
@@ -244,6 +380,7 @@ fn a_tool_interrupted_between_its_start_and_its_result_comes_back_as_an_unknown_
             "tools": [{"name": "tally", "description": "Counts its runs.", "parameters": {"type": "object"}}],
         }),
         corpus: None,
+        rate: None,
     };
     cluster::submit(
         &server.ingress_url(),
@@ -344,6 +481,40 @@ fn a_claim_file_with_a_broken_line_names_the_line_and_submits_nothing() {
     std::fs::write(&claims, "{\"claim\": \"One.\", \"label\": \"true\"}\n").unwrap();
     let error = batch::read_claims(&claims).unwrap_err();
     assert!(error.contains(":1: label \"true\""), "{error}");
+    // And an id given twice.
+    std::fs::write(
+        &claims,
+        "{\"id\": \"a\", \"claim\": \"One.\"}\n\n{\"id\": \"a\", \"claim\": \"Two.\"}\n",
+    )
+    .unwrap();
+    let error = batch::read_claims(&claims).unwrap_err();
+    assert!(error.contains(":3: the id \"a\" is given twice (first on line 1)"), "{error}");
+    // A corpus that does not parse is named before anything starts.
+    let corpus = dir.join("broken.jsonl");
+    std::fs::write(&corpus, "{\"id\": \"p\", \"text\": \"Fine.\"}\n{\"id\": \"q\", \n").unwrap();
+    std::fs::write(&claims, "{\"claim\": \"One.\"}\n").unwrap();
+    let out = std::process::Command::new(binary())
+        .args(["batch"])
+        .arg(&claims)
+        .arg("--corpus")
+        .arg(&corpus)
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("broken.jsonl") && stderr.contains('2'), "{stderr}");
+    assert!(!data.exists());
+    // A flag's bad value is named as such.
+    let out = std::process::Command::new(binary())
+        .args(["batch"])
+        .arg(&claims)
+        .args(["--workers", "abc"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--workers \"abc\" is not a valid value"), "{stderr}");
 }
 
 #[test]
@@ -381,6 +552,7 @@ fn a_corpus_whose_hash_does_not_match_is_refused_by_the_workers() {
     let check = CheckInput {
         job: json!({"kind": "claim", "claim": "The Eiffel Tower is in Paris."}),
         corpus: Some(CorpusSource::File(corpus)),
+        rate: None,
     };
     cluster::submit(
         &server.ingress_url(),
@@ -425,6 +597,7 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
         job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
         out: out.clone(),
         data_dir: dir.join("data"),
+        batch_id: None,
         binary: binary(),
         progress: false,
     };
@@ -432,6 +605,24 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
     assert_eq!(summary["counts"]["claims"], 3);
     assert!(summary["accuracy"].is_number(), "{summary}");
     assert!(summary["confusion"].is_object(), "{summary}");
+    // `eval` on the same file (in one process, no Restate) gives the same summary, field by
+    // field, apart from the batch's own figures.
+    let file_rows = batch::read_claims(&claims).unwrap();
+    let evaluated = pollster::block_on(verity_restate::summary::evaluate(
+        &claims.display().to_string(),
+        &file_rows,
+        &options.job,
+        &verity_core::provider::offline::OfflineModel,
+        verity_core::provider::offline::OFFLINE_MODEL_NAME,
+        |_| {},
+    ))
+    .unwrap();
+    let mut from_batch = summary.clone();
+    from_batch.as_object_mut().unwrap().remove("batch");
+    assert_eq!(from_batch, evaluated);
+    // Two conclusive verdicts: row "a" cites its gold passage, row "b" has none.
+    assert_eq!(evaluated["conclusive"], 2, "{evaluated}");
+    assert_eq!(evaluated["conclusive_citing_gold_rate"], 0.5, "{evaluated}");
     let lines: Vec<Value> = std::fs::read_to_string(&out)
         .unwrap()
         .lines()
@@ -447,6 +638,7 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
         let check = CheckInput {
             job: json!({"kind": "claim", "claim": row["claim"], "retriever": {"bm25": {"k": 4}}}),
             corpus: Some(CorpusSource::Passages(passages)),
+            rate: None,
         };
         let job = build_job(&host, &check).unwrap();
         let outcome = pollster::block_on(verity_core::drive(job, &host.model, &NoTools));
@@ -485,6 +677,7 @@ fn a_retry_after_wait_is_a_durable_timer_that_a_worker_restart_does_not_reset() 
             "retry": {"maxRetries": 2},
         }),
         corpus: None,
+        rate: None,
     };
     cluster::submit(
         &server.ingress_url(),
@@ -525,4 +718,353 @@ fn a_retry_after_wait_is_a_durable_timer_that_a_worker_restart_does_not_reset() 
     eprintln!("the retry came {waited} ms after the first request");
     assert!(waited >= 4000.0, "the Retry-After wait was cut short: {waited} ms");
     assert!(waited < 5500.0, "the wait restarted with the worker: {waited} ms");
+}
+
+/// The mock's request start instants (milliseconds since the Unix epoch), in order.
+fn request_instants(mock: &Aimock) -> Vec<u64> {
+    let mut at: Vec<u64> = journal_entries(mock)
+        .iter()
+        .map(|entry| entry["timestamp"].as_u64().expect("a journal entry has a timestamp"))
+        .collect();
+    at.sort_unstable();
+    at
+}
+
+#[test]
+fn every_model_request_of_a_batch_waits_for_the_shared_rate_limiter() {
+    let _serial = serial();
+    let dir = scratch("rate");
+    let mock = Aimock::start(&fixture("claims.json")).unwrap();
+    let provider = provider_file(&dir, &mock);
+    // 20 claims of two requests each, 6 requests per 2-second window (the window is a minute
+    // outside tests), 8 checks in flight: the limiter, not the fan-out, is the bound.
+    const CLAIMS: usize = 20;
+    const PER_WINDOW: usize = 6;
+    const WINDOW_MS: u64 = 2_000;
+    let input = BatchInput {
+        corpus: Some(corpus_file(&dir)),
+        claims: (0..CLAIMS)
+            .map(|i| ClaimRow {
+                id: Some(format!("r{i}")),
+                claim: format!("The Eiffel Tower stands in Paris, France (rate {i})."),
+                corpus: None,
+            })
+            .collect(),
+        job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
+        limits: Limits {
+            concurrency: 8,
+            requests_per_minute: Some(PER_WINDOW as u64),
+            rate_window_ms: Some(WINDOW_MS),
+            ..Limits::default()
+        },
+    };
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let workers = Workers::start(&binary(), 2, &args, &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    cluster::submit(&server.ingress_url(), "Batch", "rate", &serde_json::to_value(&input).unwrap())
+        .unwrap();
+    let result: BatchResult = batch::wait(&server.ingress_url(), "rate", false).unwrap();
+    assert_eq!(result.results.len(), CLAIMS);
+    for claim in &result.results {
+        let report = claim.result.value.as_ref().unwrap_or_else(|| panic!("{claim:?}"));
+        assert_eq!(report["assessment"]["verdict"], "supported");
+    }
+
+    let at = request_instants(&mock);
+    assert_eq!(at.len(), 2 * CLAIMS, "one request per model call");
+    // No window holds more requests than allowed. The limiter bounds the instants it grants;
+    // a check sends its request a little after its instant (a timer wakes it), so the windows
+    // measured here from the mock's clock are shorter than the limiter's by that slack.
+    const SLACK_MS: u64 = 500;
+    let mut fullest = 0;
+    for (n, start) in at.iter().enumerate() {
+        let inside = at[n..].iter().take_while(|t| **t < start + WINDOW_MS - SLACK_MS).count();
+        fullest = fullest.max(inside);
+        assert!(
+            inside <= PER_WINDOW,
+            "{inside} requests within {} ms from {start}: more than {PER_WINDOW}: {at:?}",
+            WINDOW_MS - SLACK_MS
+        );
+    }
+    // And the limiter really held requests back: 40 requests at 6 a window need 6 windows
+    // after the first (unlimited, 8 checks in flight take well under a second).
+    let span = at[at.len() - 1] - at[0];
+    let windows = (2 * CLAIMS).div_ceil(PER_WINDOW) as u64 - 1;
+    eprintln!("40 requests over {span} ms, at most {fullest} in any window");
+    assert!(
+        span + SLACK_MS >= windows * WINDOW_MS,
+        "the requests took {span} ms: the limiter did not hold them back ({at:?})"
+    );
+    assert_eq!(fullest, PER_WINDOW, "the limiter let whole windows through");
+    drop(workers);
+}
+
+/// A loopback HTTP server that answers `GET /corpus.jsonl` with `body` the first `serve`
+/// times and 404 after; how many requests it answered.
+fn corpus_server(body: String, serve: usize) -> (String, Arc<Mutex<usize>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/corpus.jsonl", listener.local_addr().unwrap());
+    let count = Arc::new(Mutex::new(0));
+    let counted = Arc::clone(&count);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = Vec::new();
+            let mut buffer = [0; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buffer[..n]),
+                }
+            }
+            let mut served = counted.lock().unwrap();
+            *served += 1;
+            let reply = if *served <= serve && request.starts_with(b"GET /corpus.jsonl ") {
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            } else {
+                "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    .to_owned()
+            };
+            stream.write_all(reply.as_bytes()).ok();
+        }
+    });
+    (url, count)
+}
+
+#[test]
+fn a_corpus_by_url_is_fetched_checked_and_refused_when_its_hash_does_not_match() {
+    let _serial = serial();
+    let dir = scratch("url");
+    let local = corpus_file(&dir);
+    let text = std::fs::read_to_string(&local.path).unwrap();
+    let (url, _) = corpus_server(text, usize::MAX);
+    // The batch command hashes the URL's bytes itself and the workers fetch it.
+    let claims = dir.join("claims.jsonl");
+    let rows = [
+        json!({"id": "a", "claim": "The Eiffel Tower is in Paris.", "label": "supported", "meta": {"gold": "eiffel"}}),
+        json!({"id": "b", "claim": "The moon is made of cheese.", "label": "insufficient"}),
+    ];
+    std::fs::write(&claims, rows.iter().map(|r| r.to_string() + "\n").collect::<String>()).unwrap();
+    let options = batch::Options {
+        claims: claims.clone(),
+        corpus: Some(url.clone()),
+        provider: None,
+        workers: 2,
+        limits: Limits::default(),
+        job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
+        out: dir.join("results.jsonl"),
+        data_dir: dir.join("data"),
+        batch_id: None,
+        binary: binary(),
+        progress: false,
+    };
+    let summary = batch::run(&options).unwrap();
+    assert_eq!(summary["counts"]["claims"], 2, "{summary}");
+    assert_eq!(summary["accuracy"], 1.0, "{summary}");
+    // The gold passage is found in the shared corpus.
+    assert_eq!(summary["confusion"]["supported"]["supported"], 1, "{summary}");
+    assert_eq!(summary["conclusive_citing_gold_rate"], 1.0, "{summary}");
+    let (input, _) = batch::batch_input(&options, &batch::read_claims(&claims).unwrap()).unwrap();
+    assert_eq!(input.corpus.as_ref().unwrap().path, url);
+    assert_eq!(input.corpus.as_ref().unwrap().sha256, local.sha256);
+
+    // A wrong hash is refused by the workers, naming the URL and both hashes.
+    let server = Server::start(&dir.join("data2"), Ports::free()).unwrap();
+    let workers = Workers::start(&binary(), 1, &[], &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    let wrong = sha256_hex(b"another corpus");
+    let input = BatchInput {
+        corpus: Some(CorpusFile { path: url.clone(), sha256: wrong.clone() }),
+        claims: vec![ClaimRow {
+            id: None,
+            claim: "The Eiffel Tower is in Paris.".into(),
+            corpus: None,
+        }],
+        job: Map::new(),
+        limits: Limits::default(),
+    };
+    cluster::submit(
+        &server.ingress_url(),
+        "Batch",
+        "wrong",
+        &serde_json::to_value(&input).unwrap(),
+    )
+    .unwrap();
+    let error = batch::wait(&server.ingress_url(), "wrong", false).unwrap_err();
+    assert!(error.contains("refused") && error.contains(&wrong), "{error}");
+    assert!(error.contains(&local.sha256) && error.contains(&url), "{error}");
+    drop(workers);
+}
+
+#[test]
+fn a_check_that_ends_with_an_error_is_its_claims_failure_not_the_batchs() {
+    let _serial = serial();
+    let dir = scratch("refused");
+    let local = corpus_file(&dir);
+    let text = std::fs::read_to_string(&local.path).unwrap();
+    // The corpus is served once: to the worker that checks it when the batch starts. The
+    // other worker's checks cannot fetch it (404) and end with a terminal error.
+    let (url, _) = corpus_server(text, 1);
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let workers = Workers::start(&binary(), 2, &[], &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    const CLAIMS: usize = 8;
+    let input = BatchInput {
+        corpus: Some(CorpusFile { path: url, sha256: local.sha256 }),
+        claims: (0..CLAIMS)
+            .map(|i| ClaimRow {
+                id: Some(format!("x{i}")),
+                claim: format!("The Eiffel Tower is in Paris ({i})."),
+                corpus: None,
+            })
+            .collect(),
+        job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
+        limits: Limits { concurrency: 2, ..Limits::default() },
+    };
+    cluster::submit(
+        &server.ingress_url(),
+        "Batch",
+        "refused",
+        &serde_json::to_value(&input).unwrap(),
+    )
+    .unwrap();
+    let result: BatchResult = batch::wait(&server.ingress_url(), "refused", false).unwrap();
+    assert_eq!(result.results.len(), CLAIMS);
+    let refused: Vec<&str> =
+        result.results.iter().filter_map(|claim| claim.result.refused.as_deref()).collect();
+    let reports = result.results.iter().filter(|claim| claim.result.value.is_some()).count();
+    eprintln!("{reports} reports, {} refused: {refused:?}", refused.len());
+    assert!(!refused.is_empty(), "no check reached the worker without the corpus");
+    assert!(reports > 0, "no check reached the worker with the corpus");
+    assert_eq!(reports + refused.len(), CLAIMS);
+    for message in &refused {
+        assert!(message.contains("404") && message.contains("corpus.jsonl"), "{message}");
+    }
+    assert_eq!(result.progress.failed, refused.len() as u64);
+    drop(workers);
+}
+
+#[test]
+fn the_same_batch_command_run_again_attaches_to_its_batch_and_pays_nothing_twice() {
+    let _serial = serial();
+    let dir = scratch("again");
+    let mock = Aimock::start(&fixture("claims.json")).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let corpus = corpus_file(&dir);
+    let claims = dir.join("claims.jsonl");
+    let text: String = (0..6)
+        .map(|i| {
+            json!({"id": format!("a{i}"), "claim": format!("The Eiffel Tower is in Paris ({i}).")})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(&claims, text).unwrap();
+    let out = dir.join("results.jsonl");
+    let options = batch::Options {
+        claims,
+        corpus: Some(corpus.path),
+        provider: Some(provider),
+        workers: 1,
+        limits: Limits::default(),
+        job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
+        out: out.clone(),
+        data_dir: dir.join("data"),
+        batch_id: None,
+        binary: binary(),
+        progress: false,
+    };
+    let first = batch::run(&options).unwrap();
+    let results = std::fs::read_to_string(&out).unwrap();
+    let requests = journal(&mock).len();
+    assert_eq!(requests, 12, "two requests per claim");
+    // Again, on the kept data directory: the same key, the same results, no new request.
+    let again = batch::run(&options).unwrap();
+    assert_eq!(again["batch"]["key"], first["batch"]["key"]);
+    assert_eq!(again["counts"], first["counts"]);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), results);
+    assert_eq!(journal(&mock).len(), requests, "the batch was checked again");
+    // Another batch id is another batch.
+    let other = batch::Options { batch_id: Some("other".to_owned()), ..options };
+    let third = batch::run(&other).unwrap();
+    assert_eq!(third["batch"]["key"], "other");
+    assert_eq!(journal(&mock).len(), 2 * requests);
+}
+
+#[test]
+fn a_retry_after_seen_by_one_check_holds_the_whole_batch_back() {
+    let _serial = serial();
+    let dir = scratch("hold");
+    // Claim 0's first assessment is answered 429 with Retry-After: 3 s; everything else as in
+    // claims.json.
+    let mut fixtures: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap();
+    let limited = json!({
+        "match": {"toolName": "record_assessment", "userMessage": "(hold 0).", "sequenceIndex": 0},
+        "response": {
+            "error": {"message": "Rate limit reached for requests.", "type": "rate_limit_error"},
+            "status": 429,
+            "retryAfter": 3,
+        },
+    });
+    fixtures["fixtures"].as_array_mut().unwrap().insert(0, limited);
+    let path = dir.join("fixtures.json");
+    std::fs::write(&path, fixtures.to_string()).unwrap();
+    let mock = Aimock::start(&path).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let input = BatchInput {
+        corpus: Some(corpus_file(&dir)),
+        claims: (0..2)
+            .map(|i| ClaimRow {
+                id: Some(format!("h{i}")),
+                claim: format!("The Eiffel Tower stands in Paris, France (hold {i})."),
+                corpus: None,
+            })
+            .collect(),
+        job: Map::from_iter([
+            ("retriever".to_owned(), json!({"bm25": {"k": 4}})),
+            ("retry".to_owned(), json!({"maxRetries": 1})),
+        ]),
+        // A limit far above what two claims use: only the hold can slow them.
+        limits: Limits { concurrency: 2, requests_per_minute: Some(1_000), ..Limits::default() },
+    };
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let workers = Workers::start(&binary(), 1, &args, &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    cluster::submit(&server.ingress_url(), "Batch", "hold", &serde_json::to_value(&input).unwrap())
+        .unwrap();
+    let result: BatchResult = batch::wait(&server.ingress_url(), "hold", false).unwrap();
+    for claim in &result.results {
+        assert!(claim.result.value.is_some(), "{claim:?}");
+    }
+    // Five requests: both assessments at once (claim 0's answered 429), then, after the hold,
+    // claim 1's summary and claim 0's retried assessment and its summary. Claim 1 saw no 429
+    // itself: without the shared hold its summary would follow its assessment at once.
+    let entries = journal_entries(&mock);
+    assert_eq!(entries.len(), 5, "{entries:?}");
+    let at = |entry: &Value| entry["timestamp"].as_u64().unwrap();
+    let limited = entries
+        .iter()
+        .find(|entry| entry["body"].to_string().contains("(hold 0)."))
+        .map(at)
+        .unwrap();
+    let mut after = Vec::new();
+    for entry in &entries {
+        let body = entry["body"].to_string();
+        if at(entry) < limited || body.contains("(hold 1).") || at(entry) == limited {
+            continue;
+        }
+        let waited = at(entry) - limited;
+        assert!(waited >= 2_900, "a request came {waited} ms after the 429, inside the hold");
+        after.push(waited);
+    }
+    eprintln!("after the 429: {after:?} ms");
+    assert_eq!(after.len(), 3, "{entries:?}");
+    drop(workers);
 }

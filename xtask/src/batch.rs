@@ -1,4 +1,4 @@
-//! `cargo xtask batch CLAIMS.jsonl [--corpus C.jsonl] [--provider CONFIG.json] [--workers N]
+//! `cargo xtask batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] [--workers N]
 //! [FLAGS]`: a claim file checked as one durable batch on a local Restate server (installed
 //! from npm when missing) with N worker processes (see `verity-restate batch`).
 //! `cargo xtask bench batch`: the batch benchmark (offline model, 1 and 2 workers, against the
@@ -8,9 +8,9 @@ use crate::{Result, cargo, output, root, run, setup, user_paths};
 use std::path::PathBuf;
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask batch CLAIMS.jsonl [--corpus CORPUS.jsonl] \
+const USAGE: &str = "usage: cargo xtask batch CLAIMS.jsonl [--corpus CORPUS.jsonl|URL] \
      [--provider CONFIG.json] [--workers N] [--concurrency N] [--rpm N] [--tpm N] \
-     [--retriever bm25|keyword] [--k N] [--retries N] [--out FILE]";
+     [--retriever bm25|keyword] [--k N] [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY]";
 
 /// The worker binary, built in release mode, with the Restate server installed.
 fn worker_binary() -> Result<PathBuf> {
@@ -51,11 +51,17 @@ pub fn bench() -> Result {
         for (workers, concurrency) in [(1, 32), (2, 32), (1, 1)] {
             let out =
                 root().join(format!("target/restate/bench-{file}-{workers}-{concurrency}.jsonl"));
+            // A fresh server each run: with the kept default data directory, a second run of
+            // the same batch would attach to the first's results instead of checking again.
+            let data_dir = root().join("target/restate/bench-data");
+            std::fs::remove_dir_all(&data_dir).ok();
             let summary = output(
                 Command::new(&binary)
                     .args(["batch", &claims, "--workers", &workers.to_string()])
                     .args(["--concurrency", &concurrency.to_string(), "--out"])
                     .arg(&out)
+                    .arg("--data-dir")
+                    .arg(&data_dir)
                     .args(&corpus_args),
             )?;
             let seconds = number(&summary, "seconds")?;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const USAGE: &str = "usage: cargo xtask bench step [SECONDS] | cargo xtask bench claim [SECONDS] \
-                     | cargo xtask bench retrieve FILE [--corpus CORPUS]";
+                     | cargo xtask bench retrieve FILE [--corpus CORPUS] | cargo xtask bench batch";
 
 pub fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {

@@ -25,8 +25,9 @@ mod web;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
-const USAGE: &str = "usage: cargo xtask <test | conformance FILE... | eval FILE.jsonl | bench step|claim|retrieve \
-     | dist [--dev] | serve [--port N] | size | component [--test]>";
+const USAGE: &str = "usage: cargo xtask <test | conformance FILE... | eval FILE.jsonl \
+     | bench step|claim|retrieve|batch | batch CLAIMS.jsonl [FLAGS] | dist [--dev] | serve [--port N] \
+     | size | component [--test]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -13,21 +13,19 @@
 //! local servers (llama-server, Ollama, vLLM) over plain HTTP, and refuses (before any request)
 //! to send a key over plain HTTP to a host that is not loopback.
 //!
-//! A check that fails with `no-new-evidence` or `research-turn-limit` counts as predicting
+//! The summary is `verity_restate::summary`'s, the one `cargo xtask batch` writes too: a check
+//! that fails with `no-new-evidence` or `research-turn-limit` counts as predicting
 //! `insufficient` (its first assessment was `insufficient` and research found nothing to change
 //! it); every other failure is its own column, `failed`, and always wrong.
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
-use verity_core::corpus::{Corpus, IndexedCorpus};
+use serde_json::{Value, json};
+use verity_core::Transport;
 use verity_core::provider::offline::{OFFLINE_MODEL_NAME, OfflineModel};
 use verity_core::provider::{Provider, ProviderTransport};
 use verity_core::retrieve::Retriever;
-use verity_core::{Job, JobFailureKind, NoTools, Report, Transport, drive};
+
 /// The transport to a real provider: the codecs over reqwest with rustls (native only; the
 /// crate is also built for wasm, where its suite runs, but this command is not).
 /// Refuses, before any request, to send a key over plain HTTP to a host that is not loopback.
@@ -51,26 +49,8 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 #[cfg(target_arch = "wasm32")]
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    pollster::block_on(future)
-}
-
-#[cfg(target_arch = "wasm32")]
 fn transport(_: Provider) -> Result<OfflineModel, String> {
     unreachable!("eval runs natively")
-}
-
-const LABELS: [&str; 3] = ["supported", "contradicted", "insufficient"];
-
-#[derive(Deserialize)]
-struct Row {
-    #[serde(default)]
-    id: Option<String>,
-    claim: String,
-    corpus: Map<String, Value>,
-    label: String,
-    #[serde(default)]
-    meta: Value,
 }
 
 struct Options {
@@ -159,124 +139,34 @@ fn run() -> Result<Value, String> {
     }
 }
 
-fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Result<Value, String> {
-    let text =
-        std::fs::read_to_string(&options.file).map_err(|e| format!("{}: {e}", options.file))?;
-    let rows: Vec<Row> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(n, line)| {
-            serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", options.file, n + 1))
-        })
-        .collect::<Result<_, _>>()?;
-    if rows.is_empty() {
-        return Err(format!("{} has no rows", options.file));
-    }
-
-    let mut confusion: BTreeMap<String, BTreeMap<String, u32>> = BTreeMap::new();
-    let mut failures: BTreeMap<String, u32> = BTreeMap::new();
-    let mut routes: BTreeMap<String, u32> = BTreeMap::new();
-    let (mut correct, mut requests, mut conclusive, mut cites_gold) = (0u32, 0u64, 0u32, 0u32);
-    for (n, row) in rows.iter().enumerate() {
-        if !LABELS.contains(&row.label.as_str()) {
-            return Err(format!(
-                "row {} has label {:?}; expected one of {LABELS:?}",
-                n + 1,
-                row.label
-            ));
-        }
-        let pairs = row
-            .corpus
-            .iter()
-            .map(|(id, text)| (id.clone(), text.as_str().unwrap_or_default().to_owned()));
-        let corpus = IndexedCorpus::new(
-            Corpus::from_pairs(pairs).map_err(|e| format!("row {}: {e}", n + 1))?,
-        );
-        // The same job configuration every host sends: the check retrieves its evidence and
-        // answers its lookups from the corpus, so no host tool is needed.
-        let config = json!({
-            "kind": "claim",
-            "claim": row.claim,
-            "corpus": corpus.id(),
-            "retriever": options.retriever,
-            "retry": {"maxRetries": options.retries},
-        });
-        let job = Job::from_json(&config.to_string(), &[Arc::clone(&corpus)])
-            .map_err(|failed| format!("row {}: {failed}", n + 1))?;
-        let outcome = block_on(drive(job, model, &NoTools)).map(|value| {
-            serde_json::from_value::<Report>(value).expect("a claim job's value is a report")
-        });
-        let corpus = corpus.corpus();
-        let predicted = match &outcome {
-            Ok(report) => {
-                requests += u64::from(report.requests);
-                *routes.entry(report.route.as_str().to_owned()).or_default() += 1;
-                let verdict = serde_json::to_value(report.assessment.verdict).unwrap();
-                let verdict = verdict.as_str().unwrap_or_default().to_owned();
-                if report.assessment.verdict.is_conclusive() {
-                    conclusive += 1;
-                    let gold = row.meta["gold"].as_str().and_then(|id| corpus.get(id));
-                    if gold.is_some_and(|p| report.assessment.citations.contains(&p.text)) {
-                        cites_gold += 1;
-                    }
-                }
-                verdict
-            }
-            Err(failed) => {
-                requests += u64::from(failed.spent().requests);
-                *failures.entry(failed.kind().as_str().to_owned()).or_default() += 1;
-                match failed.kind() {
-                    // The first assessment was `insufficient` and research found nothing to
-                    // change it: the check's answer is "insufficient", with no report.
-                    JobFailureKind::NoNewEvidence | JobFailureKind::ResearchTurnLimit => {
-                        "insufficient".to_owned()
-                    }
-                    _ => "failed".to_owned(),
-                }
-            }
-        };
-        if predicted == row.label {
-            correct += 1;
-        }
-        *confusion.entry(row.label.clone()).or_default().entry(predicted).or_default() += 1;
-        if (n + 1) % 50 == 0 || n + 1 == rows.len() {
-            eprintln!(
-                "eval: {}/{} claims ({})",
-                n + 1,
-                rows.len(),
-                row.id.as_deref().unwrap_or("")
-            );
-        }
-    }
-    let total = u32::try_from(rows.len()).unwrap_or(u32::MAX);
-    let recall: Vec<f64> = LABELS
-        .iter()
-        .filter_map(|label| {
-            let row = confusion.get(*label)?;
-            let all: u32 = row.values().sum();
-            Some(f64::from(row.get(*label).copied().unwrap_or(0)) / f64::from(all))
-        })
-        .collect();
-    #[allow(clippy::cast_precision_loss)]
-    let balanced = recall.iter().sum::<f64>() / recall.len().max(1) as f64;
-    #[allow(clippy::cast_precision_loss)]
-    let per_claim = requests as f64 / f64::from(total);
-    Ok(json!({
-        "file": options.file,
-        "model": model_name,
-        "retriever": options.retriever,
-        "counts": {"claims": total, "reports": total - failures.values().sum::<u32>(), "failures": failures},
-        "accuracy": round(f64::from(correct) / f64::from(total)),
-        "balanced_accuracy": round(balanced),
-        "confusion": confusion,
-        "conclusive": conclusive,
-        "conclusive_citing_gold_rate": if conclusive == 0 { Value::Null } else { json!(round(f64::from(cites_gold) / f64::from(conclusive))) },
-        "requests_per_claim": round(per_claim),
-        "routes": routes,
-    }))
+#[cfg(target_arch = "wasm32")]
+fn evaluate(_: &Options, _: &impl Transport, _: &str) -> Result<Value, String> {
+    unreachable!("eval runs natively")
 }
 
-fn round(x: f64) -> f64 {
-    (x * 10_000.0).round() / 10_000.0
+/// Reads the labelled rows (every line checked first, named by number) and checks them with
+/// `model`; the summary is `verity_restate::summary`'s, the same as `batch`'s.
+#[cfg(not(target_arch = "wasm32"))]
+fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Result<Value, String> {
+    let rows = verity_restate::batch::read_claims(std::path::Path::new(&options.file))?;
+    if let Some(n) = rows.iter().position(|row| row.label.is_none()) {
+        return Err(format!("{}: row {} has no label", options.file, n + 1));
+    }
+    let job = serde_json::Map::from_iter([
+        ("retriever".to_owned(), json!(options.retriever)),
+        ("retry".to_owned(), json!({"maxRetries": options.retries})),
+    ]);
+    let total = rows.len();
+    block_on(verity_restate::summary::evaluate(
+        &options.file,
+        &rows,
+        &job,
+        model,
+        model_name,
+        |done| {
+            if done % 50 == 0 || done == total {
+                eprintln!("eval: {done}/{total} claims");
+            }
+        },
+    ))
 }

@@ -1,0 +1,247 @@
+//! The summary of a labelled claim run, one for `eval` (in one process) and `batch` (through
+//! Restate): counts, accuracy, balanced accuracy, the confusion matrix, the rate of conclusive
+//! verdicts that cite the gold passage, requests per claim and routes.
+//!
+//! A check that fails with `no-new-evidence` or `research-turn-limit` counts as predicting
+//! `insufficient` (its first assessment was `insufficient` and research found nothing to change
+//! it); every other failure (and a check refused outright) is its own column, `failed`, and
+//! always wrong.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use verity_core::corpus::{Corpus, IndexedCorpus};
+use verity_core::{Job, NoTools, Transport, drive};
+
+use crate::batch::Row;
+use crate::workflow::CheckResult;
+
+/// The labels a row may carry.
+pub const LABELS: [&str; 3] = ["supported", "contradicted", "insufficient"];
+
+/// The running tally of a claim run.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    confusion: BTreeMap<String, BTreeMap<String, u32>>,
+    failures: BTreeMap<String, u32>,
+    routes: BTreeMap<String, u32>,
+    total: u32,
+    labelled: u32,
+    correct: u32,
+    requests: u64,
+    conclusive: u32,
+    cites_gold: u32,
+}
+
+impl Tally {
+    /// An empty tally.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts one claim: its label (if any), the text of its gold passage (if known) and its
+    /// result.
+    pub fn add(&mut self, label: Option<&str>, gold: Option<&str>, result: &CheckResult) {
+        self.total += 1;
+        let predicted = match (&result.value, &result.failure) {
+            (Some(report), _) => {
+                self.requests += report["requests"].as_u64().unwrap_or(0);
+                let route = report["route"].as_str().unwrap_or_default().to_owned();
+                *self.routes.entry(route).or_default() += 1;
+                let verdict =
+                    report["assessment"]["verdict"].as_str().unwrap_or_default().to_owned();
+                if verdict == "supported" || verdict == "contradicted" {
+                    self.conclusive += 1;
+                    let citations = report["assessment"]["citations"].as_array();
+                    if gold.is_some_and(|text| {
+                        citations
+                            .is_some_and(|c| c.iter().any(|cited| cited.as_str() == Some(text)))
+                    }) {
+                        self.cites_gold += 1;
+                    }
+                }
+                verdict
+            }
+            (None, Some(failure)) => {
+                self.requests += u64::from(failure.spent().requests);
+                let kind = failure.kind().as_str();
+                *self.failures.entry(kind.to_owned()).or_default() += 1;
+                if kind == "no-new-evidence" || kind == "research-turn-limit" {
+                    "insufficient".to_owned()
+                } else {
+                    "failed".to_owned()
+                }
+            }
+            (None, None) => {
+                *self.failures.entry("refused".to_owned()).or_default() += 1;
+                "failed".to_owned()
+            }
+        };
+        if let Some(label) = label {
+            self.labelled += 1;
+            if predicted == label {
+                self.correct += 1;
+            }
+            *self.confusion.entry(label.to_owned()).or_default().entry(predicted).or_default() += 1;
+        }
+    }
+
+    /// The summary: `eval`'s fields when every claim was labelled, else the counts, requests
+    /// per claim and routes.
+    #[must_use]
+    pub fn summary(&self, file: &str, model: &str, retriever: &Value) -> Value {
+        let total = self.total;
+        let counts = json!({
+            "claims": total,
+            "reports": total - self.failures.values().sum::<u32>(),
+            "failures": self.failures,
+        });
+        #[allow(clippy::cast_precision_loss)]
+        let per_claim = self.requests as f64 / f64::from(total.max(1));
+        if self.labelled < total || total == 0 {
+            return json!({
+                "file": file,
+                "model": model,
+                "retriever": retriever,
+                "counts": counts,
+                "requests_per_claim": round(per_claim),
+                "routes": self.routes,
+            });
+        }
+        let recall: Vec<f64> = LABELS
+            .iter()
+            .filter_map(|label| {
+                let row = self.confusion.get(*label)?;
+                let all: u32 = row.values().sum();
+                Some(f64::from(row.get(*label).copied().unwrap_or(0)) / f64::from(all))
+            })
+            .collect();
+        #[allow(clippy::cast_precision_loss)]
+        let balanced = recall.iter().sum::<f64>() / recall.len().max(1) as f64;
+        let gold_rate = if self.conclusive == 0 {
+            Value::Null
+        } else {
+            json!(round(f64::from(self.cites_gold) / f64::from(self.conclusive)))
+        };
+        json!({
+            "file": file,
+            "model": model,
+            "retriever": retriever,
+            "counts": counts,
+            "accuracy": round(f64::from(self.correct) / f64::from(total)),
+            "balanced_accuracy": round(balanced),
+            "confusion": self.confusion,
+            "conclusive": self.conclusive,
+            "conclusive_citing_gold_rate": gold_rate,
+            "requests_per_claim": round(per_claim),
+            "routes": self.routes,
+        })
+    }
+}
+
+/// The text of `row`'s gold passage (`meta.gold`): from its own corpus, else from the
+/// batch's shared one.
+#[must_use]
+pub fn gold_text(row: &Row, shared: Option<&Corpus>) -> Option<String> {
+    let id = row.meta["gold"].as_str()?;
+    match &row.corpus {
+        Some(own) => own.get(id).cloned(),
+        None => shared.and_then(|corpus| corpus.get(id)).map(|passage| passage.text.clone()),
+    }
+}
+
+/// Rounds to four decimals, as every summary figure is.
+#[must_use]
+pub fn round(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+/// `eval`: checks every row in this process with `model` (no Restate), each against its own
+/// corpus, and returns the summary. `job` holds the claim job's other fields (`retriever`,
+/// `retry`); `progress` is called after each row with how many are done.
+///
+/// # Errors
+/// A row without a corpus of its own, or a job the core refuses to build.
+pub async fn evaluate(
+    file: &str,
+    rows: &[Row],
+    job: &Map<String, Value>,
+    model: &impl Transport,
+    model_name: &str,
+    mut progress: impl FnMut(usize),
+) -> Result<Value, String> {
+    let mut tally = Tally::new();
+    for (n, row) in rows.iter().enumerate() {
+        let own =
+            row.corpus.as_ref().ok_or_else(|| format!("row {} has no corpus of its own", n + 1))?;
+        let corpus = IndexedCorpus::new(
+            Corpus::from_pairs(own.iter()).map_err(|e| format!("row {}: {e}", n + 1))?,
+        );
+        // The same job configuration every host sends: the check retrieves its evidence and
+        // answers its lookups from the corpus, so no host tool is needed.
+        let mut config = job.clone();
+        config.insert("kind".to_owned(), json!("claim"));
+        config.insert("claim".to_owned(), json!(row.claim));
+        config.insert("corpus".to_owned(), json!(corpus.id()));
+        let job = Job::from_json(&Value::Object(config).to_string(), &[Arc::clone(&corpus)])
+            .map_err(|failed| format!("row {}: {failed}", n + 1))?;
+        let outcome = drive(job, model, &NoTools).await;
+        let result = CheckResult::of(outcome, verity_core::Spent::default());
+        tally.add(row.label.as_deref(), gold_text(row, None).as_deref(), &result);
+        progress(n + 1);
+    }
+    Ok(tally.summary(file, model_name, &retriever_of(job)))
+}
+
+/// The retriever a claim job's fields name (the core's default when none).
+#[must_use]
+pub fn retriever_of(job: &Map<String, Value>) -> Value {
+    job.get("retriever").cloned().unwrap_or_else(|| {
+        serde_json::to_value(verity_core::retrieve::Retriever::default()).unwrap_or(Value::Null)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use verity_core::corpus::Corpus;
+
+    use super::{Tally, gold_text};
+    use crate::batch::Row;
+    use crate::workflow::CheckResult;
+
+    fn row(value: Value) -> Row {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn the_gold_passage_is_found_in_the_rows_corpus_or_else_the_shared_one() {
+        let shared = Corpus::from_pairs([("g", "Shared gold."), ("h", "Other.")]).unwrap();
+        let own = row(json!({"claim": "C.", "corpus": {"g": "Own gold."}, "meta": {"gold": "g"}}));
+        assert_eq!(gold_text(&own, Some(&shared)).as_deref(), Some("Own gold."));
+        let plain = row(json!({"claim": "C.", "meta": {"gold": "g"}}));
+        assert_eq!(gold_text(&plain, Some(&shared)).as_deref(), Some("Shared gold."));
+        assert_eq!(gold_text(&plain, None), None);
+        assert_eq!(gold_text(&row(json!({"claim": "C."})), Some(&shared)), None);
+    }
+
+    #[test]
+    fn a_refused_check_is_a_failed_prediction_and_counted_as_refused() {
+        let mut tally = Tally::new();
+        let report = json!({
+            "requests": 2, "route": "single-call",
+            "assessment": {"verdict": "supported", "citations": ["Gold."]},
+        });
+        let ok = CheckResult::of(Ok(report), verity_core::Spent::default());
+        tally.add(Some("supported"), Some("Gold."), &ok);
+        tally.add(Some("contradicted"), None, &CheckResult::refused("corpus refused"));
+        let summary = tally.summary("f.jsonl", "m", &json!("keyword"));
+        assert_eq!(summary["counts"]["failures"]["refused"], 1, "{summary}");
+        assert_eq!(summary["confusion"]["contradicted"]["failed"], 1, "{summary}");
+        assert_eq!(summary["accuracy"], 0.5, "{summary}");
+        assert_eq!(summary["conclusive_citing_gold_rate"], 1.0, "{summary}");
+        assert_eq!(summary["requests_per_claim"], 1.0, "{summary}");
+    }
+}
