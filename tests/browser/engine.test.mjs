@@ -165,6 +165,51 @@ test('a reload keeps the corpus and the results, and resumes a check without rep
   }
 });
 
+test('a reload loses no queued check: the running one resumes, the queued ones run after it', async () => {
+  // Four claims one at a time, every answer 1.5 s late: the page is reloaded while the first
+  // check writes its summary and the other three wait.
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'), ['--chaos-latency', '1500']);
+  const claims = ['First claim: the Eiffel Tower is in Paris.', 'Second claim: the Eiffel Tower is in France.',
+    'Third claim: the Eiffel Tower is made of iron.', 'Fourth claim: the Eiffel Tower is a lattice tower.'];
+  const { page, errors, close } = await open();
+  try {
+    await loadEiffel(page);
+    await useOpenAi(page, `${mock.url}/v1`);
+    await page.selectOption(id('concurrency'), '1');
+    await page.fill(id('claims-input'), claims.join('\n'));
+    await page.click(id('run'));
+    await page.locator(id('check-1')).locator(id('check-stage')).filter({ hasText: 'Writing the summary' })
+      .waitFor({ timeout: 30000 });
+    const before = await journal(mock);
+    assert.equal(before.length, 1, 'only the first assessment had been answered');
+    await page.reload();
+    await ready(page);
+    const cards = page.locator('[data-testid^="check-"][data-check-id]');
+    assert.equal(await cards.count(), 4, 'every check has its card after the reload');
+    await screenshot(page, 'reload-queued');
+    for (const claim of claims) {
+      const card = cards.filter({ hasText: claim });
+      await card.locator(id('verdict')).waitFor({ timeout: 60000 });
+      assert.match(await card.locator(id('verdict')).innerText(), /supported/i);
+    }
+    const bodies = (await journal(mock)).map((entry) => JSON.stringify(entry.body));
+    const assessments = bodies.filter((body) => body.includes('Record your assessment'));
+    for (const claim of claims) {
+      // The first check's assessment was answered before the reload: it is not asked again.
+      const mine = assessments.filter((body) => body.includes(claim)).length;
+      assert.equal(mine, 1, `${claim}: ${mine} assessment requests`);
+    }
+    // A summary prompt carries the assessment, not the claim: count them all. The first
+    // check's was in flight at the reload (the mock may have seen it) and is asked again.
+    const summaries = bodies.length - assessments.length;
+    assert.ok(summaries === 4 || summaries === 5, `${summaries} summary requests`);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
 /** Starts a check with an API key through the slow mock and reloads while the summary is asked for. */
 async function reloadKeyedCheck(page, mock, { remember }) {
   await loadEiffel(page);

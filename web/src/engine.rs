@@ -388,8 +388,8 @@ impl Engine {
     /// Takes in one message from the worker.
     pub fn apply(&self, message: FromWorker) {
         match message {
-            FromWorker::Ready { corpus, results, resumed } => {
-                if !resumed.is_empty() {
+            FromWorker::Ready { corpus, results, resumed, queued } => {
+                if !resumed.is_empty() || !queued.is_empty() {
                     // Keyed checks resume only with the key remembered on this device (the
                     // worker never stores it); without one they end, saying so.
                     let provider = remembered_provider();
@@ -413,6 +413,11 @@ impl Engine {
                         None => {
                             self.add_card(CheckState::new(check.id, check.claim, Phase::Running))
                         }
+                    }
+                }
+                for check in queued {
+                    if self.card(&check.id).is_none() {
+                        self.add_card(CheckState::new(check.id, check.claim, Phase::Queued));
                     }
                 }
                 self.status.set(EngineStatus::Ready);
@@ -672,6 +677,7 @@ mod tests {
                     cited: Vec::new(),
                 }],
                 resumed: vec![CheckRequest { id: "r".into(), claim: "Resumed.".into() }],
+                queued: vec![CheckRequest { id: "q".into(), claim: "Queued.".into() }],
             });
             assert_eq!(sent.borrow()[0], ToWorker::LoadDemo);
             // A check was resumed: the worker is told which key this device remembers (none
@@ -680,19 +686,20 @@ mod tests {
             assert!(matches!(sent.borrow()[2], ToWorker::ListItems { .. }));
             engine.run(vec!["New.".into()], ProviderChoice::Offline, 2);
             let cards = engine.checks.get_untracked();
-            assert_eq!(cards.len(), 3);
-            assert_eq!(cards[2].n, 3);
-            let new_id = cards[2].state.get_untracked().id;
+            assert_eq!(cards.len(), 4);
+            assert_eq!(cards[2].state.get_untracked().phase, Phase::Queued, "queued again");
+            assert_eq!(cards[3].n, 4);
+            let new_id = cards[3].state.get_untracked().id;
             assert_eq!(new_id, "t-1");
             engine.apply(FromWorker::Progress {
                 id: new_id.clone(),
                 event: json!({"type": "stage", "stage": "assess"}),
             });
-            assert_eq!(cards[2].state.get_untracked().phase, Phase::Running);
+            assert_eq!(cards[3].state.get_untracked().phase, Phase::Running);
             engine.cancel_all();
             let cancels =
                 sent.borrow().iter().filter(|m| matches!(m, ToWorker::Cancel { .. })).count();
-            assert_eq!(cancels, 2, "the resumed and the new check");
+            assert_eq!(cancels, 3, "the resumed, the queued again and the new check");
             engine.apply(FromWorker::FileRejected {
                 file: "a.jsonl".into(),
                 line: Some(3),
@@ -700,7 +707,7 @@ mod tests {
             });
             assert_eq!(engine.notices.get_untracked()[0].text(), "a.jsonl, line 3: bad");
             engine.clear_results();
-            assert_eq!(engine.checks.get_untracked().len(), 2, "only the finished one goes");
+            assert_eq!(engine.checks.get_untracked().len(), 3, "only the finished one goes");
         });
     }
 

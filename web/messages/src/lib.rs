@@ -173,6 +173,10 @@ pub enum FromWorker {
         results: Vec<CheckResult>,
         /// Checks that were running when the page went away and are resumed now.
         resumed: Vec<CheckRequest>,
+        /// Checks that were queued, not started, when the page went away and are queued again
+        /// now, in order (added after the first version of this contract).
+        #[serde(default)]
+        queued: Vec<CheckRequest>,
     },
     /// The corpus changed (or is being indexed).
     Corpus {

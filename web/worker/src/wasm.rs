@@ -24,11 +24,12 @@ use web_sys::{
     ReadableStreamDefaultReader, RequestInit, Response,
 };
 
-use crate::engine::{Engine, Host, Restored, SessionMeta, StoredSession};
+use crate::engine::{Engine, Host, Restored, SessionMeta, StoredSession, Unfinished};
 
 const DB_NAME: &str = "verity";
 const DB_VERSION: u32 = 1;
-/// Key-value store: `"corpus"` (the passages as JSON) and `"results"` (the results as JSON).
+/// Key-value store: `"corpus"` (the passages as JSON), `"results"` (the results as JSON) and
+/// `"unfinished"` (the checks asked for and not finished, [`Unfinished`] as JSON).
 const KV: &str = "kv";
 /// One record per running check: [`SessionRecord`] as JSON, keyed by the check's id.
 const SESSIONS: &str = "sessions";
@@ -156,6 +157,10 @@ async fn restore(db: &Rc<Database>) -> Result<Restored<IdbStore>, String> {
         Some(text) => serde_json::from_str(&text).map_err(|e| format!("results: {e}"))?,
         None => Vec::new(),
     };
+    let unfinished: Unfinished = match get_text(db, KV, "unfinished").await? {
+        Some(text) => serde_json::from_str(&text).map_err(|e| format!("unfinished checks: {e}"))?,
+        None => Unfinished::default(),
+    };
     let tx = db.transaction(&[SESSIONS], TransactionMode::ReadOnly).map_err(|e| e.to_string())?;
     let records = tx
         .object_store(SESSIONS)
@@ -173,7 +178,7 @@ async fn restore(db: &Rc<Database>) -> Result<Restored<IdbStore>, String> {
             meta: record.meta,
         })
         .collect();
-    Ok(Restored { items, results, sessions })
+    Ok(Restored { items, results, sessions, unfinished })
 }
 
 /// Puts `value` under `key` in `store`; the transaction is created now (so writes land in the
@@ -256,6 +261,13 @@ impl Host for WorkerHost {
         if let Some(db) = &self.db {
             let text = serde_json::to_string(results).expect("serializes");
             put_later(db, KV, "results", Some(text));
+        }
+    }
+
+    fn save_unfinished(&self, unfinished: &Unfinished) {
+        if let Some(db) = &self.db {
+            let text = serde_json::to_string(unfinished).expect("serializes");
+            put_later(db, KV, "unfinished", Some(text));
         }
     }
 }
