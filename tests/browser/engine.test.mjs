@@ -72,6 +72,56 @@ test('a claim checked through an OpenAI-compatible server, streaming', async () 
   }
 });
 
+test('a model answer and a corpus item carrying markup render as text and run nothing', async () => {
+  // The model (aimock, tests/fixtures/aimock/xss.json) cites a corpus item carrying an
+  // <img onerror> and a <script>, and its rationale and summary carry both too.
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/xss.json'));
+  const { page, errors, close } = await browser();
+  try {
+    // Any attempt to run inline script would be refused by the CSP and reported here.
+    await page.addInitScript(() => {
+      window.__violations = [];
+      document.addEventListener('securitypolicyviolation', (e) => window.__violations.push(e.violatedDirective));
+    });
+    await page.goto(site.url);
+    await ready(page);
+    const item = 'Payload <img src=x onerror="window.__xss=1"> and <script>window.__xss=2</script> in the corpus.';
+    const corpus = [{ id: 'x1', text: item }, { id: 'x2', text: 'The payload arrived by mail.' }]
+      .map((entry) => JSON.stringify(entry)).join('\n');
+    await page.setInputFiles(id('corpus-file-input'), { name: 'hostile.jsonl', mimeType: 'text/plain', buffer: Buffer.from(corpus) });
+    await page.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
+    await useOpenAi(page, `${mock.url}/v1`);
+    await page.fill(id('claims-input'), 'The payload is in the corpus.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.equal(await card.locator(id('summary')).innerText(),
+      'Summary <img src=x onerror="window.__xss=5"> and <script>window.__xss=6</script> from the model.');
+    assert.equal(await card.locator(id('citation')).first().innerText(), `“${item}”`);
+    assert.match(await card.locator(id('evidence')).first().innerText(), /<img src=x onerror="window.__xss=1"> and <script>window.__xss=2<\/script>/);
+    assert.match(await page.locator(id('corpus-table')).innerText(), /<script>window.__xss=2<\/script>/);
+    const json = JSON.stringify(JSON.parse(await exported(page, 'export-json')));
+    assert.ok(json.includes('Rationale <img src=x onerror=\\"window.__xss=3\\">'), 'the rationale reached the page');
+    assert.equal(await page.evaluate(() => window.__xss), undefined, 'no payload ran');
+    assert.equal(await page.locator('img[src="x"]').count(), 0, 'no <img> element was made');
+    assert.equal(await page.locator('body script:not([src])').count(), 0, 'no <script> element was made');
+    assert.deepEqual(await page.evaluate(() => window.__violations), [], 'nothing tried to run inline script');
+    await screenshot(page, 'hostile-model-answer');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
+/** The text of the download the button `testid` starts. */
+async function exported(page, testid) {
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click(id(testid))]);
+  let text = '';
+  for await (const chunk of await download.createReadStream()) text += chunk;
+  return text;
+}
+
 test('a claim checked through Anthropic\'s Messages API, streaming', async () => {
   // aimock answers /v1/messages from the same provider-agnostic fixtures (it translates the
   // Messages request before matching); the key is a dummy, the mock takes any.
