@@ -293,6 +293,8 @@ pub struct Engine {
     pub checks: RwSignal<Vec<CheckCard>>,
     /// Files being read by the page.
     pub reading: RwSignal<usize>,
+    /// Files read and waiting for the engine to load (sent once it is ready).
+    pub waiting: RwSignal<usize>,
     /// Claims the worker suggests for the demo corpus.
     pub suggested: RwSignal<Vec<String>>,
     counter: StoredValue<u64>,
@@ -336,6 +338,7 @@ impl Engine {
             offset: RwSignal::new(0),
             checks: RwSignal::new(Vec::new()),
             reading: RwSignal::new(0),
+            waiting: RwSignal::new(0),
             suggested: RwSignal::new(Vec::new()),
             counter: StoredValue::new(0),
             prefix: StoredValue::new(id_prefix.into()),
@@ -421,6 +424,7 @@ impl Engine {
                     }
                 }
                 self.status.set(EngineStatus::Ready);
+                self.waiting.set(0);
                 let pending =
                     self.outbox.try_update_value(|outbox| std::mem::take(&mut outbox.pending));
                 for message in pending.unwrap_or_default() {
@@ -507,6 +511,9 @@ impl Engine {
     /// Files the page read.
     pub fn add_files(&self, files: Vec<NamedText>) {
         if !files.is_empty() {
+            if !self.status.with_untracked(|status| *status == EngineStatus::Ready) {
+                self.waiting.update(|n| *n += files.len());
+            }
             self.send(ToWorker::AddFiles { files });
         }
     }
@@ -667,7 +674,9 @@ mod tests {
                 Ok(())
             });
             engine.load_demo();
+            engine.add_files(vec![NamedText { name: "a.txt".into(), text: "A.".into() }]);
             assert!(sent.borrow().is_empty(), "nothing is sent before the worker is ready");
+            assert_eq!(engine.waiting.get_untracked(), 1, "the file waits, and the page says so");
             engine.apply(FromWorker::Ready {
                 corpus: CorpusSummary::default(),
                 results: vec![CheckResult {
@@ -680,10 +689,12 @@ mod tests {
                 queued: vec![CheckRequest { id: "q".into(), claim: "Queued.".into() }],
             });
             assert_eq!(sent.borrow()[0], ToWorker::LoadDemo);
+            assert!(matches!(&sent.borrow()[1], ToWorker::AddFiles { files } if files.len() == 1));
+            assert_eq!(engine.waiting.get_untracked(), 0);
             // A check was resumed: the worker is told which key this device remembers (none
             // here, natively).
-            assert_eq!(sent.borrow()[1], ToWorker::Credentials { provider: None });
-            assert!(matches!(sent.borrow()[2], ToWorker::ListItems { .. }));
+            assert_eq!(sent.borrow()[2], ToWorker::Credentials { provider: None });
+            assert!(matches!(sent.borrow()[3], ToWorker::ListItems { .. }));
             engine.run(vec!["New.".into()], ProviderChoice::Offline, 2);
             let cards = engine.checks.get_untracked();
             assert_eq!(cards.len(), 4);
