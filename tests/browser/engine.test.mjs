@@ -3,6 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { serve, browser, screenshot, aimock, silentServer, ROOT } from './harness.mjs';
 
@@ -181,6 +182,86 @@ test('cancel mid-run ends the check as cancelled and leaves no request open', as
   } finally {
     await close();
     await silent.close();
+  }
+});
+
+/** A server that answers everything (the CORS preflight too) without CORS headers, as a local
+ * model server that does not allow the page's origin; resolves to { url, seen(), close }. */
+function corslessServer() {
+  let seen = 0;
+  const server = createServer((request, response) => {
+    seen += 1;
+    response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+  });
+  return new Promise((ready) => {
+    server.listen(0, '127.0.0.1', () => ready({
+      url: `http://127.0.0.1:${server.address().port}`,
+      seen: () => seen,
+      close: () => new Promise((done) => server.close(done)),
+    }));
+  });
+}
+
+test('a request the browser blocks (no CORS headers) fails naming CORS as the likely cause', async () => {
+  const server = await corslessServer();
+  const { page, errors, close } = await open();
+  try {
+    await loadEiffel(page);
+    await useOpenAi(page, `${server.url}/v1`);
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('failure-kind')).waitFor({ timeout: 60000 });
+    assert.match(await card.locator(id('failure-kind')).innerText(), /^(provider|assess-request)$/);
+    const message = await card.locator(id('failure-message')).innerText();
+    assert.match(message, /blocked the request/);
+    assert.match(message, /CORS/);
+    assert.match(await card.locator(id('failure-advice')).innerText(), /Access-Control-Allow-Origin/);
+    assert.ok(server.seen() >= 1, 'the browser did reach the server (its preflight)');
+    await screenshot(page, 'failure-cors');
+    // The browser reports the blocked request on the console itself; nothing else may fail.
+    assert.deepEqual(errors.filter((e) => !/CORS policy|net::ERR_FAILED/.test(e)), []);
+  } finally {
+    await close();
+    await server.close();
+  }
+});
+
+test('a 429 is retried after a wait, shown in the live log, then the check ends with a verdict', async () => {
+  // The first assessment request is refused with 429 (tests/fixtures/aimock/claim-429.json).
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim-429.json'));
+  const { page, errors, close } = await browser();
+  try {
+    // Every line the card's live log shows, in order (the log goes once the result is in).
+    await page.addInitScript(() => {
+      window.__lines = [];
+      new MutationObserver(() => {
+        for (const line of document.querySelectorAll('[data-testid="check-log"] li')) {
+          if (!window.__lines.includes(line.textContent)) window.__lines.push(line.textContent);
+        }
+      }).observe(document, { subtree: true, childList: true, characterData: true });
+    });
+    await page.goto(site.url);
+    await ready(page);
+    await loadEiffel(page);
+    await useOpenAi(page, `${mock.url}/v1`);
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.match(await card.locator(id('summary')).innerText(), /Supported after a wait/);
+    const lines = await page.evaluate(() => window.__lines);
+    const retry = lines.find((line) => line.startsWith('Retry 1 in '));
+    assert.ok(retry, `a retry line in ${JSON.stringify(lines)}`);
+    assert.match(retry, /^Retry 1 in (\d+ ms|\d+\.\d s): .*429/);
+    assert.ok(lines.some((line) => /^Model call 1 sent again \(retry 1, after (\d+ ms|\d+\.\d s)\)$/.test(line)), JSON.stringify(lines));
+    const entries = await journal(mock);
+    assert.equal(entries.length, 3, 'the refused assessment, its retry and the summary');
+    assert.equal(entries[0].response?.status, 429);
+    assert.ok(errors.every((e) => /429/.test(e)), JSON.stringify(errors));
+  } finally {
+    await close();
+    mock.close();
   }
 });
 

@@ -210,6 +210,11 @@ struct Awaiting<S> {
     corpus: Arc<IndexedCorpus>,
 }
 
+/// Retries of a check's failed requests (a 429, an overload, a 5xx, no response), over the
+/// whole check, each after the core's backoff or the provider's `Retry-After` (when the server
+/// exposes it to the page: `Access-Control-Expose-Headers`).
+const MAX_RETRIES: u32 = 3;
+
 /// The failure JSON of a check that ended outside the core's machines (cancelled while
 /// queued, a bad provider configuration, storage lost): the core's `JobFailed` shape.
 fn failure(kind: &str, message: impl Into<String>, spent: Spent) -> Value {
@@ -725,7 +730,8 @@ impl<H: Host> Engine<H> {
             Some(session) => session,
             None => {
                 let config = json!({"kind": "claim", "claim": check.claim,
-                                    "corpus": corpus.id().as_str()});
+                                    "corpus": corpus.id().as_str(),
+                                    "retry": {"maxRetries": MAX_RETRIES}});
                 let job = match Job::new(
                     match verity_core::JobConfig::from_value(config) {
                         Ok(config) => config,

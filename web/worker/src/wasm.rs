@@ -38,7 +38,9 @@ const SESSIONS: &str = "sessions";
 /// What happens when a fetch is refused by the browser (a `TypeError`).
 const BLOCKED: &str = "the browser blocked the request or could not connect: check the base URL, \
      that the server is running, and that it allows this page's origin (CORS; for Ollama set \
-     OLLAMA_ORIGINS)";
+     OLLAMA_ORIGINS). A page served over https cannot call a plain http:// server other than \
+     localhost (mixed content), and one on the public internet reaches a server on the local \
+     network only if it allows that (Private Network Access)";
 
 fn scope() -> DedicatedWorkerGlobalScope {
     js_sys::global().unchecked_into()
