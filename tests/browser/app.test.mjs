@@ -220,3 +220,26 @@ test('results export as JSON and as Markdown', async () => {
     await close();
   }
 });
+
+test('a re-run replaces the old result, also after a reload', async () => {
+  const { page, errors, close } = await open();
+  try {
+    await upload(page, 'notes.jsonl', CORPUS);
+    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+    await page.fill(id('claims-input'), 'The storage migration finished in March without data loss.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('verdict')).waitFor({ timeout: 30000 });
+    const first = await card.getAttribute('data-check-id');
+    await card.locator(id('rerun')).click();
+    await page.locator(`[data-testid="check-1"]:not([data-check-id="${first}"])`).locator(id('verdict')).waitFor({ timeout: 30000 });
+    await page.reload();
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 10000 });
+    assert.equal(await page.locator('[data-testid^="check-"][data-check-id]').count(), 1, 'one card: the old result is gone');
+    assert.notEqual(await page.locator(id('check-1')).getAttribute('data-check-id'), first);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});

@@ -553,11 +553,13 @@ impl Engine {
         });
     }
 
-    /// Checks a card's claim again, in the same card.
+    /// Checks a card's claim again, in the same card: the worker forgets the old result, so
+    /// it does not come back as a second card after a reload.
     pub fn rerun(&self, card: CheckCard, provider: ProviderChoice, concurrency: usize) {
         let id = self.new_check_id();
-        let claim = card.state.with_untracked(|state| state.claim.clone());
+        let (old, claim) = card.state.with_untracked(|state| (state.id.clone(), state.claim.clone()));
         card.state.set(CheckState::new(id.clone(), claim.clone(), Phase::Queued));
+        self.send(ToWorker::ForgetResult { id: old });
         self.send(ToWorker::Check {
             checks: vec![CheckRequest { id, claim }],
             provider,
@@ -717,6 +719,22 @@ mod tests {
                 message: "bad".into(),
             });
             assert_eq!(engine.notices.get_untracked()[0].text(), "a.jsonl, line 3: bad");
+            // A re-run forgets the old result, then checks the claim under a new id.
+            let finished = engine.checks.get_untracked()[0];
+            engine.rerun(finished, ProviderChoice::Offline, 1);
+            let sent = sent.borrow();
+            assert_eq!(sent[sent.len() - 2], ToWorker::ForgetResult { id: "old".into() });
+            assert!(matches!(&sent[sent.len() - 1], ToWorker::Check { checks, .. }
+                if checks[0].claim == "Old." && checks[0].id != "old"));
+            drop(sent);
+            engine.apply(FromWorker::Finished {
+                result: CheckResult {
+                    id: finished.state.get_untracked().id,
+                    claim: "Old.".into(),
+                    outcome: Outcome::Failed { failure: json!({"kind": "cancelled"}) },
+                    cited: Vec::new(),
+                },
+            });
             engine.clear_results();
             assert_eq!(engine.checks.get_untracked().len(), 3, "only the finished one goes");
         });

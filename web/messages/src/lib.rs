@@ -158,6 +158,13 @@ pub enum ToWorker {
     },
     /// Forget finished results.
     ClearResults,
+    /// Forget one finished result (its card is checked again under a new id, so the old
+    /// verdict does not come back after a reload; added after the first version of this
+    /// contract).
+    ForgetResult {
+        /// The finished check's id.
+        id: String,
+    },
 }
 
 /// What the worker tells the page.

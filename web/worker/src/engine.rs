@@ -564,6 +564,14 @@ impl<H: Host> Engine<H> {
                 state.results.clear();
                 self.inner.host.save_results(&state.results);
             }
+            ToWorker::ForgetResult { id } => {
+                let mut state = self.inner.state.borrow_mut();
+                let before = state.results.len();
+                state.results.retain(|result| result.id != id);
+                if state.results.len() != before {
+                    self.inner.host.save_results(&state.results);
+                }
+            }
             _ => self.post(&FromWorker::Error { message: "unknown message".to_owned() }),
         }
     }

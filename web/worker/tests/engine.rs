@@ -320,6 +320,35 @@ fn items_are_removed_cleared_and_listed_in_pages() {
     assert!(recorded.corpus.borrow().is_empty());
 }
 
+/// A re-run's old result is forgotten, so it does not come back after a reload.
+#[test]
+fn a_forgotten_result_is_not_restored() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    for id in ["c1", "c2"] {
+        engine.handle(ToWorker::Check {
+            checks: vec![check(id, "The Golden Gate Bridge opened to pedestrians in 1937.")],
+            provider: ProviderChoice::Offline,
+            concurrency: 1,
+            corpus: None,
+        });
+    }
+    pool.run_until_stalled();
+    assert_eq!(recorded.results.borrow().len(), 2);
+    engine.handle_json(r#"{"type": "forgetResult", "id": "c1"}"#);
+    engine.handle(ToWorker::ForgetResult { id: "unknown".into() });
+    let kept: Vec<String> = recorded.results.borrow().iter().map(|r| r.id.clone()).collect();
+    assert_eq!(kept, ["c2"]);
+    let (engine, mut pool, after) = new_engine();
+    pool.run_until(engine.start(Restored {
+        results: recorded.results.borrow().clone(),
+        ..Restored::default()
+    }));
+    let posted = take(&after);
+    assert!(matches!(&posted[0], FromWorker::Ready { results, .. }
+        if results.len() == 1 && results[0].id == "c2"));
+}
+
 #[test]
 fn the_demo_loads_with_claims_to_try() {
     let (engine, _pool, recorded) = started();
