@@ -90,7 +90,7 @@ test('a bad file is named with its line and the corpus is kept', async () => {
 });
 
 test('the content security policy refuses inline script', async () => {
-  const { page, close } = await open();
+  const { page, errors, close } = await open();
   try {
     const outcome = await page.evaluate(() => new Promise((done) => {
       let violated = false;
@@ -101,6 +101,8 @@ test('the content security policy refuses inline script', async () => {
       setTimeout(() => done({ violated, ran: window.__inline === 1 }), 200);
     }));
     assert.deepEqual(outcome, { violated: true, ran: false });
+    // The refusal is reported on the console; nothing else went wrong.
+    assert.deepEqual(errors.filter((e) => !/Executing inline script violates the following Content Security Policy/.test(e)), []);
   } finally {
     await close();
   }
@@ -238,6 +240,40 @@ test('a re-run replaces the old result, also after a reload', async () => {
     await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 10000 });
     assert.equal(await page.locator('[data-testid^="check-"][data-check-id]').count(), 1, 'one card: the old result is gone');
     assert.notEqual(await page.locator(id('check-1')).getAttribute('data-check-id'), first);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
+
+test('corpus controls: remove an item, page through, keep or clear, dismiss a notice', async () => {
+  const { page, errors, close } = await open();
+  try {
+    const many = Array.from({ length: 25 }, (_, i) => JSON.stringify({ id: `n${String(i).padStart(2, '0')}`, text: `Note number ${i}.` })).join('\n');
+    await upload(page, 'many.jsonl', many);
+    await page.locator(id('corpus-count')).filter({ hasText: '25 items' }).waitFor();
+    assert.ok(await page.locator(id('corpus-previous')).isDisabled());
+    await page.click(id('corpus-next'));
+    await page.locator(id('corpus-table')).filter({ hasText: 'n20' }).waitFor();
+    assert.equal(await page.locator(id('corpus-remove')).count(), 5, 'the second page holds 5 items');
+    assert.ok(await page.locator(id('corpus-next')).isDisabled());
+    await page.click(id('corpus-previous'));
+    await page.locator(id('corpus-table')).filter({ hasText: 'n00' }).waitFor();
+    await page.click(`${id('corpus-remove')}[aria-label="Remove n00"]`);
+    await page.locator(id('corpus-count')).filter({ hasText: '24 items' }).waitFor();
+    assert.doesNotMatch(await page.locator(id('corpus-table')).innerText(), /\bn00\b/);
+    // A refused file's notice is dismissed.
+    await upload(page, 'bad.jsonl', 'not json');
+    await page.locator(id('corpus-error')).waitFor();
+    await page.click(id('notice-dismiss'));
+    assert.equal(await page.locator(id('corpus-error')).count(), 0);
+    // Clearing asks first: Keep keeps, Yes clears.
+    await page.click(id('corpus-clear'));
+    await page.click(id('corpus-clear-keep'));
+    assert.match(await page.locator(id('corpus-count')).innerText(), /24 items/);
+    await page.click(id('corpus-clear'));
+    await page.click(id('corpus-clear-confirm'));
+    await page.locator(id('corpus-count')).filter({ hasText: '0 items' }).waitFor();
     assert.deepEqual(errors, []);
   } finally {
     await close();

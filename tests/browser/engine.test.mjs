@@ -417,20 +417,31 @@ test('the VitaminC corpus loads and indexes while the page stays responsive', as
   }
 });
 
-test('no serious or critical accessibility violations (axe-core)', async () => {
+test('no serious or critical accessibility violations (axe-core): empty, results, a failure', async () => {
   const axe = readFileSync(join(ROOT, 'node_modules/axe-core/axe.min.js'), 'utf8');
+  const check = async (page, state, width) => {
+    // The page's CSP refuses injected script; the test's own evaluation is not page script.
+    if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(axe);
+    const results = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+    const bad = results.violations.filter((v) => ['serious', 'critical'].includes(v.impact));
+    assert.deepEqual(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.length})`), [], `${state} at ${width}px`);
+  };
   for (const width of [1280, 390]) {
-    const { page, close } = await open({ width, height: 900 });
+    const { page, errors, close } = await open({ width, height: 900 });
     try {
+      await check(page, 'empty', width);
       await loadEiffel(page);
       await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
       await page.click(id('run'));
       await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
-      // The page's CSP refuses injected script; the test's own evaluation is not page script.
-      await page.evaluate(axe);
-      const results = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
-      const bad = results.violations.filter((v) => ['serious', 'critical'].includes(v.impact));
-      assert.deepEqual(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.length})`), [], `at ${width}px`);
+      await check(page, 'results', width);
+      // A failure card: nothing listens on port 9.
+      await useOpenAi(page, 'http://127.0.0.1:9/v1');
+      await page.fill(id('claims-input'), 'The Louvre is a museum.');
+      await page.click(id('run'));
+      await page.locator(id('check-2')).locator(id('failure-kind')).waitFor({ timeout: 30000 });
+      await check(page, 'failure', width);
+      assert.deepEqual(errors.filter((e) => !/ERR_CONNECTION_REFUSED/.test(e)), []);
     } finally {
       await close();
     }
