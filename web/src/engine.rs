@@ -557,7 +557,8 @@ impl Engine {
     /// it does not come back as a second card after a reload.
     pub fn rerun(&self, card: CheckCard, provider: ProviderChoice, concurrency: usize) {
         let id = self.new_check_id();
-        let (old, claim) = card.state.with_untracked(|state| (state.id.clone(), state.claim.clone()));
+        let (old, claim) =
+            card.state.with_untracked(|state| (state.id.clone(), state.claim.clone()));
         card.state.set(CheckState::new(id.clone(), claim.clone(), Phase::Queued));
         self.send(ToWorker::ForgetResult { id: old });
         self.send(ToWorker::Check {

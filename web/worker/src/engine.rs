@@ -667,7 +667,8 @@ impl<H: Host> Engine<H> {
 
     /// Starts queued checks while fewer than the concurrency bound run.
     fn pump(&self) {
-        if !self.inner.awaiting.borrow().is_empty() || !self.inner.awaiting_queue.borrow().is_empty()
+        if !self.inner.awaiting.borrow().is_empty()
+            || !self.inner.awaiting_queue.borrow().is_empty()
         {
             // Checks resumed after a reload wait for the page's credentials: starting others
             // first could exceed the concurrency once they run.

@@ -8,8 +8,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use idb::{Database, DatabaseEvent, Factory, ObjectStoreParams, TransactionMode};
 use gloo_net::http::{Method, RequestBuilder};
+use idb::{Database, DatabaseEvent, Factory, ObjectStoreParams, TransactionMode};
 use js_sys::{Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
 use verity_core::corpus::{IndexedCorpus, Passage};
@@ -485,7 +485,10 @@ impl HttpClient for FetchClient {
             Ok(response) => response,
             Err(error) => return Err(abort.fetch_failure(&error)),
         };
-        let head = ResponseHead { status: response.status(), headers: response.headers().entries().collect() };
+        let head = ResponseHead {
+            status: response.status(),
+            headers: response.headers().entries().collect(),
+        };
         let reader = response
             .body()
             .map(|stream| stream.get_reader().unchecked_into::<ReadableStreamDefaultReader>());

@@ -340,10 +340,10 @@ fn a_forgotten_result_is_not_restored() {
     let kept: Vec<String> = recorded.results.borrow().iter().map(|r| r.id.clone()).collect();
     assert_eq!(kept, ["c2"]);
     let (engine, mut pool, after) = new_engine();
-    pool.run_until(engine.start(Restored {
-        results: recorded.results.borrow().clone(),
-        ..Restored::default()
-    }));
+    pool.run_until(
+        engine
+            .start(Restored { results: recorded.results.borrow().clone(), ..Restored::default() }),
+    );
     let posted = take(&after);
     assert!(matches!(&posted[0], FromWorker::Ready { results, .. }
         if results.len() == 1 && results[0].id == "c2"));
@@ -643,10 +643,13 @@ fn a_keyed_queued_check_waits_for_the_pages_key_after_a_reload() {
     engine.handle(ToWorker::Cancel { id: "k2".into() });
     let done = finished(&take(&recorded));
     assert_eq!(done.len(), 1);
-    assert_eq!(done[0].outcome, Outcome::Failed {
-        failure: json!({"kind": "cancelled", "message": "cancelled by the user before it started",
+    assert_eq!(
+        done[0].outcome,
+        Outcome::Failed {
+            failure: json!({"kind": "cancelled", "message": "cancelled by the user before it started",
                         "spent": serde_json::to_value(verity_core::Spent::default()).unwrap()}),
-    });
+        }
+    );
     engine.handle(ToWorker::Credentials { provider: Some(provider("sk-remembered")) });
     pool.run_until_stalled();
     let done = finished(&take(&recorded));
