@@ -3,6 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { serve, browser, screenshot, aimock, silentServer, ROOT } from './harness.mjs';
 
@@ -72,6 +73,56 @@ test('a claim checked through an OpenAI-compatible server, streaming', async () 
   }
 });
 
+test('a model answer and a corpus item carrying markup render as text and run nothing', async () => {
+  // The model (aimock, tests/fixtures/aimock/xss.json) cites a corpus item carrying an
+  // <img onerror> and a <script>, and its rationale and summary carry both too.
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/xss.json'));
+  const { page, errors, close } = await browser();
+  try {
+    // Any attempt to run inline script would be refused by the CSP and reported here.
+    await page.addInitScript(() => {
+      window.__violations = [];
+      document.addEventListener('securitypolicyviolation', (e) => window.__violations.push(e.violatedDirective));
+    });
+    await page.goto(site.url);
+    await ready(page);
+    const item = 'Payload <img src=x onerror="window.__xss=1"> and <script>window.__xss=2</script> in the corpus.';
+    const corpus = [{ id: 'x1', text: item }, { id: 'x2', text: 'The payload arrived by mail.' }]
+      .map((entry) => JSON.stringify(entry)).join('\n');
+    await page.setInputFiles(id('corpus-file-input'), { name: 'hostile.jsonl', mimeType: 'text/plain', buffer: Buffer.from(corpus) });
+    await page.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
+    await useOpenAi(page, `${mock.url}/v1`);
+    await page.fill(id('claims-input'), 'The payload is in the corpus.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.equal(await card.locator(id('summary')).innerText(),
+      'Summary <img src=x onerror="window.__xss=5"> and <script>window.__xss=6</script> from the model.');
+    assert.equal(await card.locator(id('citation')).first().innerText(), `“${item}”`);
+    assert.match(await card.locator(id('evidence')).first().innerText(), /<img src=x onerror="window.__xss=1"> and <script>window.__xss=2<\/script>/);
+    assert.match(await page.locator(id('corpus-table')).innerText(), /<script>window.__xss=2<\/script>/);
+    const json = JSON.stringify(JSON.parse(await exported(page, 'export-json')));
+    assert.ok(json.includes('Rationale <img src=x onerror=\\"window.__xss=3\\">'), 'the rationale reached the page');
+    assert.equal(await page.evaluate(() => window.__xss), undefined, 'no payload ran');
+    assert.equal(await page.locator('img[src="x"]').count(), 0, 'no <img> element was made');
+    assert.equal(await page.locator('body script:not([src])').count(), 0, 'no <script> element was made');
+    assert.deepEqual(await page.evaluate(() => window.__violations), [], 'nothing tried to run inline script');
+    await screenshot(page, 'hostile-model-answer');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
+/** The text of the download the button `testid` starts. */
+async function exported(page, testid) {
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click(id(testid))]);
+  let text = '';
+  for await (const chunk of await download.createReadStream()) text += chunk;
+  return text;
+}
+
 test('a claim checked through Anthropic\'s Messages API, streaming', async () => {
   // aimock answers /v1/messages from the same provider-agnostic fixtures (it translates the
   // Messages request before matching); the key is a dummy, the mock takes any.
@@ -134,6 +185,86 @@ test('cancel mid-run ends the check as cancelled and leaves no request open', as
   }
 });
 
+/** A server that answers everything (the CORS preflight too) without CORS headers, as a local
+ * model server that does not allow the page's origin; resolves to { url, seen(), close }. */
+function corslessServer() {
+  let seen = 0;
+  const server = createServer((request, response) => {
+    seen += 1;
+    response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+  });
+  return new Promise((ready) => {
+    server.listen(0, '127.0.0.1', () => ready({
+      url: `http://127.0.0.1:${server.address().port}`,
+      seen: () => seen,
+      close: () => new Promise((done) => server.close(done)),
+    }));
+  });
+}
+
+test('a request the browser blocks (no CORS headers) fails naming CORS as the likely cause', async () => {
+  const server = await corslessServer();
+  const { page, errors, close } = await open();
+  try {
+    await loadEiffel(page);
+    await useOpenAi(page, `${server.url}/v1`);
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('failure-kind')).waitFor({ timeout: 60000 });
+    assert.match(await card.locator(id('failure-kind')).innerText(), /^(provider|assess-request)$/);
+    const message = await card.locator(id('failure-message')).innerText();
+    assert.match(message, /blocked the request/);
+    assert.match(message, /CORS/);
+    assert.match(await card.locator(id('failure-advice')).innerText(), /Access-Control-Allow-Origin/);
+    assert.ok(server.seen() >= 1, 'the browser did reach the server (its preflight)');
+    await screenshot(page, 'failure-cors');
+    // The browser reports the blocked request on the console itself; nothing else may fail.
+    assert.deepEqual(errors.filter((e) => !/CORS policy|net::ERR_FAILED/.test(e)), []);
+  } finally {
+    await close();
+    await server.close();
+  }
+});
+
+test('a 429 is retried after a wait, shown in the live log, then the check ends with a verdict', async () => {
+  // The first assessment request is refused with 429 (tests/fixtures/aimock/claim-429.json).
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim-429.json'));
+  const { page, errors, close } = await browser();
+  try {
+    // Every line the card's live log shows, in order (the log goes once the result is in).
+    await page.addInitScript(() => {
+      window.__lines = [];
+      new MutationObserver(() => {
+        for (const line of document.querySelectorAll('[data-testid="check-log"] li')) {
+          if (!window.__lines.includes(line.textContent)) window.__lines.push(line.textContent);
+        }
+      }).observe(document, { subtree: true, childList: true, characterData: true });
+    });
+    await page.goto(site.url);
+    await ready(page);
+    await loadEiffel(page);
+    await useOpenAi(page, `${mock.url}/v1`);
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.match(await card.locator(id('summary')).innerText(), /Supported after a wait/);
+    const lines = await page.evaluate(() => window.__lines);
+    const retry = lines.find((line) => line.startsWith('Retry 1 in '));
+    assert.ok(retry, `a retry line in ${JSON.stringify(lines)}`);
+    assert.match(retry, /^Retry 1 in (\d+ ms|\d+\.\d s): .*429/);
+    assert.ok(lines.some((line) => /^Model call 1 sent again \(retry 1, after (\d+ ms|\d+\.\d s)\)$/.test(line)), JSON.stringify(lines));
+    const entries = await journal(mock);
+    assert.equal(entries.length, 3, 'the refused assessment, its retry and the summary');
+    assert.equal(entries[0].response?.status, 429);
+    assert.ok(errors.every((e) => /429/.test(e)), JSON.stringify(errors));
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
 test('a reload keeps the corpus and the results, and resumes a check without repeating a recorded request', async () => {
   // Every answer takes 1.5 s, so the page can be reloaded while the summary is requested.
   const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'), ['--chaos-latency', '1500']);
@@ -158,6 +289,51 @@ test('a reload keeps the corpus and the results, and resumes a check without rep
     await page.reload();
     await ready(page);
     await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 10000 });
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
+test('a reload loses no queued check: the running one resumes, the queued ones run after it', async () => {
+  // Four claims one at a time, every answer 1.5 s late: the page is reloaded while the first
+  // check writes its summary and the other three wait.
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'), ['--chaos-latency', '1500']);
+  const claims = ['First claim: the Eiffel Tower is in Paris.', 'Second claim: the Eiffel Tower is in France.',
+    'Third claim: the Eiffel Tower is made of iron.', 'Fourth claim: the Eiffel Tower is a lattice tower.'];
+  const { page, errors, close } = await open();
+  try {
+    await loadEiffel(page);
+    await useOpenAi(page, `${mock.url}/v1`);
+    await page.selectOption(id('concurrency'), '1');
+    await page.fill(id('claims-input'), claims.join('\n'));
+    await page.click(id('run'));
+    await page.locator(id('check-1')).locator(id('check-stage')).filter({ hasText: 'Writing the summary' })
+      .waitFor({ timeout: 30000 });
+    const before = await journal(mock);
+    assert.equal(before.length, 1, 'only the first assessment had been answered');
+    await page.reload();
+    await ready(page);
+    const cards = page.locator('[data-testid^="check-"][data-check-id]');
+    assert.equal(await cards.count(), 4, 'every check has its card after the reload');
+    await screenshot(page, 'reload-queued');
+    for (const claim of claims) {
+      const card = cards.filter({ hasText: claim });
+      await card.locator(id('verdict')).waitFor({ timeout: 60000 });
+      assert.match(await card.locator(id('verdict')).innerText(), /supported/i);
+    }
+    const bodies = (await journal(mock)).map((entry) => JSON.stringify(entry.body));
+    const assessments = bodies.filter((body) => body.includes('Record your assessment'));
+    for (const claim of claims) {
+      // The first check's assessment was answered before the reload: it is not asked again.
+      const mine = assessments.filter((body) => body.includes(claim)).length;
+      assert.equal(mine, 1, `${claim}: ${mine} assessment requests`);
+    }
+    // A summary prompt carries the assessment, not the claim: count them all. The first
+    // check's was in flight at the reload (the mock may have seen it) and is asked again.
+    const summaries = bodies.length - assessments.length;
+    assert.ok(summaries === 4 || summaries === 5, `${summaries} summary requests`);
     assert.deepEqual(errors, []);
   } finally {
     await close();
@@ -241,20 +417,31 @@ test('the VitaminC corpus loads and indexes while the page stays responsive', as
   }
 });
 
-test('no serious or critical accessibility violations (axe-core)', async () => {
+test('no serious or critical accessibility violations (axe-core): empty, results, a failure', async () => {
   const axe = readFileSync(join(ROOT, 'node_modules/axe-core/axe.min.js'), 'utf8');
+  const check = async (page, state, width) => {
+    // The page's CSP refuses injected script; the test's own evaluation is not page script.
+    if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(axe);
+    const results = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+    const bad = results.violations.filter((v) => ['serious', 'critical'].includes(v.impact));
+    assert.deepEqual(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.length})`), [], `${state} at ${width}px`);
+  };
   for (const width of [1280, 390]) {
-    const { page, close } = await open({ width, height: 900 });
+    const { page, errors, close } = await open({ width, height: 900 });
     try {
+      await check(page, 'empty', width);
       await loadEiffel(page);
       await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
       await page.click(id('run'));
       await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
-      // The page's CSP refuses injected script; the test's own evaluation is not page script.
-      await page.evaluate(axe);
-      const results = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
-      const bad = results.violations.filter((v) => ['serious', 'critical'].includes(v.impact));
-      assert.deepEqual(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.length})`), [], `at ${width}px`);
+      await check(page, 'results', width);
+      // A failure card: nothing listens on port 9.
+      await useOpenAi(page, 'http://127.0.0.1:9/v1');
+      await page.fill(id('claims-input'), 'The Louvre is a museum.');
+      await page.click(id('run'));
+      await page.locator(id('check-2')).locator(id('failure-kind')).waitFor({ timeout: 30000 });
+      await check(page, 'failure', width);
+      assert.deepEqual(errors.filter((e) => !/ERR_CONNECTION_REFUSED/.test(e)), []);
     } finally {
       await close();
     }

@@ -282,6 +282,7 @@ fn main() {
         corpus: summary(&items.borrow()),
         results: finished,
         resumed: Vec::new(),
+        queued: Vec::new(),
     });
     if state == "running" || state == "all" {
         running(engine);

@@ -115,6 +115,11 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
                         {move || format!("Reading {} file(s)…", engine.reading.get())}
                     </p>
                 </Show>
+                <Show when=move || engine.waiting.get() != 0>
+                    <p class="hint" role="status" data-testid="corpus-waiting">
+                        {move || format!("{} file(s) read, waiting for the engine to load…", engine.waiting.get())}
+                    </p>
+                </Show>
             </div>
             <div class="notices">
                 <For
@@ -123,12 +128,14 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
                     children=move |notice| {
                         let key = notice.key;
                         view! {
-                            <div class="notice" role="alert" data-testid="corpus-error">
+                            // A refused file, or another message (storage, the engine).
+                            <div class="notice" role="alert" data-testid=if notice.file.is_some() { "corpus-error" } else { "notice" }>
                                 <span>{notice.text()}</span>
                                 <button
                                     type="button"
                                     class="button small"
                                     aria-label="Dismiss this message"
+                                    data-testid="notice-dismiss"
                                     on:click=move |_| {
                                         engine.notices.update(|notices| notices.retain(|n| n.key != key))
                                     }
@@ -193,7 +200,7 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
                         >
                             "Yes, clear"
                         </button>
-                        <button type="button" class="button" on:click=move |_| confirming.set(false)>
+                        <button type="button" class="button" data-testid="corpus-clear-keep" on:click=move |_| confirming.set(false)>
                             "Keep"
                         </button>
                     </span>
@@ -252,6 +259,7 @@ fn ItemsTable(engine: Engine) -> impl IntoView {
                                             type="button"
                                             class="button small"
                                             aria-label=label
+                                            data-testid="corpus-remove"
                                             on:click=move |_| engine.remove_item(id.clone())
                                         >
                                             "Remove"
@@ -269,6 +277,7 @@ fn ItemsTable(engine: Engine) -> impl IntoView {
             <button
                 type="button"
                 class="button small"
+                data-testid="corpus-previous"
                 disabled=move || engine.items.with(|p| p.offset == 0)
                 on:click=move |_| engine.page(engine.offset.get_untracked().saturating_sub(PAGE_SIZE))
             >
@@ -277,6 +286,7 @@ fn ItemsTable(engine: Engine) -> impl IntoView {
             <button
                 type="button"
                 class="button small"
+                data-testid="corpus-next"
                 disabled=move || engine.items.with(|p| p.offset + p.items.len() >= p.total)
                 on:click=move |_| engine.page(engine.offset.get_untracked() + PAGE_SIZE)
             >

@@ -309,6 +309,8 @@ pub struct Engine {
     pub checks: RwSignal<Vec<CheckCard>>,
     /// Files being read by the page.
     pub reading: RwSignal<usize>,
+    /// Files read and waiting for the engine to load (sent once it is ready).
+    pub waiting: RwSignal<usize>,
     /// Claims the worker suggests for the demo corpus.
     pub suggested: RwSignal<Vec<String>>,
     counter: StoredValue<u64>,
@@ -352,6 +354,7 @@ impl Engine {
             offset: RwSignal::new(0),
             checks: RwSignal::new(Vec::new()),
             reading: RwSignal::new(0),
+            waiting: RwSignal::new(0),
             suggested: RwSignal::new(Vec::new()),
             counter: StoredValue::new(0),
             prefix: StoredValue::new(id_prefix.into()),
@@ -404,8 +407,8 @@ impl Engine {
     /// Takes in one message from the worker.
     pub fn apply(&self, message: FromWorker) {
         match message {
-            FromWorker::Ready { corpus, results, resumed } => {
-                if !resumed.is_empty() {
+            FromWorker::Ready { corpus, results, resumed, queued } => {
+                if !resumed.is_empty() || !queued.is_empty() {
                     // Keyed checks resume only with the key remembered on this device (the
                     // worker never stores it); without one they end, saying so.
                     let provider = remembered_provider();
@@ -431,7 +434,13 @@ impl Engine {
                         }
                     }
                 }
+                for check in queued {
+                    if self.card(&check.id).is_none() {
+                        self.add_card(CheckState::new(check.id, check.claim, Phase::Queued));
+                    }
+                }
                 self.status.set(EngineStatus::Ready);
+                self.waiting.set(0);
                 let pending =
                     self.outbox.try_update_value(|outbox| std::mem::take(&mut outbox.pending));
                 for message in pending.unwrap_or_default() {
@@ -518,6 +527,9 @@ impl Engine {
     /// Files the page read.
     pub fn add_files(&self, files: Vec<NamedText>) {
         if !files.is_empty() {
+            if !self.status.with_untracked(|status| *status == EngineStatus::Ready) {
+                self.waiting.update(|n| *n += files.len());
+            }
             self.send(ToWorker::AddFiles { files });
         }
     }
@@ -557,11 +569,14 @@ impl Engine {
         });
     }
 
-    /// Checks a card's claim again, in the same card.
+    /// Checks a card's claim again, in the same card: the worker forgets the old result, so
+    /// it does not come back as a second card after a reload.
     pub fn rerun(&self, card: CheckCard, provider: ProviderChoice, concurrency: usize) {
         let id = self.new_check_id();
-        let claim = card.state.with_untracked(|state| state.claim.clone());
+        let (old, claim) =
+            card.state.with_untracked(|state| (state.id.clone(), state.claim.clone()));
         card.state.set(CheckState::new(id.clone(), claim.clone(), Phase::Queued));
+        self.send(ToWorker::ForgetResult { id: old });
         self.send(ToWorker::Check {
             checks: vec![CheckRequest { id, claim }],
             provider,
@@ -711,7 +726,9 @@ mod tests {
                 Ok(())
             });
             engine.load_demo();
+            engine.add_files(vec![NamedText { name: "a.txt".into(), text: "A.".into() }]);
             assert!(sent.borrow().is_empty(), "nothing is sent before the worker is ready");
+            assert_eq!(engine.waiting.get_untracked(), 1, "the file waits, and the page says so");
             engine.apply(FromWorker::Ready {
                 corpus: CorpusSummary::default(),
                 results: vec![CheckResult {
@@ -721,35 +738,55 @@ mod tests {
                     cited: Vec::new(),
                 }],
                 resumed: vec![CheckRequest { id: "r".into(), claim: "Resumed.".into() }],
+                queued: vec![CheckRequest { id: "q".into(), claim: "Queued.".into() }],
             });
             assert_eq!(sent.borrow()[0], ToWorker::LoadDemo);
+            assert!(matches!(&sent.borrow()[1], ToWorker::AddFiles { files } if files.len() == 1));
+            assert_eq!(engine.waiting.get_untracked(), 0);
             // A check was resumed: the worker is told which key this device remembers (none
             // here, natively).
-            assert_eq!(sent.borrow()[1], ToWorker::Credentials { provider: None });
-            assert!(matches!(sent.borrow()[2], ToWorker::ListItems { .. }));
+            assert_eq!(sent.borrow()[2], ToWorker::Credentials { provider: None });
+            assert!(matches!(sent.borrow()[3], ToWorker::ListItems { .. }));
             engine.run(vec!["New.".into()], ProviderChoice::Offline, 2);
             let cards = engine.checks.get_untracked();
-            assert_eq!(cards.len(), 3);
-            assert_eq!(cards[2].n, 3);
-            let new_id = cards[2].state.get_untracked().id;
+            assert_eq!(cards.len(), 4);
+            assert_eq!(cards[2].state.get_untracked().phase, Phase::Queued, "queued again");
+            assert_eq!(cards[3].n, 4);
+            let new_id = cards[3].state.get_untracked().id;
             assert_eq!(new_id, "t-1");
             engine.apply(FromWorker::Progress {
                 id: new_id.clone(),
                 event: json!({"type": "stage", "stage": "assess"}),
             });
-            assert_eq!(cards[2].state.get_untracked().phase, Phase::Running);
+            assert_eq!(cards[3].state.get_untracked().phase, Phase::Running);
             engine.cancel_all();
             let cancels =
                 sent.borrow().iter().filter(|m| matches!(m, ToWorker::Cancel { .. })).count();
-            assert_eq!(cancels, 2, "the resumed and the new check");
+            assert_eq!(cancels, 3, "the resumed, the queued again and the new check");
             engine.apply(FromWorker::FileRejected {
                 file: "a.jsonl".into(),
                 line: Some(3),
                 message: "bad".into(),
             });
             assert_eq!(engine.notices.get_untracked()[0].text(), "a.jsonl, line 3: bad");
+            // A re-run forgets the old result, then checks the claim under a new id.
+            let finished = engine.checks.get_untracked()[0];
+            engine.rerun(finished, ProviderChoice::Offline, 1);
+            let sent = sent.borrow();
+            assert_eq!(sent[sent.len() - 2], ToWorker::ForgetResult { id: "old".into() });
+            assert!(matches!(&sent[sent.len() - 1], ToWorker::Check { checks, .. }
+                if checks[0].claim == "Old." && checks[0].id != "old"));
+            drop(sent);
+            engine.apply(FromWorker::Finished {
+                result: CheckResult {
+                    id: finished.state.get_untracked().id,
+                    claim: "Old.".into(),
+                    outcome: Outcome::Failed { failure: json!({"kind": "cancelled"}) },
+                    cited: Vec::new(),
+                },
+            });
             engine.clear_results();
-            assert_eq!(engine.checks.get_untracked().len(), 2, "only the finished one goes");
+            assert_eq!(engine.checks.get_untracked().len(), 3, "only the finished one goes");
         });
     }
 

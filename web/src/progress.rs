@@ -42,7 +42,7 @@ pub fn ProgressView(state: RwSignal<CheckState>) -> impl IntoView {
                 </p>
                 <details class="log">
                     <summary>{move || format!("Activity ({})", log_len())}</summary>
-                    <ol>
+                    <ol data-testid="check-log">
                         {move || {
                             state.with(|s| s.log.iter().map(|line| view! { <li>{line.clone()}</li> }).collect_view())
                         }}

@@ -220,8 +220,8 @@ fn FailureBody(failure: FailureView) -> impl IntoView {
                 <span class="hint">"failure kind"</span>
                 <code data-testid="failure-kind" class="failure-kind">{failure.kind.clone()}</code>
             </p>
-            <p class="failure-message">{failure.message}</p>
-            <p class="advice"><strong>"What to do: "</strong>{advice}</p>
+            <p class="failure-message" data-testid="failure-message">{failure.message}</p>
+            <p class="advice" data-testid="failure-advice"><strong>"What to do: "</strong>{advice}</p>
             <p class="hint">{format!("Spent: {}", spent_text(&failure.spent))}</p>
         </div>
     }

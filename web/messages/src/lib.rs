@@ -161,6 +161,13 @@ pub enum ToWorker {
     },
     /// Forget finished results.
     ClearResults,
+    /// Forget one finished result (its card is checked again under a new id, so the old
+    /// verdict does not come back after a reload; added after the first version of this
+    /// contract).
+    ForgetResult {
+        /// The finished check's id.
+        id: String,
+    },
 }
 
 /// What the worker tells the page.
@@ -176,6 +183,10 @@ pub enum FromWorker {
         results: Vec<CheckResult>,
         /// Checks that were running when the page went away and are resumed now.
         resumed: Vec<CheckRequest>,
+        /// Checks that were queued, not started, when the page went away and are queued again
+        /// now, in order (added after the first version of this contract).
+        #[serde(default)]
+        queued: Vec<CheckRequest>,
     },
     /// The corpus changed (or is being indexed).
     Corpus {

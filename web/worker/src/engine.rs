@@ -3,7 +3,7 @@
 //! wasm glue (or a native test) is its [`Host`].
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -52,6 +52,23 @@ pub trait Host: 'static {
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>);
     /// Saves the finished results (replacing what was saved).
     fn save_results(&self, results: &[CheckResult]);
+    /// Saves the checks asked for and not finished yet (replacing what was saved), so a
+    /// reload re-queues the ones that had not started.
+    fn save_unfinished(&self, unfinished: &Unfinished);
+}
+
+/// The checks of the main corpus asked for and not finished yet, queued or running, in the
+/// order they were asked for, and the concurrency they run at: what a reload needs to lose
+/// none. A check leaves it when its result is recorded. At start, one with a stored session
+/// resumes from it; the others are queued again (a check whose session had not been written
+/// yet starts over: it had recorded no response).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unfinished {
+    /// How many checks run at once.
+    pub concurrency: usize,
+    /// The checks, credentials removed.
+    pub checks: Vec<SessionMeta>,
 }
 
 /// What a session record says about its check, beside the log: enough to resume it. The
@@ -112,11 +129,18 @@ pub struct Restored<S> {
     pub results: Vec<CheckResult>,
     /// Sessions of checks that were running.
     pub sessions: Vec<StoredSession<S>>,
+    /// The checks asked for and not finished ([`Host::save_unfinished`]).
+    pub unfinished: Unfinished,
 }
 
 impl<S> Default for Restored<S> {
     fn default() -> Self {
-        Self { items: Vec::new(), results: Vec::new(), sessions: Vec::new() }
+        Self {
+            items: Vec::new(),
+            results: Vec::new(),
+            sessions: Vec::new(),
+            unfinished: Unfinished::default(),
+        }
     }
 }
 
@@ -143,6 +167,8 @@ struct State {
     queue: VecDeque<Pending>,
     running: Vec<Running>,
     concurrency: usize,
+    /// The main corpus's checks not finished yet, as saved ([`Unfinished`]).
+    unfinished: Vec<SessionMeta>,
     /// Page tool calls of running steps waiting for their [`ToWorker::ToolResult`], by step
     /// id and call id.
     tool_calls: HashMap<(String, String), futures_channel::oneshot::Sender<ToolOutput>>,
@@ -170,6 +196,10 @@ struct Inner<H: Host> {
     state: RefCell<State>,
     /// Keyed checks resumed after a reload, waiting for [`ToWorker::Credentials`].
     awaiting: RefCell<Vec<Awaiting<H::Store>>>,
+    /// Checks queued again after a reload (they had not started), in order, waiting for
+    /// [`ToWorker::Credentials`] when any of them needs a key. No queued check starts while any
+    /// check waits for them.
+    awaiting_queue: RefCell<Vec<SessionMeta>>,
 }
 
 /// A resumed session whose provider needs a key the worker did not store.
@@ -179,6 +209,11 @@ struct Awaiting<S> {
     session: Session<Job>,
     corpus: Arc<IndexedCorpus>,
 }
+
+/// Retries of a check's failed requests (a 429, an overload, a 5xx, no response), over the
+/// whole check, each after the core's backoff or the provider's `Retry-After` (when the server
+/// exposes it to the page: `Access-Control-Expose-Headers`).
+const MAX_RETRIES: u32 = 3;
 
 /// The failure JSON of a check that ended outside the core's machines (cancelled while
 /// queued, a bad provider configuration, storage lost): the core's `JobFailed` shape.
@@ -193,7 +228,12 @@ impl<H: Host> Engine<H> {
     /// An engine over `host` with an empty corpus; call [`start`](Self::start) next.
     pub fn new(host: H) -> Self {
         let state = State { concurrency: 1, ..State::default() };
-        let inner = Inner { host, state: RefCell::new(state), awaiting: RefCell::default() };
+        let inner = Inner {
+            host,
+            state: RefCell::new(state),
+            awaiting: RefCell::default(),
+            awaiting_queue: RefCell::default(),
+        };
         Self { inner: Rc::new(inner) }
     }
 
@@ -206,16 +246,36 @@ impl<H: Host> Engine<H> {
         self.inner.host.post(message);
     }
 
-    /// Takes what storage held, posts `Ready`, indexes the corpus and resumes the checks that
-    /// were running (each from its session: recorded responses are not requested again).
+    /// Takes what storage held, posts `Ready`, indexes the corpus, resumes the checks that
+    /// were running (each from its session: recorded responses are not requested again) and
+    /// queues again the ones that had not started.
     pub async fn start(&self, restored: Restored<H::Store>) {
-        let Restored { items, results, sessions } = restored;
+        let Restored { items, results, sessions, unfinished } = restored;
         {
             let mut state = self.inner.state.borrow_mut();
             state.corpus = CorpusState::from_passages(items);
             state.results = results;
+            state.concurrency = unfinished.concurrency.max(1);
         }
         let corpus = self.inner.state.borrow().corpus.current().clone();
+        let with_session: HashSet<String> =
+            sessions.iter().map(|stored| stored.meta.check.id.clone()).collect();
+        let mut requeued = Vec::new();
+        {
+            let mut state = self.inner.state.borrow_mut();
+            for meta in unfinished.checks {
+                let id = &meta.check.id;
+                if state.results.iter().any(|result| result.id == *id)
+                    || state.unfinished.iter().any(|kept| kept.check.id == *id)
+                {
+                    continue;
+                }
+                if !with_session.contains(id) {
+                    requeued.push(meta.clone());
+                }
+                state.unfinished.push(meta);
+            }
+        }
         let mut resumed = Vec::new();
         let mut to_run = Vec::new();
         for StoredSession { meta, store } in sessions {
@@ -228,6 +288,12 @@ impl<H: Host> Engine<H> {
             match open_session(&store, &corpus).await {
                 Ok(session) => {
                     resumed.push(meta.check.clone());
+                    {
+                        let mut state = self.inner.state.borrow_mut();
+                        if !state.unfinished.iter().any(|kept| kept.check.id == id) {
+                            state.unfinished.push(meta.clone());
+                        }
+                    }
                     to_run.push((meta, store, session));
                 }
                 Err(why) => {
@@ -243,6 +309,7 @@ impl<H: Host> Engine<H> {
                         },
                         cited: Vec::new(),
                     };
+                    self.inner.state.borrow_mut().unfinished.retain(|meta| meta.check.id != id);
                     self.record_result(result);
                     self.inner.host.end_session(&id);
                 }
@@ -252,7 +319,8 @@ impl<H: Host> Engine<H> {
             let state = self.inner.state.borrow();
             (state.corpus.summary(), state.results.clone())
         };
-        self.post(&FromWorker::Ready { corpus: summary, results, resumed });
+        let queued = requeued.iter().map(|meta| meta.check.clone()).collect();
+        self.post(&FromWorker::Ready { corpus: summary, results, resumed, queued });
         self.index();
         for (meta, store, session) in to_run {
             if meta.credentials_removed {
@@ -264,6 +332,26 @@ impl<H: Host> Engine<H> {
             let provider = meta.provider.clone();
             self.resume(meta, provider, Cancel::new(), store, session, Arc::clone(&corpus));
         }
+        if requeued.iter().any(|meta| meta.credentials_removed) {
+            // All of them wait, so they keep their order once the key is there.
+            self.inner.awaiting_queue.borrow_mut().extend(requeued);
+        } else {
+            let mut state = self.inner.state.borrow_mut();
+            for meta in requeued {
+                let pending = Pending { check: meta.check, provider: meta.provider, corpus: None };
+                state.queue.push_back(pending);
+            }
+        }
+        self.save_unfinished();
+        self.pump();
+    }
+
+    fn save_unfinished(&self) {
+        let unfinished = {
+            let state = self.inner.state.borrow();
+            Unfinished { concurrency: state.concurrency, checks: state.unfinished.clone() }
+        };
+        self.inner.host.save_unfinished(&unfinished);
     }
 
     fn resume(
@@ -291,29 +379,56 @@ impl<H: Host> Engine<H> {
     /// Resumes the keyed checks a reload interrupted with the page's provider, when it is the
     /// one they ran with and has a key; otherwise they end `cancelled`, saying why.
     fn credentials(&self, provider: Option<&ProviderChoice>) {
+        let matching = |meta: &SessionMeta| {
+            provider
+                .filter(|given| {
+                    let (stripped, had_credentials) = without_credentials(given);
+                    had_credentials && stripped == meta.provider
+                })
+                .cloned()
+        };
+        let not_resumed = || {
+            if provider.is_some_and(|given| without_credentials(given).1) {
+                "the page was reloaded during the check and the provider has changed since: \
+                 run the check again"
+            } else {
+                "the page was reloaded during the check and its API key is not stored on this \
+                 device (tick \"Remember on this device\" to resume such checks): run the check \
+                 again"
+            }
+        };
         let awaiting = std::mem::take(&mut *self.inner.awaiting.borrow_mut());
         for Awaiting { meta, store, session, corpus } in awaiting {
-            let matching = provider.filter(|given| {
-                let (stripped, had_credentials) = without_credentials(given);
-                had_credentials && stripped == meta.provider
-            });
             let cancel = Cancel::new();
-            let provider = match matching {
-                Some(given) => given.clone(),
-                None => {
-                    cancel.cancel(if provider.is_some_and(|given| without_credentials(given).1) {
-                        "the page was reloaded during the check and the provider has changed \
-                         since: run the check again"
-                    } else {
-                        "the page was reloaded during the check and its API key is not stored \
-                         on this device (tick \"Remember on this device\" to resume such checks): \
-                         run the check again"
-                    });
-                    meta.provider.clone()
-                }
-            };
+            let provider = matching(&meta).unwrap_or_else(|| {
+                cancel.cancel(not_resumed());
+                meta.provider.clone()
+            });
             self.resume(meta, provider, cancel, store, session, corpus);
         }
+        let awaiting_queue = std::mem::take(&mut *self.inner.awaiting_queue.borrow_mut());
+        for meta in awaiting_queue {
+            if !meta.credentials_removed {
+                let pending = Pending { check: meta.check, provider: meta.provider, corpus: None };
+                self.inner.state.borrow_mut().queue.push_back(pending);
+                continue;
+            }
+            match matching(&meta) {
+                Some(given) => {
+                    let pending = Pending { check: meta.check, provider: given, corpus: None };
+                    self.inner.state.borrow_mut().queue.push_back(pending);
+                }
+                None => self.finished(CheckResult {
+                    id: meta.check.id,
+                    claim: meta.check.claim,
+                    outcome: Outcome::Failed {
+                        failure: failure("cancelled", not_resumed(), Spent::default()),
+                    },
+                    cited: Vec::new(),
+                }),
+            }
+        }
+        self.pump();
     }
 
     /// Handles one message from the page.
@@ -412,8 +527,14 @@ impl<H: Host> Engine<H> {
                             provider: provider.clone(),
                             corpus: named.clone(),
                         });
+                        // The named corpora live in memory: only the main corpus's checks
+                        // outlive a reload.
+                        if named.is_none() {
+                            state.unfinished.push(SessionMeta::new(check, &provider));
+                        }
                     }
                 }
+                self.save_unfinished();
                 for check in checks {
                     self.post(&FromWorker::Queued { check });
                 }
@@ -442,6 +563,14 @@ impl<H: Host> Engine<H> {
                 let mut state = self.inner.state.borrow_mut();
                 state.results.clear();
                 self.inner.host.save_results(&state.results);
+            }
+            ToWorker::ForgetResult { id } => {
+                let mut state = self.inner.state.borrow_mut();
+                let before = state.results.len();
+                state.results.retain(|result| result.id != id);
+                if state.results.len() != before {
+                    self.inner.host.save_results(&state.results);
+                }
             }
             _ => self.post(&FromWorker::Error { message: "unknown message".to_owned() }),
         }
@@ -498,12 +627,32 @@ impl<H: Host> Engine<H> {
                 return;
             }
             let position = state.queue.iter().position(|pending| pending.check.id == id);
-            position.and_then(|position| state.queue.remove(position))
+            position.and_then(|position| state.queue.remove(position)).map(|pending| pending.check)
         };
-        if let Some(pending) = queued {
+        let queued = queued.or_else(|| {
+            // Waiting for the page's credentials after a reload.
+            let mut awaiting = self.inner.awaiting_queue.borrow_mut();
+            let position = awaiting.iter().position(|meta| meta.check.id == id)?;
+            Some(awaiting.remove(position).check)
+        });
+        if queued.is_none() {
+            let resumed = {
+                let mut awaiting = self.inner.awaiting.borrow_mut();
+                let position = awaiting.iter().position(|waiting| waiting.meta.check.id == id);
+                position.map(|position| awaiting.remove(position))
+            };
+            if let Some(Awaiting { meta, store, session, corpus }) = resumed {
+                // Ended through the core, so what its session had spent is reported.
+                let cancel = Cancel::new();
+                cancel.cancel("cancelled by the user");
+                let provider = meta.provider.clone();
+                self.resume(meta, provider, cancel, store, session, corpus);
+            }
+        }
+        if let Some(check) = queued {
             self.finished(CheckResult {
-                id: pending.check.id,
-                claim: pending.check.claim,
+                id: check.id,
+                claim: check.claim,
                 outcome: Outcome::Failed {
                     failure: failure(
                         "cancelled",
@@ -518,6 +667,13 @@ impl<H: Host> Engine<H> {
 
     /// Starts queued checks while fewer than the concurrency bound run.
     fn pump(&self) {
+        if !self.inner.awaiting.borrow().is_empty()
+            || !self.inner.awaiting_queue.borrow().is_empty()
+        {
+            // Checks resumed after a reload wait for the page's credentials: starting others
+            // first could exceed the concurrency once they run.
+            return;
+        }
         loop {
             let (pending, corpus, cancel) = {
                 let mut state = self.inner.state.borrow_mut();
@@ -583,7 +739,8 @@ impl<H: Host> Engine<H> {
             Some(session) => session,
             None => {
                 let config = json!({"kind": "claim", "claim": check.claim,
-                                    "corpus": corpus.id().as_str()});
+                                    "corpus": corpus.id().as_str(),
+                                    "retry": {"maxRetries": MAX_RETRIES}});
                 let job = match Job::new(
                     match verity_core::JobConfig::from_value(config) {
                         Ok(config) => config,
@@ -755,10 +912,21 @@ impl<H: Host> Engine<H> {
     /// next queued check.
     fn finished(&self, result: CheckResult) {
         let id = result.id.clone();
-        self.inner.state.borrow_mut().running.retain(|running| running.id != id);
+        let was_unfinished = {
+            let mut state = self.inner.state.borrow_mut();
+            state.running.retain(|running| running.id != id);
+            let before = state.unfinished.len();
+            state.unfinished.retain(|meta| meta.check.id != id);
+            state.unfinished.len() != before
+        };
         self.post(&FromWorker::Finished { result: result.clone() });
+        // The result is saved before the check leaves the saved unfinished ones, so a reload
+        // between the two writes finds it finished.
         self.record_result(result);
         self.inner.host.end_session(&id);
+        if was_unfinished {
+            self.save_unfinished();
+        }
         self.pump();
     }
 

@@ -61,4 +61,4 @@ mod wasm;
 #[cfg(target_arch = "wasm32")]
 pub use wasm::start;
 
-pub use engine::{Engine, Host, Restored, SessionMeta, StoredSession};
+pub use engine::{Engine, Host, Restored, SessionMeta, StoredSession, Unfinished};

@@ -1,5 +1,6 @@
-//! The browser glue: the worker's message listener, `fetch` with a streamed body and an
-//! `AbortController`, IndexedDB (corpus, results, sessions), timers. Only built for wasm32.
+//! The browser glue: the worker's message listener, `fetch` (through `gloo-net`) with a
+//! streamed body and an `AbortController`, IndexedDB (corpus, results, sessions), timers. Only
+//! built for wasm32.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -7,6 +8,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use gloo_net::http::{Method, RequestBuilder};
 use idb::{Database, DatabaseEvent, Factory, ObjectStoreParams, TransactionMode};
 use js_sys::{Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
@@ -20,15 +22,15 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
-    AbortController, DedicatedWorkerGlobalScope, Headers, MessageEvent,
-    ReadableStreamDefaultReader, RequestInit, Response,
+    AbortController, DedicatedWorkerGlobalScope, Headers, MessageEvent, ReadableStreamDefaultReader,
 };
 
-use crate::engine::{Engine, Host, Restored, SessionMeta, StoredSession};
+use crate::engine::{Engine, Host, Restored, SessionMeta, StoredSession, Unfinished};
 
 const DB_NAME: &str = "verity";
 const DB_VERSION: u32 = 1;
-/// Key-value store: `"corpus"` (the passages as JSON) and `"results"` (the results as JSON).
+/// Key-value store: `"corpus"` (the passages as JSON), `"results"` (the results as JSON) and
+/// `"unfinished"` (the checks asked for and not finished, [`Unfinished`] as JSON).
 const KV: &str = "kv";
 /// One record per running check: [`SessionRecord`] as JSON, keyed by the check's id.
 const SESSIONS: &str = "sessions";
@@ -36,7 +38,9 @@ const SESSIONS: &str = "sessions";
 /// What happens when a fetch is refused by the browser (a `TypeError`).
 const BLOCKED: &str = "the browser blocked the request or could not connect: check the base URL, \
      that the server is running, and that it allows this page's origin (CORS; for Ollama set \
-     OLLAMA_ORIGINS)";
+     OLLAMA_ORIGINS). A page served over https cannot call a plain http:// server other than \
+     localhost (mixed content), and one on the public internet reaches a server on the local \
+     network only if it allows that (Private Network Access)";
 
 fn scope() -> DedicatedWorkerGlobalScope {
     js_sys::global().unchecked_into()
@@ -156,6 +160,10 @@ async fn restore(db: &Rc<Database>) -> Result<Restored<IdbStore>, String> {
         Some(text) => serde_json::from_str(&text).map_err(|e| format!("results: {e}"))?,
         None => Vec::new(),
     };
+    let unfinished: Unfinished = match get_text(db, KV, "unfinished").await? {
+        Some(text) => serde_json::from_str(&text).map_err(|e| format!("unfinished checks: {e}"))?,
+        None => Unfinished::default(),
+    };
     let tx = db.transaction(&[SESSIONS], TransactionMode::ReadOnly).map_err(|e| e.to_string())?;
     let records = tx
         .object_store(SESSIONS)
@@ -173,7 +181,7 @@ async fn restore(db: &Rc<Database>) -> Result<Restored<IdbStore>, String> {
             meta: record.meta,
         })
         .collect();
-    Ok(Restored { items, results, sessions })
+    Ok(Restored { items, results, sessions, unfinished })
 }
 
 /// Puts `value` under `key` in `store`; the transaction is created now (so writes land in the
@@ -256,6 +264,13 @@ impl Host for WorkerHost {
         if let Some(db) = &self.db {
             let text = serde_json::to_string(results).expect("serializes");
             put_later(db, KV, "results", Some(text));
+        }
+    }
+
+    fn save_unfinished(&self, unfinished: &Unfinished) {
+        if let Some(db) = &self.db {
+            let text = serde_json::to_string(unfinished).expect("serializes");
+            put_later(db, KV, "unfinished", Some(text));
         }
     }
 }
@@ -385,16 +400,32 @@ impl Abort {
         Ok(Self { controller, timer, timed_out, done: false })
     }
 
-    /// The failure for a rejected `fetch` or `read`.
+    /// The failure for a rejected `read`.
     fn failure(&self, error: &JsValue) -> HttpFailure {
+        self.classify(error.is_instance_of::<js_sys::TypeError>(), describe(error))
+    }
+
+    /// The failure for a rejected `fetch` (gloo-net keeps the JavaScript error's name).
+    fn fetch_failure(&self, error: &gloo_net::Error) -> HttpFailure {
+        match error {
+            gloo_net::Error::JsError(error) => {
+                self.classify(error.name == "TypeError", error.message.clone())
+            }
+            other => self.classify(false, other.to_string()),
+        }
+    }
+
+    /// A deadline, a cancel, the browser's refusal (a `TypeError`: CORS, no connection) or
+    /// something else.
+    fn classify(&self, type_error: bool, message: String) -> HttpFailure {
         if self.timed_out.get() {
             HttpFailure::TimedOut
         } else if self.controller.signal().aborted() {
             HttpFailure::Aborted
-        } else if error.is_instance_of::<js_sys::TypeError>() {
-            HttpFailure::Network(format!("{BLOCKED} ({})", describe(error)))
+        } else if type_error {
+            HttpFailure::Network(format!("{BLOCKED} ({message})"))
         } else {
-            HttpFailure::Network(describe(error))
+            HttpFailure::Network(message)
         }
     }
 }
@@ -410,7 +441,7 @@ impl Drop for Abort {
     }
 }
 
-/// [`HttpClient`] over the worker's global `fetch`.
+/// [`HttpClient`] over the worker's global `fetch`, through `gloo-net`'s `RequestBuilder`.
 #[derive(Debug, Clone, Copy)]
 pub struct FetchClient;
 
@@ -438,27 +469,26 @@ impl HttpClient for FetchClient {
                 HttpFailure::Network(format!("the header {name:?} is refused: {}", describe(&e)))
             })?;
         }
-        let init = RequestInit::new();
-        init.set_method(&request.method);
-        init.set_headers(&headers);
-        init.set_body(&JsValue::from_str(&request.body));
-        init.set_signal(Some(&abort.controller.signal()));
-        let promise = scope().fetch_with_str_and_init(&request.url, &init);
-        let response: Response = match JsFuture::from(promise).await {
-            Ok(response) => response.unchecked_into(),
-            Err(error) => return Err(abort.failure(&error)),
+        let method = Method::from_bytes(request.method.as_bytes()).map_err(|_| {
+            HttpFailure::Network(format!("{:?} is not an HTTP method", request.method))
+        })?;
+        let signal = abort.controller.signal();
+        let built = RequestBuilder::new(&request.url)
+            .method(method)
+            .headers(gloo_net::http::Headers::from_raw(headers))
+            .abort_signal(Some(&signal))
+            .body(request.body.as_str())
+            .map_err(|e| {
+                HttpFailure::Network(format!("the request to {} cannot be made: {e}", request.url))
+            })?;
+        let response = match built.send().await {
+            Ok(response) => response,
+            Err(error) => return Err(abort.fetch_failure(&error)),
         };
-        let mut head = ResponseHead { status: response.status(), headers: Vec::new() };
-        if let Ok(Some(entries)) = js_sys::try_iter(&response.headers()) {
-            for entry in entries.flatten() {
-                let pair: js_sys::Array = entry.unchecked_into();
-                if let (Some(name), Some(value)) =
-                    (pair.get(0).as_string(), pair.get(1).as_string())
-                {
-                    head.headers.push((name, value));
-                }
-            }
-        }
+        let head = ResponseHead {
+            status: response.status(),
+            headers: response.headers().entries().collect(),
+        };
         let reader = response
             .body()
             .map(|stream| stream.get_reader().unchecked_into::<ReadableStreamDefaultReader>());

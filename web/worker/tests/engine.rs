@@ -21,7 +21,7 @@ use verity_messages::{
     CheckRequest, CheckResult, EventView, FailureView, FromWorker, Item, NamedText, Outcome,
     ProviderChoice, ReportView, ToWorker,
 };
-use verity_worker::{Engine, Host, Restored, SessionMeta, StoredSession};
+use verity_worker::{Engine, Host, Restored, SessionMeta, StoredSession, Unfinished};
 
 /// A store in memory whose writes take one turn of the executor, so checks interleave, and
 /// wait while the test's [`Gate`] is closed.
@@ -127,6 +127,7 @@ struct Recorded {
     sessions: RefCell<HashMap<String, (SessionMeta, Shared)>>,
     corpus: RefCell<Vec<Passage>>,
     results: RefCell<Vec<CheckResult>>,
+    unfinished: RefCell<Unfinished>,
     clock: Cell<f64>,
     gate: Rc<Gate>,
     replies: RefCell<std::collections::VecDeque<String>>,
@@ -174,6 +175,9 @@ impl Host for TestHost {
     }
     fn save_results(&self, results: &[CheckResult]) {
         *self.recorded.results.borrow_mut() = results.to_vec();
+    }
+    fn save_unfinished(&self, unfinished: &Unfinished) {
+        *self.recorded.unfinished.borrow_mut() = unfinished.clone();
     }
 }
 
@@ -227,8 +231,9 @@ fn finished(posted: &[FromWorker]) -> Vec<CheckResult> {
 fn ready_is_posted_with_an_empty_corpus() {
     let (_engine, _pool, recorded) = started();
     let posted = take(&recorded);
-    assert!(matches!(&posted[..], [FromWorker::Ready { corpus, results, resumed }]
-        if corpus.items == 0 && corpus.id.is_none() && results.is_empty() && resumed.is_empty()));
+    assert!(matches!(&posted[..], [FromWorker::Ready { corpus, results, resumed, queued }]
+        if corpus.items == 0 && corpus.id.is_none() && results.is_empty() && resumed.is_empty()
+            && queued.is_empty()));
 }
 
 #[test]
@@ -313,6 +318,35 @@ fn items_are_removed_cleared_and_listed_in_pages() {
     let summary = last_corpus(&take(&recorded));
     assert_eq!((summary.items, summary.bytes, summary.id), (0, 0, None));
     assert!(recorded.corpus.borrow().is_empty());
+}
+
+/// A re-run's old result is forgotten, so it does not come back after a reload.
+#[test]
+fn a_forgotten_result_is_not_restored() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    for id in ["c1", "c2"] {
+        engine.handle(ToWorker::Check {
+            checks: vec![check(id, "The Golden Gate Bridge opened to pedestrians in 1937.")],
+            provider: ProviderChoice::Offline,
+            concurrency: 1,
+            corpus: None,
+        });
+    }
+    pool.run_until_stalled();
+    assert_eq!(recorded.results.borrow().len(), 2);
+    engine.handle_json(r#"{"type": "forgetResult", "id": "c1"}"#);
+    engine.handle(ToWorker::ForgetResult { id: "unknown".into() });
+    let kept: Vec<String> = recorded.results.borrow().iter().map(|r| r.id.clone()).collect();
+    assert_eq!(kept, ["c2"]);
+    let (engine, mut pool, after) = new_engine();
+    pool.run_until(
+        engine
+            .start(Restored { results: recorded.results.borrow().clone(), ..Restored::default() }),
+    );
+    let posted = take(&after);
+    assert!(matches!(&posted[0], FromWorker::Ready { results, .. }
+        if results.len() == 1 && results[0].id == "c2"));
 }
 
 #[test]
@@ -484,6 +518,7 @@ fn a_reload_mid_check_resumes_from_the_stored_session() {
         items: recorded.corpus.borrow().clone(),
         results: Vec::new(),
         sessions: vec![StoredSession { meta, store: store.clone() }],
+        unfinished: Unfinished::default(),
     }));
     pool.run_until_stalled();
     let posted = take(&recorded_after);
@@ -498,6 +533,134 @@ fn a_reload_mid_check_resumes_from_the_stored_session() {
     let log = store.0.log().to_jsonl();
     assert_eq!(log.matches("\"type\":\"response\"").count(), requests, "{log}");
     assert!(responses_before >= 1);
+}
+
+fn ids(checks: &[SessionMeta]) -> Vec<&str> {
+    checks.iter().map(|meta| meta.check.id.as_str()).collect()
+}
+
+/// Checks queued behind a running one outlive a reload: the running one resumes from its
+/// session, the others are queued again (reported in `Ready`, in order), and every check ends
+/// with a report, still one at a time.
+#[test]
+fn a_reload_loses_no_queued_check() {
+    let claims = [
+        "The Golden Gate Bridge opened to pedestrians in 1937.",
+        "The main span of the Golden Gate Bridge is 3,000 feet long.",
+        "Construction of the Golden Gate Bridge began in 1933.",
+        "The Golden Gate Bridge is painted international orange.",
+    ];
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let checks = claims.iter().enumerate().map(|(i, c)| check(&format!("q{}", i + 1), c)).collect();
+    engine.handle(ToWorker::Check {
+        checks,
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: None,
+    });
+    recorded.gate.close_after(2);
+    pool.run_until_stalled();
+    assert_eq!(engine.load(), (1, 3), "one runs, three wait");
+    let unfinished = recorded.unfinished.borrow().clone();
+    assert_eq!(unfinished.concurrency, 1);
+    assert_eq!(ids(&unfinished.checks), ["q1", "q2", "q3", "q4"]);
+    let sessions: Vec<_> = recorded.sessions.borrow().values().cloned().collect();
+    assert_eq!(sessions.len(), 1, "only the running check has a session");
+    let (meta, store) = sessions.into_iter().next().unwrap();
+    assert_eq!(meta.check.id, "q1");
+    let log = store.0.log();
+    drop((engine, pool));
+
+    let (engine, mut pool, after) = new_engine();
+    let store = Shared(Rc::new(MemoryStore::from_log(log)), Rc::default());
+    pool.run_until(engine.start(Restored {
+        items: recorded.corpus.borrow().clone(),
+        results: recorded.results.borrow().clone(),
+        sessions: vec![StoredSession { meta, store }],
+        unfinished,
+    }));
+    pool.run_until_stalled();
+    let posted = take(&after);
+    let FromWorker::Ready { resumed, queued, .. } = &posted[0] else { panic!("{posted:?}") };
+    assert_eq!(resumed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["q1"]);
+    assert_eq!(queued.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["q2", "q3", "q4"]);
+    assert_eq!(queued[2].claim, claims[3]);
+    let done = finished(&posted);
+    assert_eq!(done.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["q1", "q2", "q3", "q4"]);
+    assert!(done.iter().all(|r| matches!(r.outcome, Outcome::Report { .. })), "{done:?}");
+    assert_eq!(max_in_flight(&posted), 1, "still one at a time");
+    assert!(after.unfinished.borrow().checks.is_empty(), "none left unfinished");
+    assert_eq!(after.results.borrow().len(), 4, "every result saved");
+    assert!(after.sessions.borrow().is_empty());
+}
+
+/// A keyed check queued again after a reload waits, with every other queued check, for the
+/// page's key; one cancelled meanwhile ends at once, having spent nothing.
+#[test]
+fn a_keyed_queued_check_waits_for_the_pages_key_after_a_reload() {
+    let provider = |key: &str| ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": "http://mock.test/v1", "model": "m",
+                       "stream": false, "apiKey": key}),
+    };
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    let (engine, _pool, _recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let corpus = engine.corpus();
+    let unfinished = Unfinished {
+        concurrency: 1,
+        checks: vec![
+            SessionMeta::new(&check("k1", claim), &provider("sk-remembered")),
+            SessionMeta::new(&check("o1", claim), &ProviderChoice::Offline),
+            SessionMeta::new(&check("k2", claim), &provider("sk-remembered")),
+        ],
+    };
+    assert!(!serde_json::to_string(&unfinished).unwrap().contains("sk-remembered"));
+
+    let (engine, mut pool, recorded) = new_engine();
+    let cited = corpus.corpus().passages()[0].text.clone();
+    recorded.replies.borrow_mut().extend([
+        completion(
+            "a1",
+            "record_assessment",
+            &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
+        ),
+        completion("s1", "submit", &json!({"text": "The bridge opened in 1937."})),
+    ]);
+    pool.run_until(engine.start(Restored {
+        items: corpus.corpus().passages().to_vec(),
+        unfinished,
+        ..Restored::default()
+    }));
+    pool.run_until_stalled();
+    let posted = take(&recorded);
+    assert!(
+        matches!(&posted[0], FromWorker::Ready { queued, .. } if queued.len() == 3),
+        "{posted:?}"
+    );
+    assert!(finished(&posted).is_empty(), "nothing starts before the page's key");
+    assert_eq!(engine.load(), (0, 0), "the offline check waits too, to keep its place");
+    engine.handle(ToWorker::Cancel { id: "k2".into() });
+    let done = finished(&take(&recorded));
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        done[0].outcome,
+        Outcome::Failed {
+            failure: json!({"kind": "cancelled", "message": "cancelled by the user before it started",
+                        "spent": serde_json::to_value(verity_core::Spent::default()).unwrap()}),
+        }
+    );
+    engine.handle(ToWorker::Credentials { provider: Some(provider("sk-remembered")) });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    assert_eq!(done.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["k1", "o1"]);
+    assert!(done.iter().all(|r| matches!(r.outcome, Outcome::Report { .. })), "{done:?}");
+    let sent = recorded.sent.borrow();
+    assert_eq!(sent.len(), 2, "k1's assessment and summary");
+    assert!(sent.iter().all(|request| request.headers.iter().any(|(name, value)| {
+        name.eq_ignore_ascii_case("authorization") && value == "Bearer sk-remembered"
+    })));
+    assert!(recorded.unfinished.borrow().checks.is_empty());
 }
 
 #[test]
@@ -527,6 +690,7 @@ fn a_stored_provider_has_no_credentials_and_a_resume_without_them_is_cancelled()
         items: corpus.corpus().passages().to_vec(),
         results: Vec::new(),
         sessions: vec![StoredSession { meta, store }],
+        unfinished: Unfinished::default(),
     }));
     pool.run_until_stalled();
     let posted = take(&recorded);
@@ -603,6 +767,7 @@ fn a_keyed_check_resumes_with_the_remembered_key_without_paying_twice() {
         items: corpus.corpus().passages().to_vec(),
         results: Vec::new(),
         sessions: vec![StoredSession { meta, store }],
+        unfinished: Unfinished::default(),
     }));
     engine.handle(ToWorker::Credentials { provider: Some(provider(Some("sk-remembered"))) });
     pool.run_until_stalled();
