@@ -562,6 +562,7 @@ mod tests {
                 corpus: corpus.clone(),
                 results: vec![result.clone(), failed],
                 resumed: vec![CheckRequest { id: "c3".into(), claim: "C.".into() }],
+                queued: vec![CheckRequest { id: "c5".into(), claim: "E.".into() }],
             },
             FromWorker::Corpus { corpus: CorpusSummary::default() },
             FromWorker::FileRejected {

@@ -173,6 +173,7 @@ impl FromJson for FromWorker {
                 corpus: f.read("corpus")?,
                 results: f.list("results")?,
                 resumed: f.list("resumed")?,
+                queued: f.list_or_empty("queued")?,
             },
             "corpus" => FromWorker::Corpus { corpus: f.read("corpus")? },
             "fileRejected" => FromWorker::FileRejected {
