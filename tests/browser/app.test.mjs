@@ -193,6 +193,27 @@ test('the page is interactive before the engine has loaded', async () => {
   }
 });
 
+test('the page says it is loading, and says why when its wasm cannot run', async () => {
+  const { page, close } = await browser();
+  try {
+    // A normal start: the loading line goes once the UI runs.
+    await page.goto(site.url);
+    await page.locator(id('engine-status')).waitFor();
+    assert.equal(await page.locator('#boot-status').count(), 0, 'removed once the UI runs');
+    // A server that sends something else for the wasm (a broken static host).
+    await page.route('**/verity-web_bg.wasm', (route) =>
+      route.fulfill({ status: 404, contentType: 'text/html', body: '<h1>Not found</h1>' }));
+    await page.goto(`${site.url}?broken`);
+    const status = page.locator('#boot-status[role="alert"]');
+    await status.waitFor({ timeout: 20000 });
+    assert.match(await status.innerText(), /Verity could not start in this browser/);
+    assert.equal(await page.locator(id('engine-status')).count(), 0, 'no half-built page');
+    await screenshot(page, 'failure-boot');
+  } finally {
+    await close();
+  }
+});
+
 test('results export as JSON and as Markdown', async () => {
   const { page, errors, close } = await open();
   try {

@@ -53,7 +53,17 @@ pub fn what_to_do(kind: &str) -> &'static str {
 
 /// Tokens and cost in words.
 pub fn usage_text(usage: &UsageView) -> String {
-    format!("{} in / {} out tokens · ${}", usage.input, usage.output, fixed(usage.cost, 4))
+    format!("{} in / {} out tokens · {}", usage.input, usage.output, cost_text(usage))
+}
+
+/// The cost in words. Tokens spent at no cost mean the provider reported none and no price
+/// was set (the core knows no prices): "not reported", never a reassuring "$0.0000".
+pub fn cost_text(usage: &UsageView) -> String {
+    if usage.cost == 0.0 && usage.input + usage.output > 0 {
+        "cost not reported".to_owned()
+    } else {
+        format!("${}", fixed(usage.cost, 4))
+    }
 }
 
 /// `n` and a noun, plural when `n` is not 1.
@@ -204,7 +214,7 @@ fn ReportBody(n: usize, report: ReportView, cited: Vec<Item>) -> impl IntoView {
                 <div><dt>"Route"</dt><dd>{report.route}</dd></div>
                 <div><dt>"Requests"</dt><dd>{report.requests}</dd></div>
                 <div><dt>"Tokens"</dt><dd>{format!("{} in / {} out", report.usage.input, report.usage.output)}</dd></div>
-                <div><dt>"Cost"</dt><dd>{format!("${}", fixed(report.usage.cost, 4))}</dd></div>
+                <div><dt>"Cost"</dt><dd>{cost_text(&report.usage)}</dd></div>
             </dl>
         </div>
     }
@@ -258,5 +268,11 @@ mod tests {
         assert_eq!(what_to_do("cancelled"), "The check was cancelled. Re-run it when you like.");
         assert_eq!(count(2, "retry"), "2 retries");
         assert_eq!(count(1, "request"), "1 request");
+        let mut usage = UsageView::default();
+        assert_eq!(cost_text(&usage), "$0.0000", "nothing spent costs nothing");
+        usage.input = 120;
+        assert_eq!(cost_text(&usage), "cost not reported");
+        usage.cost = 0.00125;
+        assert_eq!(usage_text(&usage), "120 in / 0 out tokens · $0.0013");
     }
 }

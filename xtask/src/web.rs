@@ -81,19 +81,51 @@ pub fn size(_args: &[String]) -> Result {
     if files.is_empty() {
         return Err(format!("{} is empty: run cargo xtask dist first", dir.display()));
     }
-    let (mut raw_total, mut gzip_total) = (0, 0);
+    let (mut page, mut embedding) = ((0, 0), (0, 0));
+    let (mut ui, mut worker) = (None, None);
     println!("{:>10} {:>10}  file", "bytes", "gzip -9");
     for file in &files {
         let raw = std::fs::metadata(file).map_err(|e| e.to_string())?.len();
         let gzip = gzip_size(file)?;
-        raw_total += raw;
-        gzip_total += gzip;
-        let name = file.strip_prefix(&dir).unwrap_or(file).display();
-        println!("{raw:>10} {gzip:>10}  {name}");
+        let name = file.strip_prefix(&dir).unwrap_or(file).to_string_lossy().into_owned();
+        // The embedding module and the example page are in the folder for other pages to use;
+        // the app's page does not load them.
+        let embedded = name.starts_with("examples") || name.starts_with("verity.");
+        let total = if embedded { &mut embedding } else { &mut page };
+        total.0 += raw;
+        total.1 += gzip;
+        match name.as_str() {
+            "verity-web_bg.wasm" => ui = Some(gzip),
+            "verity-worker_bg.wasm" => worker = Some(gzip),
+            _ => {}
+        }
+        let note = if embedded { "  (embedding, not loaded by the app)" } else { "" };
+        println!("{raw:>10} {gzip:>10}  {name}{note}");
     }
-    println!("{raw_total:>10} {gzip_total:>10}  total");
+    println!("{:>10} {:>10}  what the app's page loads", page.0, page.1);
+    println!("{:>10} {:>10}  the embedding's extra files", embedding.0, embedding.1);
+    let (Some(ui), Some(worker)) = (ui, worker) else {
+        return Err(format!("{}: the UI's or the worker's wasm is missing", dir.display()));
+    };
+    let worker_state =
+        if worker <= WORKER_GOAL { "met" } else { "missed (README: where the bytes go)" };
+    println!("the engine worker's wasm: {worker} B gzip, goal {WORKER_GOAL} B: {worker_state}");
+    if ui > UI_GOAL {
+        return Err(format!(
+            "the UI's wasm is {ui} B gzip, over its {UI_GOAL} B goal: the page paints from it \
+             (README's size section says where its bytes go and what keeps it small)"
+        ));
+    }
+    println!("the UI's wasm: {ui} B gzip, goal {UI_GOAL} B: met");
     Ok(())
 }
+
+/// The goal for the UI's wasm, gzip -9 bytes: enforced (`size` fails over it, and with it
+/// `cargo xtask dist` and the browser tests).
+const UI_GOAL: u64 = 150_000;
+/// The goal for the engine worker's wasm, gzip -9 bytes: reported (missed; the README says
+/// where the bytes go and why they stay).
+const WORKER_GOAL: u64 = 600_000;
 
 fn collect(dir: &Path, files: &mut Vec<PathBuf>) -> Result {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
