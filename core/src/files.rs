@@ -11,11 +11,11 @@
 //! An id may be a string or an integer. A bad file is an error naming the file, the line and
 //! what is wrong; nothing is partly read.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::corpus::Passage;
 
@@ -163,29 +163,47 @@ fn item_error(error: &serde_json::Error) -> String {
 }
 
 fn json_document(text: &str) -> Result<Vec<Located>, (Option<usize>, String)> {
-    let value: Value = serde_json::from_str(text).map_err(|e| (Some(e.line()), item_error(&e)))?;
-    match value {
-        Value::Array(items) => items
+    // Each item is read as its raw text inside `text`, so an error names the item's line.
+    let shape = "expected an array of {\"id\", \"text\"} objects or an object of id: text";
+    let parse_error = |e: serde_json::Error| (Some(e.line()), item_error(&e));
+    let document = match text.trim_start().as_bytes().first() {
+        Some(b'[') => Document::Items(serde_json::from_str(text).map_err(parse_error)?),
+        Some(b'{') => Document::Map(serde_json::from_str(text).map_err(parse_error)?),
+        _ => return Err((Some(1), shape.to_owned())),
+    };
+    let line = |raw: &RawValue| Some(line_at(text, raw.get()));
+    match document {
+        Document::Items(items) => items
             .into_iter()
             .enumerate()
-            .map(|(index, item)| {
-                let at = |m: String| (None, format!("item {index}: {m}"));
-                let item: Item = serde_json::from_value(item).map_err(|e| at(item_error(&e)))?;
-                Ok((None, item.into_passage().map_err(at)?))
+            .map(|(index, raw)| {
+                let at = |m: String| (line(raw), format!("item {index}: {m}"));
+                let item: Item = serde_json::from_str(raw.get()).map_err(|e| at(item_error(&e)))?;
+                Ok((line(raw), item.into_passage().map_err(at)?))
             })
             .collect(),
-        Value::Object(map) => map
+        Document::Map(map) => map
             .into_iter()
-            .map(|(id, text)| match text {
-                Value::String(text) => checked(id, text).map(|p| (None, p)).map_err(|m| (None, m)),
-                other => Err((None, format!("the value of {id:?} is not a string: {other}"))),
+            .map(|(id, raw)| match serde_json::from_str::<String>(raw.get()) {
+                Ok(text) => checked(id, text).map(|p| (line(raw), p)).map_err(|m| (line(raw), m)),
+                Err(_) => {
+                    Err((line(raw), format!("the value of {id:?} is not a string: {}", raw.get())))
+                }
             })
             .collect(),
-        _ => Err((
-            None,
-            "expected an array of {\"id\", \"text\"} objects or an object of id: text".to_owned(),
-        )),
     }
+}
+
+/// A `.json` corpus: an array of items, or an object of id: text (in id order).
+enum Document<'a> {
+    Items(Vec<&'a RawValue>),
+    Map(BTreeMap<String, &'a RawValue>),
+}
+
+/// The line (from 1) where `part`, a slice of `text`, begins.
+fn line_at(text: &str, part: &str) -> usize {
+    let offset = (part.as_ptr() as usize).saturating_sub(text.as_ptr() as usize).min(text.len());
+    text.as_bytes()[..offset].iter().filter(|byte| **byte == b'\n').count() + 1
 }
 
 fn csv_rows(text: &str) -> Result<Vec<Located>, (Option<usize>, String)> {
@@ -272,7 +290,20 @@ mod tests {
         assert_eq!(broken.line, Some(3));
         let item = passages_from_file("c.json", r#"[{"id": "a"}]"#).unwrap_err();
         assert!(item.message.starts_with("item 0: "), "{item}");
-        assert!(passages_from_file("c.json", "3").is_err());
+        assert_eq!(item.line, Some(1));
+        // An item, a duplicate id and a map value are each named by their line.
+        let items =
+            "[\n  {\"id\": \"a\", \"text\": \"one\"},\n  {\"id\": \"b\",\n   \"txt\": 2}\n]";
+        let error = passages_from_file("c.json", items).unwrap_err();
+        assert_eq!((error.line, error.message.starts_with("item 1: ")), (Some(3), true), "{error}");
+        let twice = "[{\"id\": \"a\", \"text\": \"one\"},\n{\"id\": \"a\", \"text\": \"two\"}]";
+        assert_eq!(passages_from_file("c.json", twice).unwrap_err().line, Some(2));
+        let map = "{\n\"e1\": \"one\",\n\"e2\": 7\n}";
+        let error = passages_from_file("c.json", map).unwrap_err();
+        assert_eq!(error.line, Some(3), "{error}");
+        assert!(error.message.contains("\"e2\" is not a string"), "{error}");
+        let error = passages_from_file("c.json", "3").unwrap_err();
+        assert!(error.message.contains("expected an array"), "{error}");
     }
 
     #[test]
