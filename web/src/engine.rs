@@ -181,9 +181,14 @@ impl CheckState {
                 self.push_log(format!("Retry {attempt} in {}: {message}", wait_text(delay_ms)))
             }
             EventView::Delta { delta, .. } => {
-                if delta.get("type").and_then(Value::as_str) == Some("text")
-                    && let Some(text) = delta.get("text").and_then(Value::as_str)
-                {
+                // What the model writes as it streams: its text, or the JSON arguments of the
+                // tool call it is making (a claim check's answers are tool calls).
+                let field = match delta.get("type").and_then(Value::as_str) {
+                    Some("text") => "text",
+                    Some("toolCallArguments") => "arguments",
+                    _ => return,
+                };
+                if let Some(text) = delta.get(field).and_then(Value::as_str) {
                     self.live.push_str(text);
                     if self.live.len() > LIVE_LIMIT {
                         let mut cut = self.live.len() - LIVE_LIMIT;
@@ -689,6 +694,9 @@ mod tests {
             &json!({"type": "delta", "call": 3, "delta": {"type": "toolCall", "id": "x"}}),
         );
         assert_eq!(state.live, "The bridge");
+        state.apply_event(&json!({"type": "delta", "call": 3,
+            "delta": {"type": "toolCallArguments", "index": 0, "arguments": "{\"verdict\": \"sup"}}));
+        assert_eq!(state.live, "The bridge{\"verdict\": \"sup", "tool-call arguments stream too");
         state.apply_event(&json!({"type": "modelAnswered", "call": 3, "stopReason": "tool_use",
             "usage": {"input": 100, "output": 20, "cost": 0.001}}));
         state.apply_event(
