@@ -156,7 +156,7 @@ mod native {
                 None => CorpusSource::File(input.corpus.clone().ok_or("no corpus")?),
             };
             let check = CheckInput { job: Value::Object(job), corpus: Some(corpus), rate: None };
-            let job = build_job(&host, &check).map_err(|e| format!("{e:?}"))?;
+            let job = runtime.block_on(build_job(&host, &check)).map_err(|e| format!("{e:?}"))?;
             let outcome =
                 runtime.block_on(verity_core::drive(job, &host.model, &verity_core::NoTools));
             done += usize::from(outcome.is_ok() || outcome.is_err());

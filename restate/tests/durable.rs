@@ -146,7 +146,7 @@ fn in_process(provider: &Path, input: &BatchInput) -> Vec<Result<Value, verity_c
                         corpus: Some(CorpusSource::File(input.corpus.clone().unwrap())),
                         rate: None,
                     };
-                    let job = build_job(&host, &check).expect("the job builds");
+                    let job = runtime.block_on(build_job(&host, &check)).expect("the job builds");
                     runtime.block_on(verity_core::drive(job, &host.model, &NoTools))
                 })
             })
@@ -640,7 +640,7 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
             corpus: Some(CorpusSource::Passages(passages)),
             rate: None,
         };
-        let job = build_job(&host, &check).unwrap();
+        let job = pollster::block_on(build_job(&host, &check)).unwrap();
         let outcome = pollster::block_on(verity_core::drive(job, &host.model, &NoTools));
         match outcome {
             Ok(value) => assert_eq!(line["result"]["value"], value),
