@@ -156,6 +156,19 @@ impl Server {
     /// # Errors
     /// A missing binary, or a server that does not come up within a minute.
     pub fn start(base_dir: &Path, ports: Ports) -> Result<Self, String> {
+        Self::start_with_env(base_dir, ports, &[])
+    }
+
+    /// As [`Server::start`], with more of the server's configuration as `RESTATE_...`
+    /// environment variables (e.g. `RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE`).
+    ///
+    /// # Errors
+    /// As [`Server::start`].
+    pub fn start_with_env(
+        base_dir: &Path,
+        ports: Ports,
+        env: &[(String, String)],
+    ) -> Result<Self, String> {
         let binary = server_binary()?;
         std::fs::create_dir_all(base_dir).map_err(|e| format!("{}: {e}", base_dir.display()))?;
         let log = base_dir.join("server.log");
@@ -175,6 +188,7 @@ impl Server {
             .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{}", ports.admin))
             .env("RESTATE_INGRESS__BIND_ADDRESS", format!("127.0.0.1:{}", ports.ingress))
             .env("RESTATE_DISABLE_TELEMETRY", "true")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

@@ -144,7 +144,7 @@ impl Host {
     ///
     /// # Errors
     /// Why it cannot be used.
-    pub fn corpus(&self, source: &CorpusSource) -> Result<Arc<IndexedCorpus>, String> {
-        self.corpora.get(source)
+    pub async fn corpus(&self, source: &CorpusSource) -> Result<Arc<IndexedCorpus>, String> {
+        self.corpora.get(source).await
     }
 }

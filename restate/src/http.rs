@@ -7,13 +7,20 @@
 
 use std::time::Duration;
 
+use verity_core::provider::http::is_secret_header;
 use verity_core::provider::{HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead};
+use verity_core::{ModelRequest, Provider};
 
-/// An [`HttpClient`] over `reqwest` (rustls, HTTP/1.1 and HTTP/2, no proxy from the
-/// environment). A request's `timeout_ms` bounds the whole exchange.
+/// An [`HttpClient`] over `reqwest` (rustls, HTTP/1.1 and HTTP/2). Requests to other hosts go
+/// through the system's proxy (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, minus `NO_PROXY`, as
+/// reqwest reads them); requests to loopback always go direct. A request's `timeout_ms` bounds
+/// the whole exchange.
 #[derive(Debug, Clone)]
 pub struct ReqwestClient {
+    /// For other hosts: the system's proxy, if any.
     client: reqwest::Client,
+    /// For loopback: never a proxy.
+    direct: reqwest::Client,
     sleeps: bool,
 }
 
@@ -30,12 +37,17 @@ impl ReqwestClient {
     /// When the TLS backend cannot be set up (reqwest's own panic).
     #[must_use]
     pub fn new() -> Self {
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(Duration::from_secs(30))
-            .build()
-            .expect("a reqwest client builds");
-        Self { client, sleeps: true }
+        let build = |builder: reqwest::ClientBuilder| {
+            builder
+                .connect_timeout(Duration::from_secs(30))
+                .build()
+                .expect("a reqwest client builds")
+        };
+        Self {
+            client: build(reqwest::Client::builder()),
+            direct: build(reqwest::Client::builder().no_proxy()),
+            sleeps: true,
+        }
     }
 
     /// A client whose retry waits return at once (a host with its own timer, such as a
@@ -91,7 +103,8 @@ impl HttpClient for ReqwestClient {
     ) -> Result<(ResponseHead, ReqwestBody), HttpFailure> {
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|_| HttpFailure::Network(format!("bad method {:?}", request.method)))?;
-        let mut builder = self.client.request(method, &request.url);
+        let client = if url_is_loopback(&request.url) { &self.direct } else { &self.client };
+        let mut builder = client.request(method, &request.url);
         for (name, value) in &request.headers {
             builder = builder.header(name, value);
         }
@@ -133,6 +146,70 @@ impl HttpBody for ReqwestBody {
             None => chunk.await,
         };
         chunk.map(|bytes| bytes.map(|bytes| bytes.to_vec())).map_err(|e| failure(&e))
+    }
+}
+
+/// Refuses to send an API key in the clear: `Err` (saying why) when `provider`'s requests
+/// carry a credential header and go over plain `http://` to a host that is not loopback
+/// (`127.0.0.0/8`, `::1`, `localhost`): a key travels over HTTPS, or over plain HTTP only to
+/// this machine. `eval --provider` and the worker call it before any request.
+///
+/// # Errors
+/// The message for the user, without the key.
+pub fn refuse_key_in_the_clear(provider: &Provider) -> Result<(), String> {
+    let request = provider.encode(&ModelRequest { system: "", messages: &[], tools: &[] });
+    let has_key = request
+        .headers
+        .iter()
+        .any(|(name, value)| is_secret_header(name) && !value.trim().is_empty());
+    if !has_key {
+        return Ok(());
+    }
+    let (scheme, host) = scheme_and_host(&request.url);
+    if scheme.eq_ignore_ascii_case("https") {
+        return Ok(());
+    }
+    if is_loopback(host) {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to send the API key over plain HTTP to {host:?} ({}), which is not loopback: \
+         use the provider's https:// URL (a key goes over plain HTTP only to 127.0.0.0/8, ::1 \
+         or localhost)",
+        request.url
+    ))
+}
+
+/// A URL's scheme and host (without brackets, port or user info); empty when it has none.
+fn scheme_and_host(url: &str) -> (&str, &str) {
+    let (scheme, rest) = url.trim().split_once("://").unwrap_or(("", ""));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host = match host_port.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    };
+    (scheme, host)
+}
+
+/// Whether `url`'s host is loopback (see [`is_loopback`]).
+#[must_use]
+pub fn url_is_loopback(url: &str) -> bool {
+    is_loopback(scheme_and_host(url).1)
+}
+
+/// Whether a URL's host is this machine: `localhost`, or an IPv4 address in 127.0.0.0/8, or `::1` (also IPv4-mapped).
+#[must_use]
+pub fn is_loopback(host: &str) -> bool {
+    if host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost.") {
+        return true;
+    }
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Err(_) => false,
     }
 }
 
@@ -216,5 +293,62 @@ mod tests {
             lower.contains("received corrupt message") || lower.contains("tls"),
             "{message}"
         );
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use verity_core::{AnthropicConfig, OpenAiConfig, Provider};
+
+    use super::refuse_key_in_the_clear;
+
+    const KEY: &str = "sk-test-123456";
+
+    fn openai(base_url: &str, key: bool) -> Provider {
+        let mut config = OpenAiConfig::new(base_url, "m");
+        config.api_key = key.then(|| KEY.to_owned());
+        Provider::OpenAi(config)
+    }
+
+    #[test]
+    fn a_key_goes_over_plain_http_only_to_loopback() {
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://127.8.9.10/v1",
+            "http://localhost:11434/v1",
+            "HTTP://LOCALHOST/v1",
+            "http://[::1]:8080/v1",
+            "http://[::ffff:127.0.0.1]:8080/v1",
+            "https://api.openai.com/v1",
+        ] {
+            assert_eq!(refuse_key_in_the_clear(&openai(url, true)), Ok(()), "{url}");
+        }
+        for url in [
+            "http://192.168.1.5:8080/v1",
+            "http://example.com/v1",
+            "http://localhost.example.com/v1",
+            "http://127.0.0.1.example.com/v1",
+            "http://127.0.0.1@example.com/v1",
+            "http://[::ffff:10.0.0.1]/v1",
+            "http://[2001:db8::1]:8080/v1",
+            "127.0.0.1:8080/v1",
+        ] {
+            let refused = refuse_key_in_the_clear(&openai(url, true)).expect_err(url);
+            assert!(refused.contains("plain HTTP"), "{refused}");
+            assert!(!refused.contains(KEY), "{refused}");
+        }
+        // Without a key anything goes (a remote Ollama needs none).
+        assert_eq!(refuse_key_in_the_clear(&openai("http://192.168.1.5:11434/v1", false)), Ok(()));
+    }
+
+    #[test]
+    fn every_credential_header_counts_as_a_key() {
+        let anthropic = Provider::Anthropic(AnthropicConfig::new("m", KEY).at("http://10.0.0.2"));
+        assert!(refuse_key_in_the_clear(&anthropic).is_err_and(|e| e.contains("10.0.0.2")));
+        let azure =
+            Provider::OpenAi(OpenAiConfig::new("http://10.0.0.2/v1", "m").header("api-key", KEY));
+        assert!(refuse_key_in_the_clear(&azure).is_err());
+        let local = Provider::Anthropic(AnthropicConfig::new("m", KEY).at("http://127.0.0.1:9"));
+        assert_eq!(refuse_key_in_the_clear(&local), Ok(()));
     }
 }

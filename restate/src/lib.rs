@@ -30,19 +30,37 @@ use std::sync::Arc;
 
 use restate_sdk::prelude::Endpoint;
 
-/// Serves the `ClaimCheck` and `Batch` workflows over `host` on `address` (HTTP/2, as Restate
-/// speaks to deployments) until the process ends. Like the SDK's own server, but with
-/// `TCP_NODELAY`: a journal round trip is a few small frames, which Nagle's algorithm would
-/// hold back for a delayed ACK (tens of milliseconds per side effect).
+/// The Restate endpoint of a worker: the `ClaimCheck` and `Batch` workflows and the
+/// `RateLimiter` over `host`. With `identity_keys` (Restate's `publickeyv1_...` public keys),
+/// it answers only requests signed by a server holding one of their private keys (Restate's
+/// request identity); any other request gets 401.
+///
+/// # Errors
+/// A key that is not a Restate identity public key, named.
+pub fn endpoint(host: Arc<host::Host>, identity_keys: &[String]) -> Result<Endpoint, String> {
+    let mut builder = Endpoint::builder()
+        .bind(workflow::ClaimCheck::new(Arc::clone(&host)))
+        .bind(workflow::Batch::new(host))
+        .bind(limiter::RateLimiter);
+    for key in identity_keys {
+        builder = builder.identity_key(key.trim()).map_err(|e| {
+            format!(
+                "identity key {key:?} is not a Restate request-identity public key \
+                 (publickeyv1_...): {e}"
+            )
+        })?;
+    }
+    Ok(builder.build())
+}
+
+/// Serves `endpoint` (see [`endpoint`]) on `address` (HTTP/2, as Restate speaks to
+/// deployments) until the process ends. Like the SDK's own server, but with `TCP_NODELAY`: a
+/// journal round trip is a few small frames, which Nagle's algorithm would hold back for a
+/// delayed ACK (tens of milliseconds per side effect).
 ///
 /// # Errors
 /// When the address cannot be bound or accepting fails.
-pub async fn serve_worker(host: Arc<host::Host>, address: SocketAddr) -> std::io::Result<()> {
-    let endpoint = Endpoint::builder()
-        .bind(workflow::ClaimCheck::new(Arc::clone(&host)))
-        .bind(workflow::Batch::new(host))
-        .bind(limiter::RateLimiter)
-        .build();
+pub async fn serve_worker(endpoint: Endpoint, address: SocketAddr) -> std::io::Result<()> {
     let endpoint = restate_sdk::hyper::HyperEndpoint::new(endpoint);
     let listener = tokio::net::TcpListener::bind(address).await?;
     loop {

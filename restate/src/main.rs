@@ -3,7 +3,10 @@
 //! - `worker --port P [--provider CONFIG.json]`: serves the `ClaimCheck` and `Batch`
 //!   workflows on 127.0.0.1:P (`--bind ADDR:PORT` for another interface), with the offline
 //!   model unless a provider configuration is given (its key, if the file has none, from
-//!   `VERITY_API_KEY`; never logged). Register it with any Restate server:
+//!   `VERITY_API_KEY`; never logged, and never sent over plain HTTP to a host that is not
+//!   loopback). `--identity-key publickeyv1_...` (repeatable, or `RESTATE_IDENTITY_KEYS`,
+//!   comma-separated): answer only requests signed by a Restate server holding the matching
+//!   private key. Register it with any Restate server:
 //!   `restate deployments register http://HOST:P` or `POST /deployments` on the admin API.
 //! - `balance --port P WORKER...`: an HTTP/2 balancer over worker addresses.
 //! - `batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] [--workers N]
@@ -39,7 +42,8 @@ mod native {
     use verity_restate::host::{Host, Model};
     use verity_restate::workflow::{CheckInput, Limits, build_job};
 
-    const USAGE: &str = "usage: verity-restate worker --port P [--provider CONFIG.json] \
+    const USAGE: &str = "usage: verity-restate worker --port P|--bind ADDR:PORT [--provider CONFIG.json] \
+        [--identity-key KEY]... \
         | balance --port P WORKER... | batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] \
         [--workers N] [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] \
         [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY]";
@@ -70,6 +74,7 @@ mod native {
     fn worker(mut args: impl Iterator<Item = String>) -> Result<(), String> {
         let mut address: Option<SocketAddr> = None;
         let mut model = Model::Offline;
+        let mut identity_keys: Vec<String> = Vec::new();
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--port" => {
@@ -79,15 +84,24 @@ mod native {
                 "--bind" => address = Some(value(&mut args, "--bind")?),
                 "--provider" => {
                     let path: PathBuf = value(&mut args, "--provider")?;
-                    model = Model::provider(batch::read_provider(&path)?);
+                    let provider = batch::read_provider(&path)?;
+                    verity_restate::http::refuse_key_in_the_clear(&provider)
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    model = Model::provider(provider);
                 }
+                "--identity-key" => identity_keys.push(value(&mut args, "--identity-key")?),
                 other => return Err(format!("unknown argument {other}\n{USAGE}")),
             }
         }
         let address = address.ok_or_else(|| format!("worker needs --port\n{USAGE}"))?;
-        let host = Arc::new(Host::new(model));
+        if let Ok(keys) = std::env::var("RESTATE_IDENTITY_KEYS") {
+            identity_keys.extend(
+                keys.split([',', ' ', '\n', '\t']).filter(|k| !k.is_empty()).map(str::to_owned),
+            );
+        }
+        let endpoint = verity_restate::endpoint(Arc::new(Host::new(model)), &identity_keys)?;
         runtime()?
-            .block_on(verity_restate::serve_worker(host, address))
+            .block_on(verity_restate::serve_worker(endpoint, address))
             .map_err(|e| format!("{address}: {e}"))
     }
 
@@ -156,7 +170,7 @@ mod native {
                 None => CorpusSource::File(input.corpus.clone().ok_or("no corpus")?),
             };
             let check = CheckInput { job: Value::Object(job), corpus: Some(corpus), rate: None };
-            let job = build_job(&host, &check).map_err(|e| format!("{e:?}"))?;
+            let job = runtime.block_on(build_job(&host, &check)).map_err(|e| format!("{e:?}"))?;
             let outcome =
                 runtime.block_on(verity_core::drive(job, &host.model, &verity_core::NoTools));
             done += usize::from(outcome.is_ok() || outcome.is_err());

@@ -99,15 +99,16 @@ impl CheckResult {
 
 /// Builds the job of `input` on `host`: `Err(Ok(failure))` for a configuration the core
 /// refuses (a typed failure, the check's result), `Err(Err(message))` for a corpus the worker
-/// refuses (a terminal error).
+/// refuses (a terminal error). A corpus file is loaded inside a tokio runtime (see
+/// [`crate::corpus::Corpora::get`]); inline passages need none.
 ///
 /// # Errors
 /// As above.
-pub fn build_job(host: &Host, input: &CheckInput) -> Result<Job, Result<JobFailed, String>> {
+pub async fn build_job(host: &Host, input: &CheckInput) -> Result<Job, Result<JobFailed, String>> {
     let mut config = input.job.clone();
     let mut corpora = Vec::new();
     if let Some(source) = &input.corpus {
-        let corpus = host.corpus(source).map_err(Err)?;
+        let corpus = host.corpus(source).await.map_err(Err)?;
         if let Value::Object(fields) = &mut config
             && fields.get("kind").and_then(Value::as_str) == Some("claim")
         {
@@ -236,7 +237,7 @@ impl ClaimCheck {
         input: Json<CheckInput>,
     ) -> Result<Json<CheckResult>, HandlerError> {
         let input = input.into_inner();
-        let job = match build_job(&self.host, &input) {
+        let job = match build_job(&self.host, &input).await {
             Ok(job) => job,
             Err(Ok(failure)) => return Ok(Json(CheckResult::of(Err(failure), Spent::default()))),
             Err(Err(refused)) => return Err(terminal(refused)),
@@ -424,7 +425,7 @@ impl Batch {
         if let Some(file) = &input.corpus {
             let host = Arc::clone(&self.host);
             let source = CorpusSource::File(file.clone());
-            ctx.run(|| async move { host.corpus(&source).map(drop).map_err(terminal) })
+            ctx.run(|| async move { host.corpus(&source).await.map(drop).map_err(terminal) })
                 .name("corpus")
                 .await?;
         }

@@ -146,7 +146,7 @@ fn in_process(provider: &Path, input: &BatchInput) -> Vec<Result<Value, verity_c
                         corpus: Some(CorpusSource::File(input.corpus.clone().unwrap())),
                         rate: None,
                     };
-                    let job = build_job(&host, &check).expect("the job builds");
+                    let job = runtime.block_on(build_job(&host, &check)).expect("the job builds");
                     runtime.block_on(verity_core::drive(job, &host.model, &NoTools))
                 })
             })
@@ -640,7 +640,7 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
             corpus: Some(CorpusSource::Passages(passages)),
             rate: None,
         };
-        let job = build_job(&host, &check).unwrap();
+        let job = pollster::block_on(build_job(&host, &check)).unwrap();
         let outcome = pollster::block_on(verity_core::drive(job, &host.model, &NoTools));
         match outcome {
             Ok(value) => assert_eq!(line["result"]["value"], value),
@@ -1067,4 +1067,122 @@ fn a_retry_after_seen_by_one_check_holds_the_whole_batch_back() {
     eprintln!("after the 429: {after:?} ms");
     assert_eq!(after.len(), 3, "{entries:?}");
     drop(workers);
+}
+
+/// A POST to a worker's `ClaimCheck` over HTTP/2 (as Restate speaks to it), unsigned: the
+/// status.
+fn unsigned_post(port: u16, path: &str) -> u16 {
+    let url = format!("http://127.0.0.1:{port}{path}");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let client = reqwest::Client::builder().no_proxy().http2_prior_knowledge().build().unwrap();
+        let response = client
+            .post(&url)
+            .header("content-type", "application/vnd.restate.invocation.v5")
+            .body(Vec::new())
+            .send()
+            .await
+            .unwrap();
+        response.status().as_u16()
+    })
+}
+
+#[test]
+fn a_worker_with_an_identity_key_answers_only_its_signed_server() {
+    let _serial = serial();
+    let dir = scratch("identity");
+    let public = std::fs::read_to_string(fixture("identity.pub")).unwrap().trim().to_owned();
+    let signing = vec![(
+        "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE".to_owned(),
+        fixture("identity.pem").display().to_string(),
+    )];
+    let server = Server::start_with_env(&dir.join("data"), Ports::free(), &signing).unwrap();
+    // The server names the public key of the private key it signs with (as the README says to
+    // find it): the fixture's.
+    let log = std::fs::read_to_string(dir.join("data/server.log")).unwrap();
+    assert!(log.contains(&format!("kid: \"{public}\"")), "the server's log does not name {public}");
+
+    // The key by flag: the server that signs with its private key registers and runs a check.
+    let args = vec!["--identity-key".to_owned(), public.clone()];
+    let workers = Workers::start(&binary(), 1, &args, &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    let input = CheckInput {
+        job: json!({"kind": "claim", "claim": "The Eiffel Tower is in Paris.",
+                    "retriever": {"bm25": {"k": 4}}}),
+        corpus: Some(CorpusSource::Passages(BTreeMap::from([(
+            "eiffel".to_owned(),
+            EIFFEL.to_owned(),
+        )]))),
+        rate: None,
+    };
+    cluster::submit(
+        &server.ingress_url(),
+        "ClaimCheck",
+        "signed",
+        &serde_json::to_value(&input).unwrap(),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let result = loop {
+        match cluster::output(&server.ingress_url(), "ClaimCheck", "signed") {
+            Outcome::Done(value) => break value,
+            Outcome::Failed(message) => panic!("the check failed: {message}"),
+            Outcome::Pending if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Outcome::Pending => panic!("no result within a minute"),
+        }
+    };
+    let result: CheckResult = serde_json::from_value(result).unwrap();
+    assert!(result.value.is_some(), "{result:?}");
+
+    // An unsigned request to the same worker (anyone on its network) is refused: discovery and
+    // an invocation alike. Without a key, the same requests get through to the SDK.
+    let port = workers.workers[0].port;
+    assert_eq!(unsigned_post(port, "/discover"), 401);
+    assert_eq!(unsigned_post(port, "/invoke/ClaimCheck/run"), 401);
+    let open = Workers::start(&binary(), 1, &[], &[]).unwrap();
+    assert_ne!(unsigned_post(open.workers[0].port, "/invoke/ClaimCheck/run"), 401);
+
+    // The key from RESTATE_IDENTITY_KEYS, and another server's key: registration is refused.
+    let other = "publickeyv1_w7YHemBctH5Ck2nQRQ47iBBqhNHy4FV7t2Usbye2A6f";
+    let env = vec![("RESTATE_IDENTITY_KEYS".to_owned(), other.to_owned())];
+    let wrong = Workers::start(&binary(), 1, &[], &env).unwrap();
+    assert_eq!(unsigned_post(wrong.workers[0].port, "/discover"), 401);
+    let refused = cluster::register(&server.admin_url(), &wrong.url()).unwrap_err();
+    assert!(
+        refused.contains("401") || refused.to_lowercase().contains("unauthorized"),
+        "{refused}"
+    );
+
+    // A key that is not one stops the worker at start, naming it.
+    let output = std::process::Command::new(binary())
+        .args(["worker", "--port", "1", "--identity-key", "not-a-key"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("\"not-a-key\""), "{stderr}");
+    drop((workers, open, wrong));
+}
+
+#[test]
+fn a_worker_refuses_a_provider_key_over_plain_http_to_another_host() {
+    let dir = scratch("clear");
+    let provider = dir.join("provider.json");
+    std::fs::write(
+        &provider,
+        json!({"api": "openai", "baseUrl": "http://192.0.2.7:8080/v1", "model": "m",
+               "apiKey": "sk-secret-1"})
+        .to_string(),
+    )
+    .unwrap();
+    let output = std::process::Command::new(binary())
+        .args(["worker", "--port", "1", "--provider"])
+        .arg(&provider)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("plain HTTP") && stderr.contains("192.0.2.7"), "{stderr}");
+    assert!(!stderr.contains("sk-secret-1"), "{stderr}");
 }

@@ -15,10 +15,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use verity_core::provider::http::is_secret_header;
-use verity_core::{
-    HttpBody, HttpClient, HttpFailure, HttpRequest, ModelRequest, Provider, ResponseHead,
-};
+use verity_core::{HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead};
 
 /// A blocking HTTP client. Its futures complete without ever pending, so `pollster` drives
 /// them. Retry waits are recorded, not slept, so tests stay fast and can check them. A
@@ -434,112 +431,5 @@ impl Drop for Aimock {
     fn drop(&mut self) {
         self.child.kill().ok();
         self.child.wait().ok();
-    }
-}
-
-/// Refuses to send an API key in the clear: `Err` (saying why) when `provider`'s requests
-/// carry a credential header and go over plain `http://` to a host that is not loopback
-/// (`127.0.0.0/8`, `::1`, `localhost`). The client here has no TLS, so a key may only travel
-/// over plain HTTP to this machine. Call it before any request.
-///
-/// # Errors
-/// The message for the user, without the key.
-pub fn refuse_key_in_the_clear(provider: &Provider) -> Result<(), String> {
-    let request = provider.encode(&ModelRequest { system: "", messages: &[], tools: &[] });
-    let has_key = request
-        .headers
-        .iter()
-        .any(|(name, value)| is_secret_header(name) && !value.trim().is_empty());
-    if !has_key {
-        return Ok(());
-    }
-    let (scheme, rest) = request.url.trim().split_once("://").unwrap_or(("", ""));
-    if scheme.eq_ignore_ascii_case("https") {
-        return Ok(());
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    let host = match host_port.strip_prefix('[') {
-        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
-        None => host_port.split(':').next().unwrap_or_default(),
-    };
-    if is_loopback(host) {
-        return Ok(());
-    }
-    Err(format!(
-        "refusing to send the API key over plain HTTP to {host:?} ({}), which is not loopback: \
-         this client has no TLS, so a key may only go to 127.0.0.0/8, ::1 or localhost",
-        request.url
-    ))
-}
-
-/// `localhost`, or an IPv4 address in 127.0.0.0/8, or `::1` (also IPv4-mapped).
-fn is_loopback(host: &str) -> bool {
-    if host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost.") {
-        return true;
-    }
-    match host.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
-        Ok(std::net::IpAddr::V6(ip)) => {
-            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
-        Err(_) => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use verity_core::{AnthropicConfig, OpenAiConfig, Provider};
-
-    use super::refuse_key_in_the_clear;
-
-    const KEY: &str = "sk-test-123456";
-
-    fn openai(base_url: &str, key: bool) -> Provider {
-        let mut config = OpenAiConfig::new(base_url, "m");
-        config.api_key = key.then(|| KEY.to_owned());
-        Provider::OpenAi(config)
-    }
-
-    #[test]
-    fn a_key_goes_over_plain_http_only_to_loopback() {
-        for url in [
-            "http://127.0.0.1:8080/v1",
-            "http://127.8.9.10/v1",
-            "http://localhost:11434/v1",
-            "HTTP://LOCALHOST/v1",
-            "http://[::1]:8080/v1",
-            "http://[::ffff:127.0.0.1]:8080/v1",
-            "https://api.openai.com/v1",
-        ] {
-            assert_eq!(refuse_key_in_the_clear(&openai(url, true)), Ok(()), "{url}");
-        }
-        for url in [
-            "http://192.168.1.5:8080/v1",
-            "http://example.com/v1",
-            "http://localhost.example.com/v1",
-            "http://127.0.0.1.example.com/v1",
-            "http://127.0.0.1@example.com/v1",
-            "http://[::ffff:10.0.0.1]/v1",
-            "http://[2001:db8::1]:8080/v1",
-            "127.0.0.1:8080/v1",
-        ] {
-            let refused = refuse_key_in_the_clear(&openai(url, true)).expect_err(url);
-            assert!(refused.contains("plain HTTP"), "{refused}");
-            assert!(!refused.contains(KEY), "{refused}");
-        }
-        // Without a key anything goes (a remote Ollama needs none).
-        assert_eq!(refuse_key_in_the_clear(&openai("http://192.168.1.5:11434/v1", false)), Ok(()));
-    }
-
-    #[test]
-    fn every_credential_header_counts_as_a_key() {
-        let anthropic = Provider::Anthropic(AnthropicConfig::new("m", KEY).at("http://10.0.0.2"));
-        assert!(refuse_key_in_the_clear(&anthropic).is_err_and(|e| e.contains("10.0.0.2")));
-        let azure =
-            Provider::OpenAi(OpenAiConfig::new("http://10.0.0.2/v1", "m").header("api-key", KEY));
-        assert!(refuse_key_in_the_clear(&azure).is_err());
-        let local = Provider::Anthropic(AnthropicConfig::new("m", KEY).at("http://127.0.0.1:9"));
-        assert_eq!(refuse_key_in_the_clear(&local), Ok(()));
     }
 }

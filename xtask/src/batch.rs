@@ -1,8 +1,8 @@
 //! `cargo xtask batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] [--workers N]
 //! [FLAGS]`: a claim file checked as one durable batch on a local Restate server (installed
 //! from npm when missing) with N worker processes (see `verity-restate batch`).
-//! `cargo xtask bench batch`: the batch benchmark (offline model, 1 and 2 workers, against the
-//! same claims run in one process without Restate).
+//! `cargo xtask bench batch [--scale-only]`: the batch benchmark (offline model, 1 and 2
+//! workers, against the same claims run in one process without Restate; and 5,000 claims).
 
 use crate::{Result, cargo, output, root, run, setup, user_paths};
 use std::path::PathBuf;
@@ -29,28 +29,87 @@ pub fn batch(args: &[String]) -> Result {
     run(Command::new(worker_binary()?).arg("batch").args(&args))
 }
 
-/// `cargo xtask bench batch`: the 300 claims of `claims-dev.jsonl` (each with its own corpus)
-/// and the 500 of `retrieval-dev.jsonl` against the 26,259-passage `corpus.jsonl`, offline
-/// model, in one process and through Restate with 1 and 2 workers; one JSON object.
-pub fn bench() -> Result {
+/// How many claims the scale case checks: `retrieval-dev.jsonl`'s 500 repeated with distinct ids.
+const SCALE_CLAIMS: usize = 5_000;
+
+/// The scale case's claim file: the claims of `retrieval-dev` (`{claim, gold}` rows) repeated
+/// up to [`SCALE_CLAIMS`], each with an id of its own (`s0`, `s1`, ...), written under
+/// `target/restate/`.
+fn scale_claims(retrieval: &std::path::Path) -> Result<PathBuf> {
+    let text =
+        std::fs::read_to_string(retrieval).map_err(|e| format!("{}: {e}", retrieval.display()))?;
+    let rows: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
+    if rows.is_empty() {
+        return Err(format!("{} has no claims", retrieval.display()));
+    }
+    let mut out = String::new();
+    for i in 0..SCALE_CLAIMS {
+        let row = rows[i % rows.len()].trim();
+        let rest = row.strip_prefix('{').ok_or_else(|| {
+            format!("{}:{}: not a JSON object", retrieval.display(), i % rows.len() + 1)
+        })?;
+        out.push_str(&format!("{{\"id\": \"s{i}\", {rest}\n"));
+    }
+    let path = root().join(format!("target/restate/bench-scale-{SCALE_CLAIMS}.jsonl"));
+    std::fs::create_dir_all(root().join("target/restate")).map_err(|e| e.to_string())?;
+    std::fs::write(&path, out).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// `cargo xtask bench batch [--scale-only]`: the 300 claims of `claims-dev.jsonl` (each with
+/// its own corpus) and the 500 of `retrieval-dev.jsonl` against the 26,259-passage
+/// `corpus.jsonl`, offline model, in one process and through Restate with 1 and 2 workers;
+/// then the scale case, 5,000 claims (`retrieval-dev`'s, repeated with distinct ids) against
+/// the same corpus through 2 workers. One JSON object. `--scale-only` runs the scale case alone.
+pub fn bench(args: &[String]) -> Result {
+    let scale_only = match args {
+        [] => false,
+        [flag] if flag == "--scale-only" => true,
+        _ => return Err("usage: cargo xtask bench batch [--scale-only]".to_owned()),
+    };
     let binary = worker_binary()?;
     let data = root().join("../shared/data/vitaminc");
     let corpus = data.join("corpus.jsonl").display().to_string();
+    let retrieval = data.join("retrieval-dev.jsonl");
+    let scale = scale_claims(&retrieval)?;
+    // (label, claim file, shared corpus, (workers, checks in flight) of each Restate run)
+    type Case<'a> = (String, PathBuf, Option<&'a str>, Vec<(usize, usize)>);
+    let mut plan: Vec<Case> = Vec::new();
+    if !scale_only {
+        // Throughput with 32 checks in flight through 1 and 2 workers, and the latency a
+        // check pays one at a time.
+        let runs = vec![(1, 32), (2, 32), (1, 1)];
+        plan.push((
+            "claims-dev.jsonl".to_owned(),
+            data.join("claims-dev.jsonl"),
+            None,
+            runs.clone(),
+        ));
+        plan.push((
+            "retrieval-dev.jsonl".to_owned(),
+            retrieval.clone(),
+            Some(corpus.as_str()),
+            runs,
+        ));
+    }
+    plan.push((
+        format!("retrieval-dev.jsonl x{}", SCALE_CLAIMS / 500),
+        scale,
+        Some(corpus.as_str()),
+        vec![(2, 32)],
+    ));
     let mut cases = Vec::new();
-    for (file, corpus) in
-        [("claims-dev.jsonl", None), ("retrieval-dev.jsonl", Some(corpus.as_str()))]
-    {
-        let claims = data.join(file).display().to_string();
+    for (label, claims, corpus, restate_runs) in plan {
+        let claims = claims.display().to_string();
         let corpus_args: Vec<&str> = corpus.map_or_else(Vec::new, |c| vec!["--corpus", c]);
         let local = output(Command::new(&binary).args(["inprocess", &claims]).args(&corpus_args))?;
         let claims_count = number(&local, "claims")?;
         let local = number(&local, "seconds")?;
         let mut runs = Vec::new();
-        // Throughput with 32 checks in flight through 1 and 2 workers, and the latency a
-        // check pays one at a time.
-        for (workers, concurrency) in [(1, 32), (2, 32), (1, 1)] {
+        for (workers, concurrency) in restate_runs {
+            let name = label.replace(' ', "-");
             let out =
-                root().join(format!("target/restate/bench-{file}-{workers}-{concurrency}.jsonl"));
+                root().join(format!("target/restate/bench-{name}-{workers}-{concurrency}.jsonl"));
             // A fresh server each run: with the kept default data directory, a second run of
             // the same batch would attach to the first's results instead of checking again.
             let data_dir = root().join("target/restate/bench-data");
@@ -66,19 +125,46 @@ pub fn bench() -> Result {
             )?;
             let seconds = number(&summary, "seconds")?;
             let overhead_ms = (seconds - local) * 1000.0 / claims_count;
+            // Every claim has its one result line.
+            let results = std::fs::read_to_string(&out)
+                .map_err(|e| format!("{}: {e}", out.display()))?
+                .lines()
+                .filter(|line| !line.trim().is_empty())
+                .count();
+            if results as f64 != claims_count {
+                return Err(format!(
+                    "{label}: {results} results in {} for {claims_count} claims",
+                    out.display()
+                ));
+            }
+            let data_bytes = dir_size(&data_dir);
             runs.push(format!(
-                "{{\"workers\": {workers}, \"concurrency\": {concurrency}, \"seconds\": {seconds:.3}, \"claims_per_second\": {:.1}, \"overhead_ms_per_claim\": {overhead_ms:.2}}}",
-                claims_count / seconds
+                "{{\"workers\": {workers}, \"concurrency\": {concurrency}, \"seconds\": {seconds:.3}, \"claims_per_second\": {:.1}, \"overhead_ms_per_claim\": {overhead_ms:.2}, \"data_dir_mb\": {:.1}}}",
+                claims_count / seconds,
+                data_bytes as f64 / 1e6
             ));
         }
         cases.push(format!(
-            "{{\"file\": \"{file}\", \"claims\": {claims_count}, \"in_process\": {{\"seconds\": {local:.3}, \"claims_per_second\": {:.1}}}, \"restate\": [{}]}}",
+            "{{\"file\": \"{label}\", \"claims\": {claims_count}, \"in_process\": {{\"seconds\": {local:.3}, \"claims_per_second\": {:.1}}}, \"restate\": [{}]}}",
             claims_count / local,
             runs.join(", ")
         ));
     }
     println!("{{\"model\": \"offline\", \"cases\": [{}]}}", cases.join(", "));
     Ok(())
+}
+
+/// The bytes of the files under `dir` (0 when it cannot be read).
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => dir_size(&entry.path()),
+            Ok(meta) => meta.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// The first number after `"key":` in `json`.

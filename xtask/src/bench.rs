@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const USAGE: &str = "usage: cargo xtask bench step [SECONDS] | cargo xtask bench claim [SECONDS] \
-                     | cargo xtask bench retrieve FILE [--corpus CORPUS] | cargo xtask bench batch";
+                     | cargo xtask bench retrieve FILE [--corpus CORPUS] | cargo xtask bench batch [--scale-only]";
 
 pub fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
         Some(suite @ ("step" | "claim")) => cases(suite, args.get(1).map_or("2", String::as_str)),
         Some("retrieve") => retrieve(&args[1..]),
-        Some("batch") => crate::batch::bench(),
+        Some("batch") => crate::batch::bench(&args[1..]),
         _ => Err(USAGE.to_owned()),
     }
 }

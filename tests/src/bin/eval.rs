@@ -33,7 +33,7 @@ use verity_core::retrieve::Retriever;
 fn transport(
     provider: Provider,
 ) -> Result<ProviderTransport<verity_restate::http::ReqwestClient>, String> {
-    verity_tests::http::refuse_key_in_the_clear(&provider)?;
+    verity_restate::http::refuse_key_in_the_clear(&provider)?;
     Ok(ProviderTransport::new(provider, verity_restate::http::ReqwestClient::new()))
 }
 
