@@ -399,17 +399,34 @@ test('the VitaminC corpus loads and indexes while the page stays responsive', as
   try {
     const started = Date.now();
     await page.setInputFiles(id('corpus-file-input'), { name: 'corpus.jsonl', mimeType: 'text/plain', buffer: readFileSync(path) });
-    // The page answers while the worker parses and indexes.
-    const clicked = Date.now();
+    // The page's longest main-thread task from then to searchable (from then: handing the test's
+    // 5.4 MB buffer to the page is Playwright's own long task, not the page's).
+    await page.evaluate(() => {
+      window.__longest = 0;
+      new PerformanceObserver((list) => {
+        for (const entry of list.getEntries()) window.__longest = Math.max(window.__longest, entry.duration);
+      }).observe({ type: 'longtask' });
+    });
+    // While the worker parses and indexes, the page says so and answers typing.
+    const parsing = page.locator(id('corpus-parsing'));
+    await parsing.waitFor({ timeout: 30000 });
+    assert.match(await parsing.innerText(), /Reading 5\.\d MB in the engine/);
+    const typed = Date.now();
     await page.fill(id('claims-input'), 'typing works');
-    const typing = Date.now() - clicked;
+    const typing = Date.now() - typed;
+    const stillParsing = await parsing.count();
     await page.locator(id('corpus-count')).filter({ hasText: '26,259' }).waitFor({ timeout: 120000 });
     await page.locator(id('corpus-index')).filter({ hasText: 'indexed' }).waitFor({ timeout: 120000 });
     const searchable = Date.now() - started;
+    const longest = await page.evaluate(() => window.__longest);
+    assert.equal(await parsing.count(), 0, 'the progress line goes once the corpus is in');
     await page.fill(id('corpus-search'), 'Westlife');
     await page.locator(id('corpus-table')).filter({ hasText: 'Westlife' }).waitFor();
-    console.log(`VitaminC corpus (26,259 passages): searchable ${searchable} ms after the drop; typing answered in ${typing} ms`);
-    assert.ok(typing < 2000, `typing took ${typing} ms`);
+    console.log(`VitaminC corpus (26,259 passages): searchable ${searchable} ms after the drop; typing during the `
+      + `worker's parse answered in ${typing} ms (${stillParsing ? 'still parsing after it' : 'parse ended meanwhile'}); `
+      + `longest main-thread task ${Math.round(longest)} ms`);
+    assert.ok(typing < 1000, `typing took ${typing} ms`);
+    assert.ok(longest < 500, `the page's main thread was blocked ${longest} ms`);
     await screenshot(page, 'vitaminc');
     assert.deepEqual(errors, []);
   } finally {

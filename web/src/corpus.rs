@@ -115,6 +115,11 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
                         {move || format!("Reading {} file(s)…", engine.reading.get())}
                     </p>
                 </Show>
+                <Show when=move || engine.parsing.get() != 0 && engine.waiting.get() == 0>
+                    <p class="hint" role="status" data-testid="corpus-parsing">
+                        {move || format!("Reading {} in the engine (parsing, hashing, indexing)…", size_text(engine.parsing.get()))}
+                    </p>
+                </Show>
                 <Show when=move || engine.waiting.get() != 0>
                     <p class="hint" role="status" data-testid="corpus-waiting">
                         {move || format!("{} file(s) read, waiting for the engine to load…", engine.waiting.get())}

@@ -316,6 +316,9 @@ pub struct Engine {
     pub reading: RwSignal<usize>,
     /// Files read and waiting for the engine to load (sent once it is ready).
     pub waiting: RwSignal<usize>,
+    /// Bytes of files sent to the worker and not answered yet (it parses, hashes and indexes
+    /// them; a large corpus takes a second or more).
+    pub parsing: RwSignal<usize>,
     /// Claims the worker suggests for the demo corpus.
     pub suggested: RwSignal<Vec<String>>,
     counter: StoredValue<u64>,
@@ -360,6 +363,7 @@ impl Engine {
             checks: RwSignal::new(Vec::new()),
             reading: RwSignal::new(0),
             waiting: RwSignal::new(0),
+            parsing: RwSignal::new(0),
             suggested: RwSignal::new(Vec::new()),
             counter: StoredValue::new(0),
             prefix: StoredValue::new(id_prefix.into()),
@@ -454,10 +458,12 @@ impl Engine {
                 self.request_items();
             }
             FromWorker::Corpus { corpus } => {
+                self.parsing.set(0);
                 self.corpus.set(corpus);
                 self.request_items();
             }
             FromWorker::FileRejected { file, line, message } => {
+                self.parsing.set(0);
                 self.notify(Some(file), line, message);
             }
             // An answer to an older search is stale.
@@ -535,6 +541,8 @@ impl Engine {
             if !self.status.with_untracked(|status| *status == EngineStatus::Ready) {
                 self.waiting.update(|n| *n += files.len());
             }
+            let bytes = files.iter().map(|file| file.text.len()).sum::<usize>();
+            self.parsing.update(|n| *n += bytes.max(1));
             self.send(ToWorker::AddFiles { files });
         }
     }
@@ -751,6 +759,7 @@ mod tests {
             assert_eq!(sent.borrow()[0], ToWorker::LoadDemo);
             assert!(matches!(&sent.borrow()[1], ToWorker::AddFiles { files } if files.len() == 1));
             assert_eq!(engine.waiting.get_untracked(), 0);
+            assert_eq!(engine.parsing.get_untracked(), 2, "the worker is reading its 2 bytes");
             // A check was resumed: the worker is told which key this device remembers (none
             // here, natively).
             assert_eq!(sent.borrow()[2], ToWorker::Credentials { provider: None });
@@ -777,6 +786,7 @@ mod tests {
                 message: "bad".into(),
             });
             assert_eq!(engine.notices.get_untracked()[0].text(), "a.jsonl, line 3: bad");
+            assert_eq!(engine.parsing.get_untracked(), 0, "the worker answered the files");
             // A re-run forgets the old result, then checks the claim under a new id.
             let finished = engine.checks.get_untracked()[0];
             engine.rerun(finished, ProviderChoice::Offline, 1);
