@@ -53,7 +53,7 @@ impl WasiView for Host {
 /// The component file: `VERITY_COMPONENT`, or the release build's usual path.
 fn component_path() -> PathBuf {
     std::env::var_os("VERITY_COMPONENT").map_or_else(
-        || workspace_root().join("target/wasm32-wasip2/component/verity_component.wasm"),
+        || workspace_root().join("target/wasm32-wasip2/wasm-release/verity_component.wasm"),
         PathBuf::from,
     )
 }

@@ -4,7 +4,7 @@
 //! `cargo xtask bench retrieve FILE [--corpus CORPUS]`: retrieval (our BM25 and keyword
 //! heuristic, natively and in wasm, against MiniSearch in Node), one JSON object.
 
-use crate::{Result, cargo, output, root, run, setup};
+use crate::{Result, cargo, output, root, run, setup, target_dir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -67,14 +67,6 @@ fn wasm_bench_module() -> Result<PathBuf> {
         .arg(&wasm_dir)
         .arg(&module))?;
     Ok(wasm_dir.join("verity_bench.js"))
-}
-
-/// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the workspace root, where cargo
-/// runs) when set, else `target/`.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .filter(|dir| !dir.is_empty())
-        .map_or_else(|| root().join("target"), |dir| root().join(dir))
 }
 
 fn retrieve(args: &[String]) -> Result {

@@ -6,11 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{Result, cargo, root, run, section, setup};
-
-/// The npm packages the Node test needs beside the shared ones (see package.json).
-const NPM_PACKAGES: [&str; 3] =
-    ["@bytecodealliance/jco", "@bytecodealliance/preview2-shim", "@copilotkit/aimock"];
+use super::{Result, cargo, root, run, section, setup, target_dir};
 
 /// `cargo xtask component [--test]`: builds the component, prints its size, transpiles it with
 /// jco; with `--test`, runs its checks too ([`test`]).
@@ -19,14 +15,8 @@ pub fn component(args: &[String]) -> Result {
         return test();
     }
     let wasm = build()?;
-    size(&wasm)?;
     transpile(&wasm)?;
     Ok(())
-}
-
-/// The cargo target directory (`CARGO_TARGET_DIR`, else `target/` of the workspace).
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
 }
 
 /// Where jco writes the JavaScript form (`verity.js` and what it loads).
@@ -34,11 +24,13 @@ fn js_dir() -> PathBuf {
     target_dir().join("component-js")
 }
 
-/// Builds the component in release (profile `component`: `wasm-release`'s `opt-level = "z"`,
-/// LTO, one codegen unit and `panic = "abort"`, stripped) and returns its path.
+/// Builds the component in release (profile `wasm-release`: `opt-level = "z"`, LTO, one codegen
+/// unit and `panic = "abort"`; the component alone stripped, see Cargo.toml) and returns its
+/// path. The same profile as the app's wasm, so the host's build scripts and proc-macros of
+/// the two builds are compiled once.
 pub fn build() -> Result<PathBuf> {
     setup::rust_targets()?;
-    section("the WebAssembly component (wasm32-wasip2, profile component)");
+    section("the WebAssembly component (wasm32-wasip2, profile wasm-release)");
     run(cargo().args([
         "build",
         "-p",
@@ -46,12 +38,13 @@ pub fn build() -> Result<PathBuf> {
         "--target",
         "wasm32-wasip2",
         "--profile",
-        "component",
+        "wasm-release",
     ]))?;
-    let wasm = target_dir().join("wasm32-wasip2/component/verity_component.wasm");
+    let wasm = target_dir().join("wasm32-wasip2/wasm-release/verity_component.wasm");
     if !wasm.is_file() {
         return Err(format!("the build did not write {}", wasm.display()));
     }
+    size(&wasm)?;
     Ok(wasm)
 }
 
@@ -76,23 +69,10 @@ fn size(wasm: &Path) -> Result {
     Ok(())
 }
 
-/// The npm packages of package-lock.json, installed with `npm ci` when one this needs is
-/// missing.
-fn npm_packages() -> Result {
-    if NPM_PACKAGES
-        .iter()
-        .all(|name| root().join("node_modules").join(name).join("package.json").is_file())
-    {
-        return Ok(());
-    }
-    setup::node()?;
-    run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(root()))
-}
-
 /// Transpiles the component to JavaScript with jco (`target/component-js/verity.js`); the
 /// folder is marked as ES modules for Node.
 fn transpile(wasm: &Path) -> Result {
-    npm_packages()?;
+    setup::npm_packages()?;
     let out = js_dir();
     if out.exists() {
         std::fs::remove_dir_all(&out)
@@ -111,13 +91,13 @@ fn transpile(wasm: &Path) -> Result {
     Ok(())
 }
 
-/// The component's checks, for `cargo xtask test`: build it, host it in wasmtime (the whole
+/// `cargo xtask component --test`: builds the component, hosts it in wasmtime (the whole
 /// conformance suite through its `job` resource, claim checks through its codecs against
-/// aimock, its imports, its WIT), then transpile it and run the Node test.
+/// aimock, its imports, its WIT), then transpiles it and runs the Node test. `cargo xtask test`
+/// runs the wasmtime tests within its one native test build instead.
 pub fn test() -> Result {
     let wasm = build()?;
-    size(&wasm)?;
-    npm_packages()?;
+    setup::npm_packages()?;
     section("the component in wasmtime");
     run(cargo().env("VERITY_COMPONENT", &wasm).args([
         "test",
@@ -126,8 +106,13 @@ pub fn test() -> Result {
         "--test",
         "component",
     ]))?;
+    node_tests(&wasm)
+}
+
+/// The component transpiled by jco and driven from Node (`tests/component/*.test.mjs`).
+pub fn node_tests(wasm: &Path) -> Result {
     section("the component in Node (jco)");
-    transpile(&wasm)?;
+    transpile(wasm)?;
     let tests = super::node_test_files("tests/component")?;
     run(Command::new("node")
         .current_dir(root())

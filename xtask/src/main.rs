@@ -15,8 +15,9 @@
 //!
 //! Only the standard library is used here, so `cargo xtask` compiles in seconds.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 
 mod batch;
 mod bench;
@@ -78,11 +79,38 @@ fn node_test_files(dir: &str) -> Result<Vec<PathBuf>> {
     Ok(tests)
 }
 
-/// Runs `command`, echoing it, and fails when it fails.
+/// Runs `command`, echoing it, and fails when it fails. A cargo command's standard error is
+/// read line by line (and echoed): the crates it compiles are counted into the open section's
+/// row of the timing table.
 fn run(command: &mut Command) -> Result {
     eprintln!("xtask: $ {}", describe(command));
-    let status =
-        command.status().map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+    let is_cargo = command.get_program() == cargo().get_program();
+    if !is_cargo {
+        let status =
+            command.status().map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+        return if status.success() {
+            Ok(())
+        } else {
+            Err(format!("failed ({status}): {}", describe(command)))
+        };
+    }
+    let mut child = command
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
+    let mut compiled = 0;
+    if let Some(stderr) = child.stderr.take() {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("{line}");
+            let word = line.trim_start().split(' ').next().unwrap_or("");
+            if matches!(word, "Compiling" | "Checking" | "Documenting") {
+                compiled += 1;
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| format!("{}: {e}", describe(command)))?;
+    timing::compiled(compiled);
     if status.success() { Ok(()) } else { Err(format!("failed ({status}): {}", describe(command))) }
 }
 
@@ -109,13 +137,111 @@ fn describe(command: &Command) -> String {
     text
 }
 
+/// Starts a section of the output (and a row of the timing table).
 fn section(title: &str) {
     eprintln!("\nxtask: ==== {title} ====");
+    timing::start(title);
 }
 
-/// Every check, in the order that fails fastest.
+mod timing {
+    //! The wall time of every section of a run, and what each installed or built, printed as
+    //! one table at the end (`cargo xtask test` prints it whether the run passed or not).
+
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    struct Row {
+        title: String,
+        started: Instant,
+        seconds: Option<f64>,
+        compiled: usize,
+        notes: Vec<String>,
+    }
+
+    static ROWS: Mutex<Vec<Row>> = Mutex::new(Vec::new());
+
+    fn rows() -> std::sync::MutexGuard<'static, Vec<Row>> {
+        ROWS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn close(rows: &mut [Row]) {
+        if let Some(row) = rows.last_mut()
+            && row.seconds.is_none()
+        {
+            row.seconds = Some(row.started.elapsed().as_secs_f64());
+        }
+    }
+
+    /// Closes the open row and opens one named `title`.
+    pub fn start(title: &str) {
+        let mut rows = rows();
+        close(&mut rows);
+        rows.push(Row {
+            title: title.to_owned(),
+            started: Instant::now(),
+            seconds: None,
+            compiled: 0,
+            notes: Vec::new(),
+        });
+    }
+
+    /// Counts `crates` compiled (or checked, or documented) by a cargo command of the open row.
+    pub fn compiled(crates: usize) {
+        if let Some(row) = rows().last_mut() {
+            row.compiled += crates;
+        }
+    }
+
+    /// Adds what the open row installed or built (`"installed trunk"`).
+    pub fn note(text: impl Into<String>) {
+        if let Some(row) = rows().last_mut() {
+            row.notes.push(text.into());
+        }
+    }
+
+    /// The table of every row so far, the open one closed.
+    pub fn table() -> String {
+        let mut rows = rows();
+        close(&mut rows);
+        let width = rows.iter().map(|row| row.title.chars().count()).max().unwrap_or(7).max(7);
+        let mut text =
+            format!("{:<width$}  {:>8}  what was installed or built\n", "section", "seconds");
+        let mut total = 0.0;
+        for row in rows.iter() {
+            let seconds = row.seconds.unwrap_or_default();
+            total += seconds;
+            let mut what = row.notes.clone();
+            if row.compiled > 0 {
+                what.push(format!("{} crates compiled", row.compiled));
+            }
+            let what = if what.is_empty() { "-".to_owned() } else { what.join("; ") };
+            text.push_str(&format!("{:<width$}  {seconds:>8.1}  {what}\n", row.title));
+        }
+        text.push_str(&format!("{:<width$}  {total:>8.1}\n", "total"));
+        text
+    }
+}
+
+/// Every check, in the order that fails fastest, then the time each section took.
 fn test() -> Result {
+    let result = checks();
+    eprintln!("\nxtask: wall time by section\n{}", timing::table());
+    result?;
+    eprintln!("xtask: all checks passed");
+    Ok(())
+}
+
+/// The checks. Each artifact is built once (DESIGN.md, "Why each build exists"): host check
+/// (clippy, docs), host dev (every native test, the conformance runner), the component
+/// (wasm32-wasip2, `wasm-release`, shared by wasmtime and jco), wasm32 dev (the core's tests
+/// and the suite under Node) and the app (wasm32, `wasm-release`, UI and worker in one build,
+/// shared by the size check and the browser tests).
+fn checks() -> Result {
+    section("tools (each installed only when missing)");
     setup::rust_targets()?;
+    setup::npm_packages()?;
+    setup::wasm_bindgen_cli()?;
+    setup::chromium()?;
     section("format");
     run(cargo().args(["fmt", "--all", "--check"]))?;
     section("clippy");
@@ -127,31 +253,50 @@ fn test() -> Result {
         "verity-core",
         "--no-deps",
     ]))?;
-    component::test()?; // before the native tests, which include the component's (built here)
-    section("native tests");
-    setup::npm_packages()?;
-    run(cargo().args(["test", "--workspace"]))?;
-    section("conformance");
-    let suite = root().join("tests/conformance/scenarios.json");
-    conformance_with(&[suite.display().to_string()])?;
+    let component = component::build()?;
+    section("native tests (the component in wasmtime among them)");
+    run(cargo().env("VERITY_COMPONENT", &component).args(["test", "--workspace"]))?;
+    section("conformance (the runner built by the native tests)");
+    let runner =
+        target_dir().join("debug").join(format!("conformance{}", std::env::consts::EXE_SUFFIX));
+    if !runner.is_file() {
+        return Err(format!("the native tests did not build {}", runner.display()));
+    }
+    run(Command::new(runner).arg(root().join("tests/conformance/scenarios.json")))?;
+    component::node_tests(&component)?;
     section("no tokio in the core's wasm dependency tree");
     no_tokio()?;
     section("core tests and the conformance suite in wasm (Node)");
-    setup::wasm_bindgen_cli()?;
-    run(cargo().args(["test", "-p", "verity-core", "--target", "wasm32-unknown-unknown"]))?;
-    // Only the suite: the crate's binaries and HTTP tests are native.
-    run(cargo().args([
-        "test",
-        "-p",
-        "verity-tests",
-        "--test",
-        "conformance",
-        "--target",
-        "wasm32-unknown-unknown",
-    ]))?;
+    // One build: the core's tests and the suite's (verity-tests' other tests are native).
+    let mut wasm_tests = cargo();
+    wasm_tests.args(["test", "--target", "wasm32-unknown-unknown", "-p", "verity-core"]);
+    wasm_tests.args(["-p", "verity-tests", "--lib", "--test", "conformance"]);
+    for name in test_names("core/tests")? {
+        wasm_tests.args(["--test", &name]);
+    }
+    run(&mut wasm_tests)?;
     web::browser_tests()?;
-    eprintln!("\nxtask: all checks passed");
     Ok(())
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the workspace root, where cargo
+/// runs) when set, else `target/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| root().join("target"), |dir| root().join(dir))
+}
+
+/// The integration tests of a package: the `.rs` files of its `tests/` folder, by name.
+fn test_names(dir: &str) -> Result<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir(root().join(dir))
+        .map_err(|e| format!("{dir}: {e}"))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "rs"))
+        .filter_map(|path| path.file_stem().map(|stem| stem.to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    Ok(names)
 }
 
 fn conformance(args: &[String]) -> Result {
@@ -219,7 +364,7 @@ fn no_tokio() -> Result {
 mod setup {
     //! Installs what the checks need when it is missing.
 
-    use super::{Result, cargo, output, root, run};
+    use super::{Result, cargo, output, root, run, timing};
     use std::process::Command;
 
     pub fn rust_targets() -> Result {
@@ -231,7 +376,9 @@ mod setup {
         if missing.is_empty() {
             return Ok(());
         }
-        run(Command::new("rustup").args(["target", "add"]).args(&missing))
+        run(Command::new("rustup").args(["target", "add"]).args(&missing))?;
+        timing::note(format!("installed the rust targets {}", missing.join(", ")));
+        Ok(())
     }
 
     /// The wasm-bindgen version in Cargo.lock; the CLI must match it exactly.
@@ -249,7 +396,10 @@ mod setup {
     }
 
     /// wasm-bindgen and wasm-bindgen-test-runner at the locked version, installed with cargo
-    /// (without `--locked`: the CLI's own lockfile pins a crate the registry lacks).
+    /// (without `--locked`: the CLI's own lockfile pins a crate the registry lacks). Without
+    /// default features: they are TLS for the test runner's webdriver client, which only ever
+    /// talks to a local driver over plain HTTP; rustls and its C crypto were most of the
+    /// install's time (1 m 50 s without them on 2 cores, ~8 min with).
     pub fn wasm_bindgen_cli() -> Result {
         let version = wasm_bindgen_version()?;
         let installed = Command::new("wasm-bindgen-test-runner")
@@ -258,20 +408,38 @@ mod setup {
             .ok()
             .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
             .unwrap_or_default();
-        if installed.split_whitespace().any(|word| word == version) {
+        let bindgen = Command::new("wasm-bindgen")
+            .arg("--version")
+            .output()
+            .ok()
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+            .unwrap_or_default();
+        let has = |text: &str| text.split_whitespace().any(|word| word == version);
+        if has(&installed) && has(&bindgen) {
             return Ok(());
         }
-        eprintln!("xtask: installing wasm-bindgen-cli {version} (several minutes, once)");
+        eprintln!("xtask: installing wasm-bindgen-cli {version} (about two minutes, once)");
         run(cargo()
             .env("CARGO_PROFILE_RELEASE_LTO", "false")
             .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
-            .args(["install", "wasm-bindgen-cli", "--version", &version]))
+            .args([
+                "install",
+                "wasm-bindgen-cli",
+                "--version",
+                &version,
+                "--no-default-features",
+            ]))?;
+        timing::note(format!("installed wasm-bindgen-cli {version}"));
+        Ok(())
     }
 
-    /// The npm packages of package-lock.json (the mock provider server, wasm-opt, Playwright's
-    /// driver, axe-core), installed with `npm ci` when one is missing.
+    /// The npm packages of package-lock.json (the mock provider server, the Restate server,
+    /// wasm-opt, Playwright's driver, axe-core, MiniSearch, jco and its WASI shim), installed
+    /// with `npm ci` when one is missing.
     pub fn npm_packages() -> Result {
         let needed = [
+            "@bytecodealliance/jco",
+            "@bytecodealliance/preview2-shim",
             "@copilotkit/aimock",
             "@restatedev/restate-server",
             "binaryen",
@@ -286,29 +454,10 @@ mod setup {
             return Ok(());
         }
         node()?;
-        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(root()))
+        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(root()))?;
+        timing::note("installed the npm packages (npm ci)");
+        Ok(())
     }
-
-    /// trunk 0.21.14 (newer ones need a newer rustc), built without LTO so the install takes
-    /// about ten minutes instead of thirty.
-    pub fn trunk() -> Result {
-        let installed = Command::new("trunk")
-            .arg("--version")
-            .output()
-            .ok()
-            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
-            .unwrap_or_default();
-        if installed.split_whitespace().any(|word| word == TRUNK_VERSION) {
-            return Ok(());
-        }
-        eprintln!("xtask: installing trunk {TRUNK_VERSION} (about ten minutes, once)");
-        run(cargo()
-            .env("CARGO_PROFILE_RELEASE_LTO", "false")
-            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
-            .args(["install", "trunk", "--version", TRUNK_VERSION, "--locked"]))
-    }
-
-    const TRUNK_VERSION: &str = "0.21.14";
 
     /// Debian's Chromium for the browser tests (never a browser a tool downloads itself).
     pub fn chromium() -> Result {
@@ -317,7 +466,9 @@ mod setup {
         }
         eprintln!("xtask: installing Debian's chromium");
         run(Command::new("apt-get").args(["update", "-qq"]))?;
-        run(Command::new("apt-get").args(["install", "-y", "-qq", "chromium"]))
+        run(Command::new("apt-get").args(["install", "-y", "-qq", "chromium"]))?;
+        timing::note("installed Debian's chromium");
+        Ok(())
     }
 
     pub fn node() -> Result {

@@ -1,32 +1,52 @@
-//! The browser app: `dist` (a static folder), `serve` (trunk's dev server on loopback), `size`
-//! (gzip size of every file the page loads) and the browser tests (Playwright driving Debian's
-//! Chromium against the built folder).
+//! The browser app: `dist` (a static folder), `serve` (a static server on loopback that
+//! rebuilds on changes), `size` (gzip size of every file the page loads) and the browser tests
+//! (Playwright driving Debian's Chromium against the built folder).
+//!
+//! The app is built without a bundler, in the three steps a bundler would take: one cargo build
+//! of the UI and the worker for wasm32 (one invocation, so the crates they share are compiled
+//! once with one feature set), `wasm-bindgen --target web` on each, `wasm-opt -Oz` on each
+//! (release), and the page's static files copied beside them. DESIGN.md says why (trunk's
+//! install alone cost CI eight minutes for these steps).
 
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Component, Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, SystemTime};
 
-use crate::{Result, root, run, section, setup};
+use crate::{Result, cargo, root, run, section, setup, target_dir};
 
 /// Where `dist` writes the app.
 pub fn dist_dir() -> PathBuf {
     root().join("dist")
 }
 
-/// trunk with the npm `.bin` folder first on PATH, so the pinned `wasm-opt` (binaryen 130) is
-/// the one it finds (Debian's is too old for rustc 1.95's wasm).
-fn trunk() -> Command {
-    let mut command = Command::new("trunk");
-    command.current_dir(root());
-    let bin = root().join("node_modules/.bin");
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut paths = vec![bin];
-    paths.extend(std::env::split_paths(&path));
-    command.env("PATH", std::env::join_paths(paths).expect("PATH entries"));
-    command
-}
+/// The two wasm binaries of the app: the UI (package verity-web) and the engine worker
+/// (package verity-worker), each its own `NAME.js` and `NAME_bg.wasm` in the folder.
+const BINARIES: [(&str, &str); 2] =
+    [("verity-web", "verity-web"), ("verity-worker", "verity-worker")];
+
+/// The page's static files: (source in the workspace, name in the folder).
+const FILES: [(&str, &str); 6] = [
+    ("index.html", "index.html"),
+    ("web/style.css", "style.css"),
+    // The UI's module loader (the page runs no inline script).
+    ("web/boot.js", "boot.js"),
+    // The worker's module entry; the UI and the embedding start it by this name.
+    ("web/worker/worker.js", "verity-worker_loader.js"),
+    // The embedding module, its types, and (below) the example page that uses it.
+    ("web/embed/verity.js", "verity.js"),
+    ("web/embed/verity.d.ts", "verity.d.ts"),
+];
+
+/// The Content-Security-Policy the page's meta tag states, sent as a header by `serve` (with
+/// `frame-ancestors`, which only a header can carry) for the page and the worker's scripts.
+const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; \
+                   connect-src *; img-src 'self' data:; worker-src 'self'; object-src 'none'; \
+                   base-uri 'none'; frame-ancestors 'none'";
 
 /// `cargo xtask dist [--dev]`: builds the app into `dist/` (release, wasm-opt'd, unless
-/// `--dev`), installing trunk, wasm-bindgen-cli and the npm tools when missing.
+/// `--dev`), installing wasm-bindgen-cli and the npm tools when missing.
 pub fn dist(args: &[String]) -> Result {
     let release = match args {
         [] => true,
@@ -38,38 +58,205 @@ pub fn dist(args: &[String]) -> Result {
     size(&[])
 }
 
+/// Builds the app into `dist/`: written beside it first and swapped in whole, so a server
+/// reading the folder never sees half a build.
 fn build(release: bool) -> Result {
     setup::rust_targets()?;
     setup::wasm_bindgen_cli()?;
     setup::npm_packages()?;
-    setup::trunk()?;
-    // trunk reads no network (`offline = true`): the crates must be fetched already.
-    run(crate::cargo().args(["fetch", "--target", "wasm32-unknown-unknown"]))?;
-    let mut command = trunk();
-    command.arg("build");
-    if release {
-        command.arg("--release");
+    let profile = if release { "wasm-release" } else { "dev" };
+    let mut command = cargo();
+    command.args(["build", "--target", "wasm32-unknown-unknown", "--profile", profile]);
+    for (package, bin) in BINARIES {
+        command.args(["-p", package, "--bin", bin]);
     }
-    run(&mut command)
+    run(&mut command)?;
+    let built = target_dir().join("wasm32-unknown-unknown").join(if release {
+        "wasm-release"
+    } else {
+        "debug"
+    });
+    let staging = root().join("dist.partial");
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
+    }
+    std::fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
+    for (_, bin) in BINARIES {
+        run(Command::new("wasm-bindgen")
+            .args(["--target", "web", "--no-typescript", "--out-name", bin, "--out-dir"])
+            .arg(&staging)
+            .arg(built.join(format!("{bin}.wasm"))))?;
+        if release {
+            let wasm = staging.join(format!("{bin}_bg.wasm"));
+            run(Command::new(root().join("node_modules/.bin/wasm-opt"))
+                .arg(format!("--output={}", wasm.display()))
+                .arg("-Oz")
+                .arg(&wasm)
+                .arg("--low-memory-unused"))?;
+        }
+    }
+    for (from, to) in FILES {
+        copy(&root().join(from), &staging.join(to))?;
+    }
+    copy_dir(&root().join("examples"), &staging.join("examples"))?;
+    let dist = dist_dir();
+    if dist.exists() {
+        std::fs::remove_dir_all(&dist).map_err(|e| format!("{}: {e}", dist.display()))?;
+    }
+    std::fs::rename(&staging, &dist)
+        .map_err(|e| format!("{} -> {}: {e}", staging.display(), dist.display()))
 }
 
-/// `cargo xtask serve [--port N]`: builds and serves the app on 127.0.0.1 (port 8090 by
-/// default: 8080 is llama.cpp's), rebuilding on changes.
+fn copy(from: &Path, to: &Path) -> Result {
+    std::fs::copy(from, to)
+        .map(drop)
+        .map_err(|e| format!("{} -> {}: {e}", from.display(), to.display()))
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result {
+    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for entry in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        let target = to.join(path.file_name().unwrap_or_default());
+        if path.is_dir() { copy_dir(&path, &target)? } else { copy(&path, &target)? }
+    }
+    Ok(())
+}
+
+/// `cargo xtask serve [--port N] [--release]`: builds the app and serves `dist/` on 127.0.0.1
+/// (port 8090 by default: 8080 is llama.cpp's), with the page's security headers, rebuilding
+/// when a source file changes (checked every second; a failed rebuild keeps the last app).
 pub fn serve(args: &[String]) -> Result {
-    let port = match args {
-        [] => 8090,
-        [flag, port] if flag == "--port" => {
-            port.parse().map_err(|_| format!("bad port {port:?}"))?
+    let usage = || "usage: cargo xtask serve [--port N] [--release]".to_owned();
+    let (mut port, mut release) = (8090_u16, false);
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--release" => release = true,
+            "--port" => {
+                let value = args.next().ok_or_else(usage)?;
+                port = value.parse().map_err(|_| format!("bad port {value:?}"))?;
+            }
+            _ => return Err(usage()),
         }
-        _ => return Err("usage: cargo xtask serve [--port N]".to_owned()),
-    };
-    setup::rust_targets()?;
-    setup::wasm_bindgen_cli()?;
-    setup::npm_packages()?;
-    setup::trunk()?;
-    run(crate::cargo().args(["fetch", "--target", "wasm32-unknown-unknown"]))?;
+    }
+    let listener = TcpListener::bind(("127.0.0.1", port))
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))?;
+    let mut stamp = newest_source();
+    build(release)?;
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            let now = newest_source();
+            if now > stamp {
+                stamp = now;
+                eprintln!("xtask: a source file changed; rebuilding");
+                match build(release) {
+                    Ok(()) => eprintln!("xtask: rebuilt; reload the page"),
+                    Err(error) => {
+                        eprintln!("xtask: the rebuild failed (still serving the last app): {error}")
+                    }
+                }
+            }
+        }
+    });
     eprintln!("xtask: serving http://127.0.0.1:{port}/ (Ctrl-C stops)");
-    run(trunk().args(["serve", "--address", "127.0.0.1", "--port", &port.to_string()]))
+    for stream in listener.incoming().flatten() {
+        std::thread::spawn(move || {
+            if let Err(error) = answer(stream) {
+                eprintln!("xtask: serve: {error}");
+            }
+        });
+    }
+    Ok(())
+}
+
+/// The newest modification time under the folders and files the app is built from.
+fn newest_source() -> SystemTime {
+    fn walk(path: &Path, newest: &mut SystemTime) {
+        let Ok(meta) = std::fs::metadata(path) else { return };
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+                walk(&entry.path(), newest);
+            }
+        } else if let Ok(modified) = meta.modified() {
+            *newest = (*newest).max(modified);
+        }
+    }
+    let mut newest = SystemTime::UNIX_EPOCH;
+    for source in
+        ["index.html", "examples", "core/src", "core/Cargo.toml", "web", "Cargo.toml", "Cargo.lock"]
+    {
+        walk(&root().join(source), &mut newest);
+    }
+    newest
+}
+
+/// Answers one request for a file of `dist/` (GET or HEAD; no path leaves the folder).
+fn answer(mut stream: TcpStream) -> Result {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    let mut head = String::new();
+    BufReader::new((&stream).take(16 * 1024)).read_line(&mut head).map_err(|e| e.to_string())?;
+    let mut words = head.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split(['?', '#']).next().unwrap_or("");
+    let file = resolve(path);
+    let (status, kind, body) = match (method, file) {
+        ("GET" | "HEAD", Some(file)) => match std::fs::read(&file) {
+            Ok(body) => ("200 OK", content_type(&file), body),
+            Err(_) => ("404 Not Found", "text/plain; charset=utf-8", b"not found\n".to_vec()),
+        },
+        ("GET" | "HEAD", None) => {
+            ("404 Not Found", "text/plain; charset=utf-8", b"not found\n".to_vec())
+        }
+        _ => {
+            ("405 Method Not Allowed", "text/plain; charset=utf-8", b"GET or HEAD only\n".to_vec())
+        }
+    };
+    let header = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+         Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\
+         Content-Security-Policy: {CSP}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(header.as_bytes()).map_err(|e| e.to_string())?;
+    if method != "HEAD" {
+        stream.write_all(&body).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The file of `dist/` a request path names: `/` and folders mean their `index.html`; a
+/// path with `..`, a backslash or a percent sign names nothing (the app's files need none).
+fn resolve(path: &str) -> Option<PathBuf> {
+    let relative = path.strip_prefix('/')?;
+    if relative.contains(['\\', '%']) {
+        return None;
+    }
+    let relative = Path::new(relative);
+    if !relative.components().all(|part| matches!(part, Component::Normal(_))) {
+        return None;
+    }
+    let mut file = dist_dir().join(relative);
+    if file.is_dir() {
+        file = file.join("index.html");
+    }
+    file.is_file().then_some(file)
+}
+
+fn content_type(file: &Path) -> &'static str {
+    match file.extension().and_then(|ext| ext.to_str()).unwrap_or("") {
+        "html" => "text/html; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "wasm" => "application/wasm",
+        "css" => "text/css; charset=utf-8",
+        "json" => "application/json",
+        "jsonl" => "application/jsonl",
+        "ts" | "txt" => "text/plain; charset=utf-8",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        _ => "application/octet-stream",
+    }
 }
 
 /// `cargo xtask size`: the gzip size of every file in `dist/`, and the total.
@@ -155,7 +342,7 @@ fn gzip_size(file: &Path) -> Result<u64> {
 /// Builds the release app and runs the browser tests (`tests/browser/*.test.mjs`, Node's test
 /// runner, Playwright over Debian's Chromium), screenshots in `target/browser-screenshots/`.
 pub fn browser_tests() -> Result {
-    section("the app (release build)");
+    section("the app (release build: the UI and the worker in one cargo build)");
     build(true)?;
     size(&[])?;
     section("browser tests (Chromium)");
