@@ -8,7 +8,8 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use serde_json::json;
 use verity_core::claim::{self, Route};
-use verity_core::corpus::{Corpus, IndexedCorpus};
+use verity_core::corpus::Corpus;
+use verity_core::indexed::IndexedCorpus;
 use verity_core::{AssistantMessage, Job, NoTools, Report, ScriptedModel, Verdict, drive};
 
 const CORPUS: [(&str, &str); 4] = [

@@ -9,12 +9,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::failure::FailureClass;
 use crate::machine::{CallId, Input, Misuse, MisuseKind, ModelCall, Output, Settled, ToolBatch};
 use crate::message::{
     AssistantMessage, Message, ModelRequest, StopReason, ToolCall, ToolOutput, ToolResult,
     ToolSpec, Usage,
 };
+use crate::request_failure::FailureClass;
 use crate::retry::{RetryPolicy, retry_delay};
 use crate::schema::{Schema, SchemaError};
 

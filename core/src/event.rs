@@ -8,8 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::machine::CallId;
-use crate::message::{Delta, StopReason, Usage};
+use crate::message::{CallId, Delta, StopReason, Usage};
 
 /// Something a host may want to show or log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

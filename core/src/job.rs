@@ -10,7 +10,8 @@
 //! ```
 //! use std::sync::Arc;
 //! use serde_json::json;
-//! use verity_core::corpus::{Corpus, IndexedCorpus};
+//! use verity_core::corpus::Corpus;
+//! use verity_core::indexed::IndexedCorpus;
 //! use verity_core::{AssistantMessage, Job, Machine, NoTools, ScriptedModel, drive};
 //!
 //! let corpus = IndexedCorpus::new(
@@ -46,13 +47,14 @@ use serde_json::{Map, Value};
 
 use crate::agent::{Compaction, Spent, Tool};
 use crate::claim::{ClaimCheck, ClaimFailed, ClaimFailureKind, ClaimOptions, LookupMode};
-use crate::corpus::{CorpusId, IndexedCorpus, with_corpora};
+use crate::corpus::CorpusId;
 use crate::event::Event;
-use crate::failed::{Failed, FailureKindOf};
+use crate::indexed::{IndexedCorpus, with_corpora};
 use crate::machine::{CallId, Input, Machine, Misuse, MisuseKind, Output};
 use crate::message::Delta;
 use crate::retrieve::Retriever;
 use crate::retry::RetryPolicy;
+use crate::run_failure::{Failed, FailureKindOf};
 use crate::schema::Schema;
 use crate::step::{FailureKind, Step, StepFailed, StepOptions, value_step};
 
@@ -343,14 +345,26 @@ impl From<ClaimFailureKind> for JobFailureKind {
 /// failed attempts, retries, tokens and cost).
 pub type JobFailed = Failed<JobFailureKind>;
 
-impl FailureKindOf for JobFailureKind {
-    const SUBJECT: &'static str = "job";
+impl JobFailed {
+    /// A job the host refused before it ran (a bad provider configuration, a corpus it does
+    /// not have): kind [`JobFailureKind::Config`], nothing spent. The same shape as the
+    /// machine's own failures, so every host reports them alike.
+    #[must_use]
+    pub fn config(message: impl Into<String>) -> Self {
+        Failed::new(JobFailureKind::Config, message, Spent::default())
+    }
+
+    /// A job the host ended outside the machine (cancelled before it started, taken over by
+    /// another driver, its session lost): kind [`JobFailureKind::Cancelled`], with what it had
+    /// spent.
+    #[must_use]
+    pub fn cancelled(message: impl Into<String>, spent: Spent) -> Self {
+        Failed::new(JobFailureKind::Cancelled, message, spent)
+    }
 }
 
-impl JobFailed {
-    fn config(error: &ConfigError) -> Self {
-        Self::new(JobFailureKind::Config, error.to_string(), Spent::default())
-    }
+impl FailureKindOf for JobFailureKind {
+    const SUBJECT: &'static str = "job";
 }
 
 impl From<StepFailed> for JobFailed {
@@ -409,10 +423,13 @@ impl Job {
                     .iter()
                     .find(|corpus| *corpus.id() == config.corpus)
                     .ok_or_else(|| {
-                        JobFailed::config(&ConfigError::new(
-                            "corpus",
-                            format!("no corpus {} was given to the job", config.corpus),
-                        ))
+                        JobFailed::config(
+                            ConfigError::new(
+                                "corpus",
+                                format!("no corpus {} was given to the job", config.corpus),
+                            )
+                            .to_string(),
+                        )
                     })?;
                 let options = ClaimOptions {
                     retriever: config.retriever,
@@ -432,7 +449,8 @@ impl Job {
     /// # Errors
     /// A [`JobFailureKind::Config`] failure naming the field (its JSON path) and why.
     pub fn from_json(config: &str, corpora: &[Arc<IndexedCorpus>]) -> Result<Self, JobFailed> {
-        let config = JobConfig::from_json(config).map_err(|error| JobFailed::config(&error))?;
+        let config =
+            JobConfig::from_json(config).map_err(|error| JobFailed::config(error.to_string()))?;
         Self::new(config, corpora)
     }
 
@@ -492,7 +510,9 @@ impl Job {
 }
 
 fn build_step(config: StepConfig) -> Result<Step<Value>, JobFailed> {
-    let fail = |path: String, message: String| JobFailed::config(&ConfigError::new(path, message));
+    let fail = |path: String, message: String| {
+        JobFailed::config(ConfigError::new(path, message).to_string())
+    };
     let options = StepOptions {
         max_attempts: config.max_attempts.unwrap_or(crate::step::DEFAULT_MAX_ATTEMPTS),
         max_turns: config.max_turns.unwrap_or(crate::step::DEFAULT_MAX_TURNS),

@@ -74,16 +74,17 @@ pub mod claim;
 pub mod corpus;
 pub mod drive;
 pub mod event;
-pub mod failed;
-pub mod failure;
 pub mod files;
+pub mod indexed;
 pub mod job;
 pub mod log;
 pub mod machine;
 pub mod message;
 pub mod provider;
+pub mod request_failure;
 pub mod retrieve;
 pub mod retry;
+pub mod run_failure;
 pub mod schema;
 pub mod scripted;
 pub mod session;
@@ -94,16 +95,15 @@ pub use claim::{
     Assessment, ClaimCheck, ClaimFailed, ClaimFailureKind, ClaimOptions, LookupMode, Report, Route,
     Verdict,
 };
-pub use corpus::{Corpus, CorpusId, IndexedCorpus};
+pub use corpus::{Corpus, CorpusId};
 pub use drive::{
     Cancel, DriveOptions, NoTools, Tools, Transport, drive, drive_session, drive_session_with,
     drive_with,
 };
 pub use event::{ClaimStage, Event};
-pub use failed::{Failed, FailureKindOf};
-pub use failure::{FailureClass, ProviderError};
+pub use indexed::IndexedCorpus;
 pub use job::{ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError};
-pub use log::{Lease, Log, SessionError};
+pub use log::{Entry, Lease, Log, SessionError};
 pub use machine::{
     CallId, Input, Machine, Misuse, MisuseKind, ModelCall, Output, OwnedModelCall, OwnedOutput,
     OwnedToolBatch, Settled, ToolBatch,
@@ -117,8 +117,12 @@ pub use provider::{
     OpenAiConfig, Price, PriceTable, Provider, ProviderTransport, ResponseHead, StreamDecoder,
     ToolChoice,
 };
+pub use request_failure::{FailureClass, ProviderError};
 pub use retry::RetryPolicy;
+pub use run_failure::{Failed, FailureKindOf};
 pub use schema::{Schema, SchemaError, Violation};
 pub use scripted::{SCRIPT_EXHAUSTED, ScriptedModel};
-pub use session::{MemoryStore, Session, SessionOutput, Store};
+pub use session::{
+    DurableLog, MemoryStore, Session, SessionOutput, Store, UNKNOWN_OUTCOME, interrupted_outcome,
+};
 pub use step::{FailureKind, Step, StepBuilder, StepFailed, StepOptions, step, value_step};

@@ -5,19 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::message::CallId;
 use crate::message::{AssistantMessage, ModelRequest, OwnedModelRequest, ToolCall, ToolOutput};
-
-/// Identifies one output (a model call or a tool batch) so the answer can be matched to it.
-/// Ids increase within a machine and are never reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct CallId(pub u64);
-
-impl fmt::Display for CallId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}", self.0)
-    }
-}
 
 /// A model call the host must make.
 #[derive(Debug, Clone, Copy, Serialize)]

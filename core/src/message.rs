@@ -4,10 +4,24 @@
 //! The wire names follow the design's TypeScript packages (`toolCall`, `stopReason`,
 //! `toolUse`), so scripted models and stored transcripts read the same in every host.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::failure::ProviderError;
+use crate::request_failure::ProviderError;
+
+/// Identifies one output (a model call or a tool batch) so the answer can be matched to it.
+/// Ids increase within a machine and are never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CallId(pub u64);
+
+impl fmt::Display for CallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
 
 /// Why a model response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

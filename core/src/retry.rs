@@ -11,8 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::failure::{FailureClass, ProviderError, classify, parse_retry_after};
 use crate::message::{AssistantMessage, StopReason};
+pub use crate::request_failure::{FailureClass, ProviderError, classify, parse_retry_after};
 
 /// The caller's retry policy and budget. In JSON every field is optional (the default's value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

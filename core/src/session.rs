@@ -30,6 +30,24 @@ use crate::message::{AssistantMessage, ToolCall, ToolOutput};
 /// The result text of a call whose outcome is unknown.
 pub const UNKNOWN_OUTCOME: &str = "unknown outcome: this call was started but its result was never recorded (the run was interrupted); it was not run again, so whether it took effect is unknown";
 
+/// The core's rule for a tool call found started and never settled after an interruption (the
+/// run died between the two): a replay-safe call is run again (`None`); any other is settled
+/// with this unknown outcome, never run blindly a second time. [`Session`] applies it when it
+/// resumes a log; a host with its own journal (a workflow engine) calls it for the same call.
+#[must_use]
+pub fn interrupted_outcome(replay_safe: bool) -> Option<ToolOutput> {
+    (!replay_safe).then(|| ToolOutput::error(UNKNOWN_OUTCOME))
+}
+
+impl PendingCall<'_> {
+    /// What to do with this call when the host finds it started by an attempt that died before
+    /// settling it: see [`interrupted_outcome`].
+    #[must_use]
+    pub fn interrupted_outcome(&self) -> Option<ToolOutput> {
+        interrupted_outcome(self.replay_safe)
+    }
+}
+
 fn misuse(message: impl Into<String>) -> SessionError {
     SessionError::Misuse(Misuse::new(crate::machine::MisuseKind::UnexpectedInput, message))
 }
@@ -80,11 +98,76 @@ pub trait Store {
     async fn check_lease(&self, lease: Option<&Lease>) -> Result<(), SessionError>;
 }
 
+/// The store side of a session's log, in the form a store persists (text): what a [`Store`]
+/// that keeps its log itself (a database record, a file, IndexedDB) reads, changes with one
+/// of the store's operations, and writes back atomically. Each method is the matching
+/// [`Store`] method's whole rule (lease checks, entries that must follow on), so a host's store
+/// does only the I/O.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DurableLog {
+    log: Log,
+}
+
+impl DurableLog {
+    /// An empty log (a session not written yet).
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The log a store wrote with [`to_text`](Self::to_text).
+    ///
+    /// # Errors
+    /// [`SessionError::Corrupt`] when the text is not such a log.
+    pub fn from_text(text: &str) -> Result<Self, SessionError> {
+        Log::from_jsonl(text).map(|log| Self { log })
+    }
+
+    /// The form to store (JSONL, one entry per line).
+    #[must_use]
+    pub fn to_text(&self) -> String {
+        self.log.to_jsonl()
+    }
+
+    /// [`Store::append`]: appends `entries` if `lease` is current and they follow on.
+    ///
+    /// # Errors
+    /// As [`Store::append`].
+    pub fn append(&mut self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
+        self.log.extend_guarded(entries, lease)
+    }
+
+    /// [`Store::take_lease`]: a lease one epoch above the current one, for `holder`.
+    pub fn take_lease(&mut self, holder: &str) -> Lease {
+        self.log.take_lease(holder)
+    }
+
+    /// [`Store::check_lease`].
+    ///
+    /// # Errors
+    /// [`SessionError::StaleLease`].
+    pub fn check_lease(&self, lease: Option<&Lease>) -> Result<(), SessionError> {
+        self.log.check_lease(lease)
+    }
+
+    /// The log, for [`Store::load`] (and [`Session::resume`]).
+    #[must_use]
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// The log, taken.
+    #[must_use]
+    pub fn into_log(self) -> Log {
+        self.log
+    }
+}
+
 /// A [`Store`] in memory, for tests and for hosts that persist its log themselves
 /// ([`MemoryStore::log`], [`Log::to_jsonl`]).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
-    log: RefCell<Log>,
+    log: RefCell<DurableLog>,
 }
 
 impl MemoryStore {
@@ -97,19 +180,19 @@ impl MemoryStore {
     /// A store holding `log`.
     #[must_use]
     pub fn from_log(log: Log) -> Self {
-        Self { log: RefCell::new(log) }
+        Self { log: RefCell::new(DurableLog { log }) }
     }
 
     /// A copy of what it holds.
     #[must_use]
     pub fn log(&self) -> Log {
-        self.log.borrow().clone()
+        self.log.borrow().log().clone()
     }
 }
 
 impl Store for MemoryStore {
     async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
-        self.log.borrow_mut().extend_guarded(entries, lease)
+        self.log.borrow_mut().append(entries, lease)
     }
 
     async fn load(&self) -> Result<Log, SessionError> {
@@ -563,14 +646,8 @@ where
         }
         for &index in &started {
             let (call_id, replay_safe) = &calls[index];
-            if !replay_safe {
-                self.settle_at(
-                    batch,
-                    index,
-                    call_id,
-                    ToolOutput::error(UNKNOWN_OUTCOME),
-                    calls.len(),
-                )?;
+            if let Some(unknown) = interrupted_outcome(*replay_safe) {
+                self.settle_at(batch, index, call_id, unknown, calls.len())?;
             }
         }
         if self.batch.id == Some(batch) && (always_record || !self.batch.started.is_empty()) {

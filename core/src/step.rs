@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::{Agent, Compaction, End, Event, Halt, Hooks, Spent, Tool};
-use crate::failed::{Failed, FailureKindOf};
 use crate::machine::{Input, Machine, Misuse, Output};
 use crate::message::{Message, ToolCall, ToolOutput, ToolSpec};
 use crate::retry::RetryPolicy;
+use crate::run_failure::{Failed, FailureKindOf};
 use crate::schema::Schema;
 
 /// The reserved name of the tool that ends a step.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use common::*;
 use serde_json::json;
 use verity_core::claim::{self, ClaimCheck, ClaimOptions, LookupMode, prompt};
-use verity_core::corpus::{IndexedCorpus, with_corpora};
+use verity_core::indexed::{IndexedCorpus, with_corpora};
 use verity_core::retrieve::{Corpus, Retriever};
 use verity_core::{
     ClaimFailureKind, ClaimStage, Event, Input, Machine, Message, Output, OwnedModelRequest,

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::{Value, json};
-use verity_core::corpus::{Corpus, IndexedCorpus};
+use verity_core::corpus::Corpus;
+use verity_core::indexed::IndexedCorpus;
 use verity_core::{
     AssistantMessage, CallId, ClaimStage, Delta, Event, Input, Job, JobConfig, JobFailureKind,
     Machine, NoTools, Output, OwnedOutput, ScriptedModel, Settled, ToolOutput, Usage, drive,
@@ -461,7 +462,7 @@ fn a_durable_claim_job_reports_its_events_and_can_be_cancelled() {
         .unwrap();
     assert_eq!(model.requests(), 0);
     assert_eq!(session.finish().unwrap_err().kind(), JobFailureKind::Cancelled);
-    let reopened: Session<Job> = verity_core::corpus::with_corpora(&[Arc::clone(&corpus)], || {
+    let reopened: Session<Job> = verity_core::indexed::with_corpora(&[Arc::clone(&corpus)], || {
         pollster::block_on(Session::open(&store, None))
     })
     .unwrap();

@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use serde_json::json;
-use verity_core::corpus::{IndexedCorpus, with_corpora};
+use verity_core::indexed::{IndexedCorpus, with_corpora};
 use verity_core::log::Record;
 use verity_core::provider::offline::OfflineModel;
 use verity_core::retrieve::Corpus;

@@ -1,40 +1,19 @@
 //! `verity-restate batch`: a claim file checked as one durable batch on a local Restate
 //! server, with worker processes, a progress line, results as JSONL and the `eval` summary.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use verity_core::corpus::Corpus;
 use verity_core::provider::Provider;
 
 use crate::cluster::{self, Outcome, Ports, Server, Workers};
 use crate::corpus::{CorpusFile, is_url, load_bytes, parse, sha256_hex};
+pub use crate::summary::Row;
 use crate::summary::{LABELS, Tally, gold_text, retriever_of};
 use crate::workflow::{BatchInput, BatchResult, CheckResult, ClaimResult, ClaimRow, Limits};
-
-/// One row of a claim file: the format of `shared/data/vitaminc/claims-dev.jsonl` (a row
-/// may carry its own small corpus, a label and `meta.gold`), or plain `{id, claim}`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Row {
-    /// The row's id.
-    #[serde(default)]
-    pub id: Option<String>,
-    /// The claim.
-    pub claim: String,
-    /// Its own corpus: passage id → text.
-    #[serde(default)]
-    pub corpus: Option<BTreeMap<String, String>>,
-    /// `supported`, `contradicted` or `insufficient`, when labelled.
-    #[serde(default)]
-    pub label: Option<String>,
-    /// Anything else (`gold`: the id of the passage that decides it).
-    #[serde(default)]
-    pub meta: Value,
-}
 
 /// Reads a claim file. Every line is checked before anything is submitted; an id given twice
 /// is refused (the results would not tell the two apart).

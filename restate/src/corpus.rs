@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use verity_core::corpus::{Corpus, IndexedCorpus};
+use verity_core::corpus::Corpus;
+use verity_core::indexed::IndexedCorpus;
 
 /// A corpus file by reference: where it is and the SHA-256 of its bytes (64 hex digits). A
 /// worker refuses a file whose bytes hash otherwise.

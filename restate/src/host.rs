@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use verity_core::corpus::IndexedCorpus;
+use verity_core::indexed::IndexedCorpus;
 use verity_core::provider::offline::OfflineModel;
 use verity_core::provider::{Provider, ProviderTransport};
 use verity_core::{AssistantMessage, ModelRequest, OwnedModelRequest, ToolCall, ToolOutput, Tools};

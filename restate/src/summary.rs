@@ -10,12 +10,33 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use verity_core::corpus::{Corpus, IndexedCorpus};
-use verity_core::{Job, NoTools, Transport, drive};
+use verity_core::corpus::Corpus;
+use verity_core::indexed::IndexedCorpus;
+use verity_core::{Job, NoTools, Report, Transport, drive};
 
-use crate::batch::Row;
 use crate::workflow::CheckResult;
+
+/// One row of a claim file: the format of `shared/data/vitaminc/claims-dev.jsonl` (a row
+/// may carry its own small corpus, a label and `meta.gold`), or plain `{id, claim}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Row {
+    /// The row's id.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The claim.
+    pub claim: String,
+    /// Its own corpus: passage id → text.
+    #[serde(default)]
+    pub corpus: Option<BTreeMap<String, String>>,
+    /// `supported`, `contradicted` or `insufficient`, when labelled.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// Anything else (`gold`: the id of the passage that decides it).
+    #[serde(default)]
+    pub meta: Value,
+}
 
 /// The labels a row may carry.
 pub const LABELS: [&str; 3] = ["supported", "contradicted", "insufficient"];
@@ -46,23 +67,30 @@ impl Tally {
     pub fn add(&mut self, label: Option<&str>, gold: Option<&str>, result: &CheckResult) {
         self.total += 1;
         let predicted = match (&result.value, &result.failure) {
-            (Some(report), _) => {
-                self.requests += report["requests"].as_u64().unwrap_or(0);
-                let route = report["route"].as_str().unwrap_or_default().to_owned();
-                *self.routes.entry(route).or_default() += 1;
-                let verdict =
-                    report["assessment"]["verdict"].as_str().unwrap_or_default().to_owned();
-                if verdict == "supported" || verdict == "contradicted" {
-                    self.conclusive += 1;
-                    let citations = report["assessment"]["citations"].as_array();
-                    if gold.is_some_and(|text| {
-                        citations
-                            .is_some_and(|c| c.iter().any(|cited| cited.as_str() == Some(text)))
-                    }) {
-                        self.cites_gold += 1;
+            (Some(value), _) => {
+                // The core's typed report; a value that is not one counts as no verdict.
+                let report = Report::from_job_value(value);
+                self.requests += report.as_ref().map_or(0, |report| u64::from(report.requests));
+                let route = report.as_ref().map_or("", |report| report.route.as_str());
+                *self.routes.entry(route.to_owned()).or_default() += 1;
+                match report {
+                    None => String::new(),
+                    Some(report) => {
+                        let verdict = report.assessment.verdict;
+                        if verdict.is_conclusive() {
+                            self.conclusive += 1;
+                            if gold.is_some_and(|text| {
+                                report.assessment.citations.iter().any(|cited| cited == text)
+                            }) {
+                                self.cites_gold += 1;
+                            }
+                        }
+                        serde_json::to_value(verdict)
+                            .ok()
+                            .and_then(|name| name.as_str().map(str::to_owned))
+                            .unwrap_or_default()
                     }
                 }
-                verdict
             }
             (None, Some(failure)) => {
                 self.requests += u64::from(failure.spent().requests);
@@ -209,10 +237,9 @@ mod tests {
     use verity_core::corpus::Corpus;
 
     use super::{Tally, gold_text};
-    use crate::batch::Row;
     use crate::workflow::CheckResult;
 
-    fn row(value: Value) -> Row {
+    fn row(value: Value) -> super::Row {
         serde_json::from_value(value).unwrap()
     }
 
@@ -231,8 +258,8 @@ mod tests {
     fn a_refused_check_is_a_failed_prediction_and_counted_as_refused() {
         let mut tally = Tally::new();
         let report = json!({
-            "requests": 2, "route": "single-call",
-            "assessment": {"verdict": "supported", "citations": ["Gold."]},
+            "claim": "C.", "requests": 2, "route": "single call", "summary": "S.", "usage": {},
+            "assessment": {"verdict": "supported", "confidence": 0.9, "citations": ["Gold."]},
         });
         let ok = CheckResult::of(Ok(report), verity_core::Spent::default());
         tally.add(Some("supported"), Some("Gold."), &ok);

@@ -10,9 +10,9 @@
 //!   durable timer (`ctx.sleep`) before it;
 //! - a tool call is two: *started* (empty, journaled before the tool runs) and *settled* (the
 //!   tool's output). A replay that finds *started* in the journal but not *settled* knows the
-//!   call may have taken effect: the settled side effect then records
-//!   [`UNKNOWN_OUTCOME`] instead of running the tool, unless the tool is replay-safe, as
-//!   [`Session`] does when it resumes a log;
+//!   call may have taken effect: the settled side effect then asks the core what to do
+//!   ([`verity_core::session::PendingCall::interrupted_outcome`], the rule [`Session`] applies when it resumes a
+//!   log): a replay-safe tool runs again, any other is settled as an unknown outcome;
 //! - the workflow's result is the value or the typed failure, with what was spent.
 
 use std::collections::BTreeMap;
@@ -23,7 +23,6 @@ use std::time::Duration;
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use verity_core::session::UNKNOWN_OUTCOME;
 use verity_core::{
     AssistantMessage, Job, JobFailed, Session, SessionOutput, Spent, ToolCall, ToolOutput, Tools,
 };
@@ -162,9 +161,11 @@ async fn drive_durably(
             SessionOutput::RunTools { batch, pending, .. } => {
                 // One at a time, in the model's order: the journal's order is then the same
                 // on every replay.
-                let pending: Vec<(ToolCall, bool)> =
-                    pending.iter().map(|p| (p.call.clone(), p.replay_safe)).collect();
-                for (call, replay_safe) in pending {
+                // Each call with what the core's rule says of it should the attempt that
+                // started it die before its result was journaled.
+                let pending: Vec<(ToolCall, Option<ToolOutput>)> =
+                    pending.iter().map(|p| (p.call.clone(), p.interrupted_outcome())).collect();
+                for (call, interrupted) in pending {
                     let fresh = Arc::new(AtomicBool::new(false));
                     let started = Arc::clone(&fresh);
                     ctx.run(|| async move {
@@ -180,11 +181,11 @@ async fn drive_durably(
                         .run(|| async move {
                             // `started` came from the journal, not from this attempt: the
                             // call ran (or began to) in an attempt that died before its
-                            // result was journaled.
-                            if !fresh.load(Ordering::SeqCst) && !replay_safe {
-                                return Ok::<_, HandlerError>(Json(ToolOutput::error(
-                                    UNKNOWN_OUTCOME,
-                                )));
+                            // result was journaled. The core decides (`Session`'s rule).
+                            if !fresh.load(Ordering::SeqCst)
+                                && let Some(unknown) = interrupted
+                            {
+                                return Ok::<_, HandlerError>(Json(unknown));
                             }
                             Ok(Json(host.tools.run(&tool_call).await))
                         })

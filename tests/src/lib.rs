@@ -15,7 +15,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
-use verity_core::corpus::IndexedCorpus;
+use verity_core::indexed::IndexedCorpus;
 use verity_core::retrieve::Corpus;
 use verity_core::{
     AssistantMessage, Job, JobFailed, ScriptedModel, ToolCall, ToolOutput, Tools, drive,

@@ -16,7 +16,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use verity_core::corpus::{Corpus, IndexedCorpus};
+use verity_core::corpus::Corpus;
+use verity_core::indexed::IndexedCorpus;
 use verity_core::{
     AssistantMessage, ContentBlock, DriveOptions, FailureClass, HttpBody, HttpClient, HttpRequest,
     Job, ModelRequest, ScriptedModel, StopReason, ToolCall, ToolOutput, Tools, drive_with,

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use verity_core::corpus::{Corpus, IndexedCorpus, Passage};
+use verity_core::corpus::{Corpus, Passage};
+use verity_core::indexed::IndexedCorpus;
 use verity_core::provider::offline::{self, OfflineModel};
 use verity_core::{Input, Job, Machine, NoTools, Output, drive};
 use verity_tests::http::workspace_root;

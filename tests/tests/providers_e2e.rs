@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use verity_core::claim;
-use verity_core::corpus::{Corpus, IndexedCorpus};
+use verity_core::corpus::Corpus;
+use verity_core::indexed::IndexedCorpus;
 use verity_core::{
     AnthropicConfig, AssistantMessage, CallId, Cancel, ClaimStage, Delta, DriveOptions, Event,
     FailureClass, Input, Job, Machine, Message, ModelRequest, NoTools, OpenAiConfig, Output, Price,

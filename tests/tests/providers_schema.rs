@@ -17,7 +17,7 @@ use jsonschema::{Draft, Validator};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use verity_core::claim::{ClaimCheck, ClaimOptions};
-use verity_core::corpus::IndexedCorpus;
+use verity_core::indexed::IndexedCorpus;
 use verity_core::provider::anthropic::{self, Thinking};
 use verity_core::provider::openai::{self, MaxTokensField};
 use verity_core::retrieve::{Corpus, Retriever};

@@ -14,7 +14,7 @@ use verity_messages::{
     CheckRequest, CheckResult, CorpusSummary, FromWorker, Item, Outcome, ToWorker,
 };
 use verity_web::App;
-use verity_web::engine::Engine;
+use verity_web::engine_view::Engine;
 
 fn demo_items() -> Vec<Item> {
     let texts = [

@@ -10,6 +10,8 @@
 //! places that know it.
 
 use verity_messages::{FromJson, FromWorker, ToWorker};
+
+use crate::js::describe;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{ErrorEvent, MessageEvent, Worker, WorkerOptions, WorkerType};
@@ -89,14 +91,4 @@ impl Drop for WorkerBridge {
     fn drop(&mut self) {
         self.worker.terminate();
     }
-}
-
-/// A JavaScript error in words.
-pub fn describe(error: &JsValue) -> String {
-    error
-        .dyn_ref::<js_sys::Error>()
-        .map(|error| String::from(error.message()))
-        .or_else(|| error.as_string())
-        .or_else(|| js_sys::JSON::stringify(error).ok().map(String::from))
-        .unwrap_or_else(|| "an error the browser did not describe".to_owned())
 }

@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use crate::engine::{CheckCard, Engine, Phase};
+use crate::engine_view::{CheckCard, Engine, Phase};
 use crate::export;
 use crate::progress::ProgressView;
 use crate::provider::ProviderSettings;

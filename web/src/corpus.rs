@@ -7,8 +7,8 @@ use verity_messages::NamedText;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{DragEvent, FileList, HtmlInputElement};
 
-use crate::bridge::describe;
-use crate::engine::{Engine, PAGE_SIZE, size_text, thousands};
+use crate::engine_view::{Engine, PAGE_SIZE, size_text, thousands};
+use crate::js::describe;
 
 /// The file types the picker offers (the worker decides by extension).
 pub const ACCEPT: &str = ".txt,.md,.jsonl,.json,.csv";
@@ -67,7 +67,7 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
         engine.corpus.with(|c| match (c.items, c.indexed, c.index_ms) {
             (0, ..) => String::new(),
             (_, true, Some(ms)) => {
-                format!("indexed in {}", crate::engine::wait_text(ms.round() as u64))
+                format!("indexed in {}", crate::engine_view::wait_text(ms.round() as u64))
             }
             (_, true, None) => "indexed".to_owned(),
             (_, false, _) => "indexing…".to_owned(),

@@ -4,7 +4,7 @@
 use verity_messages::{CheckResult, FailureView, FromJson, Outcome, ReportView};
 use wasm_bindgen::JsCast;
 
-use crate::engine::fixed;
+use crate::engine_view::fixed;
 use crate::results::{spent_text, usage_text, verdict_text, what_to_do};
 
 /// The results as JSON (the worker's results, as they came); the page writes it with
@@ -72,14 +72,12 @@ pub fn download(name: &str, mime: &str, text: &str) -> Result<(), String> {
     let options = web_sys::BlobPropertyBag::new();
     options.set_type(mime);
     let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)
-        .map_err(|error| crate::bridge::describe(&error))?;
+        .map_err(|error| crate::js::describe(&error))?;
     let url = web_sys::Url::create_object_url_with_blob(&blob)
-        .map_err(|error| crate::bridge::describe(&error))?;
+        .map_err(|error| crate::js::describe(&error))?;
     let document = web_sys::window().and_then(|window| window.document()).ok_or("no document")?;
-    let anchor: web_sys::HtmlAnchorElement = document
-        .create_element("a")
-        .map_err(|error| crate::bridge::describe(&error))?
-        .unchecked_into();
+    let anchor: web_sys::HtmlAnchorElement =
+        document.create_element("a").map_err(|error| crate::js::describe(&error))?.unchecked_into();
     anchor.set_href(&url);
     anchor.set_download(name);
     anchor.click();

@@ -62,7 +62,7 @@ pub fn from_js(value: &JsValue) -> Result<Value, String> {
         }
         return Ok(Value::Object(map));
     }
-    Err(format!("not JSON data: {}", crate::bridge::describe(value)))
+    Err(format!("not JSON data: {}", describe(value)))
 }
 
 /// A JavaScript number as JSON: an integer when it is one (as `JSON.stringify` writes it and
@@ -83,20 +83,18 @@ pub fn json_number(number: f64) -> Value {
 pub fn pretty(value: &Value) -> Result<String, String> {
     js_sys::JSON::stringify_with_replacer_and_space(&to_js(value), &JsValue::NULL, &2.into())
         .map(String::from)
-        .map_err(|error| crate::bridge::describe(&error))
+        .map_err(|error| describe(&error))
 }
 
 /// JSON text parsed by the browser (`JSON.parse`).
 pub fn parse(text: &str) -> Result<Value, String> {
-    let value = js_sys::JSON::parse(text).map_err(|error| crate::bridge::describe(&error))?;
+    let value = js_sys::JSON::parse(text).map_err(|error| describe(&error))?;
     from_js(&value)
 }
 
 /// JSON text written by the browser (`JSON.stringify`).
 pub fn stringify(value: &Value) -> Result<String, String> {
-    js_sys::JSON::stringify(&to_js(value))
-        .map(String::from)
-        .map_err(|error| crate::bridge::describe(&error))
+    js_sys::JSON::stringify(&to_js(value)).map(String::from).map_err(|error| describe(&error))
 }
 
 #[cfg(test)]
@@ -113,4 +111,14 @@ mod tests {
         assert_eq!(json_number(f64::INFINITY), Value::Null);
         assert!(json_number(1e20).is_f64(), "beyond u64 stays a float");
     }
+}
+
+/// A JavaScript error in words.
+pub fn describe(error: &JsValue) -> String {
+    error
+        .dyn_ref::<js_sys::Error>()
+        .map(|error| String::from(error.message()))
+        .or_else(|| error.as_string())
+        .or_else(|| js_sys::JSON::stringify(error).ok().map(String::from))
+        .unwrap_or_else(|| "an error the browser did not describe".to_owned())
 }

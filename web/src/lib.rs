@@ -4,7 +4,7 @@
 //! [`verity_messages`] to it, and paints before the engine has loaded, with its actions
 //! disabled until the worker says it is ready.
 //!
-//! - [`engine::Engine`]: the signals the worker's messages feed ([`engine::Engine::apply`]) and
+//! - [`engine_view::Engine`]: the signals the worker's messages feed ([`engine_view::Engine::apply`]) and
 //!   the actions that become messages to it.
 //! - [`bridge::WorkerBridge`]: the worker and its message encoding.
 //! - Sections, one module each: [`corpus`], [`provider`], [`claims`] (with the check cards),
@@ -21,7 +21,7 @@
 pub mod bridge;
 pub mod claims;
 pub mod corpus;
-pub mod engine;
+pub mod engine_view;
 pub mod export;
 pub mod js;
 pub mod progress;
@@ -32,7 +32,7 @@ use leptos::prelude::*;
 
 use crate::claims::ClaimsSection;
 use crate::corpus::CorpusSection;
-use crate::engine::{Engine, EngineStatus};
+use crate::engine_view::{Engine, EngineStatus};
 use crate::provider::{ProviderSection, ProviderSettings};
 
 /// The whole page for an engine state (the real worker's, or a preview's).

@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use crate::engine::{CheckState, Phase};
+use crate::engine_view::{CheckState, Phase};
 use crate::results::{count, usage_text};
 
 /// The progress of a queued or running check.

@@ -2,7 +2,7 @@
 //! item and highlighted inside it, the route and what was spent; or a typed failure with what to
 //! do about it. All of it is text: nothing the corpus or the model wrote becomes markup.
 
-use crate::engine::fixed;
+use crate::engine_view::fixed;
 use leptos::prelude::*;
 use verity_messages::{
     CheckResult, FailureView, FromJson, Item, Outcome, ReportView, SpentView, UsageView,

@@ -15,7 +15,8 @@ mod convert;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use verity_core::corpus::{Corpus, IndexedCorpus, Passage};
+use verity_core::corpus::{Corpus, Passage};
+use verity_core::indexed::IndexedCorpus;
 use verity_core::provider::StreamDecoder;
 use verity_core::{AssistantMessage, CallId, Job, Machine, Provider};
 

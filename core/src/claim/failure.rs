@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::failed::{Failed, FailureKindOf};
+use crate::run_failure::{Failed, FailureKindOf};
 use serde::{Deserialize, Serialize};
 
 use crate::message::Usage;

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use super::prompt;
 use crate::agent::{Hooks, Tool};
-use crate::corpus::{Corpus, CorpusRef, IndexedCorpus};
+use crate::corpus::Corpus;
+use crate::indexed::{CorpusRef, IndexedCorpus};
 use crate::message::{ToolCall, ToolOutput};
 use crate::retrieve::{Retriever, retrieve};
 use crate::schema::Schema;

@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::{Agent, End, Hooks, Spent};
-use crate::corpus::{CorpusRef, IndexedCorpus};
 use crate::event::{ClaimStage, Event};
+use crate::indexed::{CorpusRef, IndexedCorpus};
 use crate::machine::{Input, Machine, Misuse, MisuseKind, Output};
 use crate::message::{Message, StopReason, ToolCall, ToolOutput, ToolSpec};
 use crate::retrieve::Retriever;

@@ -123,3 +123,12 @@ pub struct Report {
     /// Tokens and cost over every request.
     pub usage: Usage,
 }
+
+impl Report {
+    /// The report in a finished claim job's value (what [`crate::Job`]'s `finish` returns),
+    /// typed; `None` for a value that is not a report (a step's value).
+    #[must_use]
+    pub fn from_job_value(value: &Value) -> Option<Self> {
+        serde_json::from_value(value.clone()).ok()
+    }
+}

@@ -587,8 +587,8 @@ mod tests {
     use super::messages as messages_of;
     use super::*;
     use crate::StopReason;
-    use crate::failure::FailureClass;
     use crate::message::ToolCall;
+    use crate::request_failure::FailureClass;
 
     fn config() -> AnthropicConfig {
         AnthropicConfig::new("claude-test", "sk-ant-secret").at("http://127.0.0.1:9/")

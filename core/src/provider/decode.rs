@@ -11,8 +11,8 @@ use super::http::{self, HttpResponse};
 use super::price::Price;
 use super::sse::{SseDecoder, SseEvent};
 use super::{AnthropicStream, OpenAiStream, Provider};
-use crate::failure::{FailureClass, ProviderError};
 use crate::message::{AssistantMessage, ContentBlock, Delta, StopReason, ToolCall, Usage};
+use crate::request_failure::{FailureClass, ProviderError};
 
 /// Decodes one response body as it arrives; see [`Provider::decoder`].
 #[derive(Debug)]

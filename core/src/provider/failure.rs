@@ -8,8 +8,8 @@ use std::fmt;
 use serde_json::Value;
 
 use super::http::{self, HttpFailure, HttpResponse};
-use crate::failure::{FailureClass, ProviderError, classify, parse_retry_after};
 use crate::message::AssistantMessage;
+use crate::request_failure::{FailureClass, ProviderError, classify, parse_retry_after};
 
 /// At most this much of a body is kept in [`ProviderError::raw_body`].
 pub const RAW_BODY_LIMIT: usize = 64 * 1024;

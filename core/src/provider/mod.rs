@@ -16,7 +16,7 @@
 //!
 //! A response that fails is a failed message (`stopReason: "error"`) whose
 //! [`ProviderError`](crate::ProviderError) says whether a retry can help
-//! ([`crate::failure::classify`]) and keeps the raw body when it was not what the provider
+//! ([`crate::request_failure::classify`]) and keeps the raw body when it was not what the provider
 //! would send (an HTML page, truncated JSON, a stream that ended before its final event).
 //! Nothing a server sends makes a codec panic.
 //!

@@ -561,8 +561,8 @@ mod tests {
     use super::super::testing::{conversation, request};
     use super::*;
     use crate::StopReason;
-    use crate::failure::FailureClass;
     use crate::message::{ContentBlock, ToolCall};
+    use crate::request_failure::FailureClass;
 
     fn config() -> OpenAiConfig {
         OpenAiConfig::new("http://127.0.0.1:9/v1/", "gpt-test").header("X-Title", "verity")

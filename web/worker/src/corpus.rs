@@ -4,8 +4,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use verity_core::corpus::{Corpus, IndexedCorpus, Passage};
+use verity_core::corpus::{Corpus, Passage};
 use verity_core::files::{FileError, passages_from_file};
+use verity_core::indexed::IndexedCorpus;
 use verity_messages::{CorpusSummary, Item};
 
 /// The current corpus and how long its index took.

@@ -33,8 +33,8 @@
 //! the checks that were running, which resume from their durable sessions). Without
 //! IndexedDB it runs in memory and posts one `Error` saying so.
 //!
-//! Structure: [`engine::Engine`] holds the state and logic and is driven through the
-//! [`engine::Host`] trait; the wasm glue (`wasm` module, only on wasm32) is its host in a
+//! Structure: [`engine::Engine`] holds the state and logic (one module per concept inside it)
+//! and is driven through the [`host::Host`] trait; the wasm glue (`wasm` module, only on wasm32) is its host in a
 //! browser: the message listener, `fetch` with streaming and `AbortController`, IndexedDB,
 //! timers. Native tests drive the same engine with a host in memory.
 //!
@@ -54,6 +54,8 @@
 pub mod corpus;
 pub mod demo;
 pub mod engine;
+pub mod host;
+pub mod saved;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 
@@ -61,4 +63,6 @@ mod wasm;
 #[cfg(target_arch = "wasm32")]
 pub use wasm::start;
 
-pub use engine::{Engine, Host, Restored, SessionMeta, StoredSession, Unfinished};
+pub use engine::Engine;
+pub use host::{Host, Restored, StoredSession};
+pub use saved::{SessionMeta, Unfinished};

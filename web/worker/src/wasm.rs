@@ -12,8 +12,9 @@ use gloo_net::http::{Method, RequestBuilder};
 use idb::{Database, DatabaseEvent, Factory, ObjectStoreParams, TransactionMode};
 use js_sys::{Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
-use verity_core::corpus::{IndexedCorpus, Passage};
-use verity_core::log::{Entry, Lease, Log};
+use verity_core::corpus::Passage;
+use verity_core::indexed::IndexedCorpus;
+use verity_core::{DurableLog, Entry, Lease, Log};
 use verity_core::{
     HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead, SessionError, Store,
 };
@@ -25,7 +26,9 @@ use web_sys::{
     AbortController, DedicatedWorkerGlobalScope, Headers, MessageEvent, ReadableStreamDefaultReader,
 };
 
-use crate::engine::{Engine, Host, Restored, SessionMeta, StoredSession, Unfinished};
+use crate::engine::Engine;
+use crate::host::{Host, Restored, StoredSession};
+use crate::saved::{SessionMeta, Unfinished};
 
 const DB_NAME: &str = "verity";
 const DB_VERSION: u32 = 1;
@@ -283,18 +286,18 @@ impl Host for WorkerHost {
 pub struct IdbStore {
     db: Option<Rc<Database>>,
     meta: SessionMeta,
-    memory: RefCell<Log>,
+    memory: RefCell<DurableLog>,
 }
 
 impl IdbStore {
     fn new(db: Option<Rc<Database>>, meta: SessionMeta) -> Self {
-        Self { db, meta, memory: RefCell::new(Log::default()) }
+        Self { db, meta, memory: RefCell::new(DurableLog::new()) }
     }
 
     /// Reads the log, lets `change` edit it, writes it back, in one transaction.
     async fn update<T>(
         &self,
-        change: impl FnOnce(&mut Log) -> Result<T, SessionError>,
+        change: impl FnOnce(&mut DurableLog) -> Result<T, SessionError>,
     ) -> Result<T, SessionError> {
         let Some(db) = &self.db else { return change(&mut self.memory.borrow_mut()) };
         let failed = |e: idb::Error| SessionError::Store(e.to_string());
@@ -310,7 +313,7 @@ impl IdbStore {
                 return Err(error);
             }
         };
-        let record = SessionRecord { meta: self.meta.clone(), log: log.to_jsonl() };
+        let record = SessionRecord { meta: self.meta.clone(), log: log.to_text() };
         let text =
             serde_json::to_string(&record).map_err(|e| SessionError::Store(e.to_string()))?;
         object_store.put(&JsValue::from_str(&text), Some(&key)).map_err(failed)?;
@@ -322,7 +325,7 @@ impl IdbStore {
         }
     }
 
-    async fn read(&self) -> Result<Log, SessionError> {
+    async fn read(&self) -> Result<DurableLog, SessionError> {
         let Some(db) = &self.db else { return Ok(self.memory.borrow().clone()) };
         let text =
             get_text(db, SESSIONS, &self.meta.check.id).await.map_err(SessionError::Store)?;
@@ -330,24 +333,24 @@ impl IdbStore {
     }
 }
 
-fn parse_record(value: Option<JsValue>) -> Result<Log, SessionError> {
+fn parse_record(value: Option<JsValue>) -> Result<DurableLog, SessionError> {
     match value.and_then(|value| value.as_string()) {
-        None => Ok(Log::default()),
+        None => Ok(DurableLog::new()),
         Some(text) => {
             let record: SessionRecord = serde_json::from_str(&text)
                 .map_err(|e| SessionError::Corrupt(format!("session record: {e}")))?;
-            Log::from_jsonl(&record.log)
+            DurableLog::from_text(&record.log)
         }
     }
 }
 
 impl Store for IdbStore {
     async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
-        self.update(|log| log.extend_guarded(entries, lease)).await
+        self.update(|log| log.append(entries, lease)).await
     }
 
     async fn load(&self) -> Result<Log, SessionError> {
-        self.read().await
+        Ok(self.read().await?.into_log())
     }
 
     async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {

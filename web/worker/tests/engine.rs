@@ -11,7 +11,8 @@ use std::sync::Arc;
 use futures_executor::LocalPool;
 use futures_util::task::LocalSpawnExt;
 use serde_json::json;
-use verity_core::corpus::{IndexedCorpus, Passage};
+use verity_core::corpus::Passage;
+use verity_core::indexed::IndexedCorpus;
 use verity_core::log::{Entry, Lease, Log};
 use verity_core::{
     ClaimStage, Delta, Event, HttpBody, HttpClient, HttpFailure, HttpRequest, MemoryStore,

@@ -1,0 +1,142 @@
+//! One check through the core: a claim job in a durable session, driven over the provider's
+//! transport, to its result; and the failures the worker itself reports, in the core's shape.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use verity_core::indexed::IndexedCorpus;
+use verity_core::provider::offline::OfflineModel;
+use verity_core::{
+    Cancel, DriveOptions, Job, JobFailed, NoTools, Provider, ProviderTransport, Report, Session,
+    SessionError, Spent, Store, Transport, drive_session_with,
+};
+use verity_messages::{CheckRequest, CheckResult, FromWorker, Outcome, ProviderChoice};
+
+use super::{Engine, Host};
+use crate::corpus::CorpusState;
+
+/// Retries of a check's failed requests (a 429, an overload, a 5xx, no response), over the
+/// whole check, each after the core's backoff or the provider's `Retry-After` (when the server
+/// exposes it to the page: `Access-Control-Expose-Headers`).
+const MAX_RETRIES: u32 = 3;
+
+/// A check the worker refused before it ran (a bad provider configuration, no such corpus),
+/// as the core's typed failure.
+pub(super) fn refused(message: impl Into<String>) -> Value {
+    to_value(&JobFailed::config(message))
+}
+
+/// A check the worker ended outside the core's machines (cancelled while queued, taken over,
+/// storage lost), as the core's typed failure, with what it had spent.
+pub(super) fn cancelled(message: impl Into<String>, spent: Spent) -> Value {
+    to_value(&JobFailed::cancelled(message, spent))
+}
+
+impl<H: Host> Engine<H> {
+    /// Runs one check to its result (a new session, or a resumed one).
+    pub(super) async fn run(
+        &self,
+        check: &CheckRequest,
+        provider: &ProviderChoice,
+        corpus: &Arc<IndexedCorpus>,
+        cancel: Cancel,
+        store: H::Store,
+        resumed: Option<Session<Job>>,
+    ) -> CheckResult {
+        let outcome = self.drive(check, provider, corpus, cancel, &store, resumed).await;
+        let cited = match &outcome {
+            Outcome::Report { report } => {
+                let citations = Report::from_job_value(report)
+                    .map(|report| report.assessment.citations)
+                    .unwrap_or_default();
+                CorpusState::cited(corpus, &citations)
+            }
+            Outcome::Failed { .. } => Vec::new(),
+        };
+        CheckResult { id: check.id.clone(), claim: check.claim.clone(), outcome, cited }
+    }
+
+    pub(super) async fn drive(
+        &self,
+        check: &CheckRequest,
+        provider: &ProviderChoice,
+        corpus: &Arc<IndexedCorpus>,
+        cancel: Cancel,
+        store: &H::Store,
+        resumed: Option<Session<Job>>,
+    ) -> Outcome {
+        let failed = |failure: Value| Outcome::Failed { failure };
+        let mut session = match resumed {
+            Some(session) => session,
+            None => {
+                let config = json!({"kind": "claim", "claim": check.claim,
+                                    "corpus": corpus.id().as_str(),
+                                    "retry": {"maxRetries": MAX_RETRIES}});
+                let job = match Job::new(
+                    match verity_core::JobConfig::from_value(config) {
+                        Ok(config) => config,
+                        Err(error) => {
+                            return failed(refused(error.to_string()));
+                        }
+                    },
+                    std::slice::from_ref(corpus),
+                ) {
+                    Ok(job) => job,
+                    Err(failed_job) => return failed(to_value(&failed_job)),
+                };
+                match Session::start(job) {
+                    Ok(session) => session,
+                    Err(error) => {
+                        return failed(refused(error.to_string()));
+                    }
+                }
+            }
+        };
+        let id = check.id.clone();
+        let host = &self.inner.host;
+        let options = DriveOptions::new().cancel(cancel.clone()).events(move |event| {
+            let event = serde_json::to_value(&event).expect("events serialize");
+            host.post(&FromWorker::Progress { id: id.clone(), event });
+        });
+        let driven = match provider {
+            ProviderChoice::Offline => drive_on(&mut session, store, &OfflineModel, options).await,
+            ProviderChoice::Network { config } => {
+                let provider: Provider = match serde_json::from_value(config.clone()) {
+                    Ok(provider) => provider,
+                    Err(error) => {
+                        return failed(refused(format!("provider: {error}")));
+                    }
+                };
+                let transport = ProviderTransport::new(provider, host.client()).with_cancel(cancel);
+                drive_on(&mut session, store, &transport, options).await
+            }
+        };
+        if let Err(error) = driven {
+            let spent = session.machine().spent();
+            let message = match error {
+                SessionError::StaleLease { .. } => {
+                    "the check was taken over by another tab of this page".to_owned()
+                }
+                other => format!("the check's durable session failed: {other}"),
+            };
+            return failed(cancelled(message, spent));
+        }
+        match session.finish() {
+            Ok(report) => Outcome::Report { report },
+            Err(failed_job) => failed(to_value(&failed_job)),
+        }
+    }
+}
+
+pub(super) fn to_value(failed: &JobFailed) -> Value {
+    serde_json::to_value(failed).expect("a failure serializes")
+}
+
+async fn drive_on<S: Store>(
+    session: &mut Session<Job>,
+    store: &S,
+    transport: &impl Transport,
+    options: DriveOptions<'_>,
+) -> Result<(), SessionError> {
+    drive_session_with(session, store, transport, &NoTools, options).await
+}

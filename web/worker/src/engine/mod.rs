@@ -1,0 +1,387 @@
+//! The host-independent engine: the corpus, the results, the scheduler of checks with bounded
+//! concurrency, durable sessions, and the conversion of the core's values into messages. The
+//! wasm glue (or a native test) is its [`Host`].
+//!
+//! One module per concept: `state` (what the engine holds), `resume` (start, and sessions
+//! resumed after a reload), `schedule` (the queue and its concurrency), `check` (one check
+//! through the core, and the failures the worker reports), `page_tools` (steps whose tools the
+//! page runs). The host side is [`crate::host`]; what is saved of a check is [`crate::saved`].
+
+mod check;
+mod page_tools;
+mod resume;
+mod schedule;
+mod state;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde_json::Value;
+use verity_core::corpus::Passage;
+use verity_core::indexed::IndexedCorpus;
+use verity_core::{Cancel, Spent, ToolOutput};
+use verity_messages::{CheckResult, FromWorker, Item, NamedText, Outcome, ToWorker};
+
+use crate::corpus::Rejected;
+use crate::demo::{DEMO_CLAIMS, demo_passages};
+use crate::host::Host;
+use crate::saved::SessionMeta;
+use check::{cancelled, refused};
+use state::{Awaiting, Pending, State};
+
+/// The engine: a cheap handle (clones share one state) driven by [`Engine::handle`].
+pub struct Engine<H: Host> {
+    inner: Rc<Inner<H>>,
+}
+
+impl<H: Host> Clone for Engine<H> {
+    fn clone(&self) -> Self {
+        Self { inner: Rc::clone(&self.inner) }
+    }
+}
+
+impl<H: Host> std::fmt::Debug for Engine<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("state", &self.inner.state).finish_non_exhaustive()
+    }
+}
+
+struct Inner<H: Host> {
+    host: H,
+    state: RefCell<State>,
+    /// Keyed checks resumed after a reload, waiting for [`ToWorker::Credentials`].
+    awaiting: RefCell<Vec<Awaiting<H::Store>>>,
+    /// Checks queued again after a reload (they had not started), in order, waiting for
+    /// [`ToWorker::Credentials`] when any of them needs a key. No queued check starts while any
+    /// check waits for them.
+    awaiting_queue: RefCell<Vec<SessionMeta>>,
+}
+
+impl<H: Host> Engine<H> {
+    /// An engine over `host` with an empty corpus; call [`start`](Self::start) next.
+    pub fn new(host: H) -> Self {
+        let state = State { concurrency: 1, ..State::default() };
+        let inner = Inner {
+            host,
+            state: RefCell::new(state),
+            awaiting: RefCell::default(),
+            awaiting_queue: RefCell::default(),
+        };
+        Self { inner: Rc::new(inner) }
+    }
+
+    /// The host.
+    pub fn host(&self) -> &H {
+        &self.inner.host
+    }
+
+    fn post(&self, message: &FromWorker) {
+        self.inner.host.post(message);
+    }
+
+    /// Handles one message from the page.
+    pub fn handle(&self, message: ToWorker) {
+        match message {
+            ToWorker::AddFiles { files } => {
+                let mut changed = false;
+                for file in files {
+                    let added =
+                        self.inner.state.borrow_mut().corpus.add_file(&file.name, &file.text);
+                    match added {
+                        Ok(_) => changed = true,
+                        Err(rejected) => self.reject(rejected),
+                    }
+                }
+                if changed {
+                    self.corpus_changed();
+                }
+            }
+            ToWorker::AddItems { items } => {
+                let passages =
+                    items.into_iter().map(|Item { id, text }| Passage { id, text }).collect();
+                let added = self.inner.state.borrow_mut().corpus.add(passages, "items");
+                match added {
+                    Ok(_) => self.corpus_changed(),
+                    Err(rejected) => self.reject(rejected),
+                }
+            }
+            ToWorker::LoadDemo => {
+                let passages: Vec<Passage> = {
+                    let state = self.inner.state.borrow();
+                    let corpus = state.corpus.current().corpus();
+                    demo_passages().into_iter().filter(|p| corpus.get(&p.id).is_none()).collect()
+                };
+                if !passages.is_empty() {
+                    let added = self.inner.state.borrow_mut().corpus.add(passages, "demo");
+                    if let Err(rejected) = added {
+                        self.reject(rejected);
+                    } else {
+                        self.corpus_changed();
+                    }
+                }
+                self.post(&FromWorker::Demo {
+                    claims: DEMO_CLAIMS.iter().map(|claim| (*claim).to_owned()).collect(),
+                });
+            }
+            ToWorker::RemoveItems { ids } => {
+                if self.inner.state.borrow_mut().corpus.remove(&ids) > 0 {
+                    self.corpus_changed();
+                }
+            }
+            ToWorker::ClearCorpus => {
+                self.inner.state.borrow_mut().corpus.clear();
+                self.corpus_changed();
+            }
+            ToWorker::ListItems { query, offset, limit } => {
+                let (total, items) = self.inner.state.borrow().corpus.list(&query, offset, limit);
+                self.post(&FromWorker::Items { query, offset, total, items });
+            }
+            ToWorker::Check { checks, provider, concurrency, corpus } => {
+                let named = match corpus {
+                    None => None,
+                    Some(name) => {
+                        let found = self
+                            .inner
+                            .state
+                            .borrow()
+                            .named
+                            .get(&name)
+                            .map(|named| Arc::clone(named.current()));
+                        if found.is_none() {
+                            for check in checks {
+                                self.post(&FromWorker::Queued { check: check.clone() });
+                                let message =
+                                    format!("no corpus named {name:?}: add items to it first");
+                                self.finished(CheckResult {
+                                    id: check.id,
+                                    claim: check.claim,
+                                    outcome: Outcome::Failed { failure: refused(message) },
+                                    cited: Vec::new(),
+                                });
+                            }
+                            return;
+                        }
+                        found
+                    }
+                };
+                {
+                    let mut state = self.inner.state.borrow_mut();
+                    state.concurrency = concurrency.max(1);
+                    for check in &checks {
+                        state.queue.push_back(Pending {
+                            check: check.clone(),
+                            provider: provider.clone(),
+                            corpus: named.clone(),
+                        });
+                        // The named corpora live in memory: only the main corpus's checks
+                        // outlive a reload.
+                        if named.is_none() {
+                            state.unfinished.push(SessionMeta::new(check, &provider));
+                        }
+                    }
+                }
+                self.save_unfinished();
+                for check in checks {
+                    self.post(&FromWorker::Queued { check });
+                }
+                self.pump();
+            }
+            ToWorker::Credentials { provider } => self.credentials(provider.as_ref()),
+            ToWorker::AddToCorpus { name, items, files } => self.add_to_corpus(name, items, files),
+            ToWorker::DropCorpus { name } => {
+                self.inner.state.borrow_mut().named.remove(&name);
+            }
+            ToWorker::RunStep { id, config, provider } => self.run_step(id, config, provider),
+            ToWorker::ToolResult { id, call, content, is_error } => {
+                let waiting = self.inner.state.borrow_mut().tool_calls.remove(&(id, call));
+                if let Some(sender) = waiting {
+                    let output = if is_error {
+                        ToolOutput::error(content)
+                    } else {
+                        ToolOutput::ok(content, Value::Null)
+                    };
+                    // The step may have been cancelled meanwhile: then nobody waits.
+                    let _ = sender.send(output);
+                }
+            }
+            ToWorker::Cancel { id } => self.cancel(&id),
+            ToWorker::ClearResults => {
+                let mut state = self.inner.state.borrow_mut();
+                state.results.clear();
+                self.inner.host.save_results(&state.results);
+            }
+            ToWorker::ForgetResult { id } => {
+                let mut state = self.inner.state.borrow_mut();
+                let before = state.results.len();
+                state.results.retain(|result| result.id != id);
+                if state.results.len() != before {
+                    self.inner.host.save_results(&state.results);
+                }
+            }
+            _ => self.post(&FromWorker::Error { message: "unknown message".to_owned() }),
+        }
+    }
+
+    /// Handles a message as JSON text (what the page posts); a malformed one is answered
+    /// with `Error`.
+    pub fn handle_json(&self, text: &str) {
+        match serde_json::from_str::<ToWorker>(text) {
+            Ok(message) => self.handle(message),
+            Err(error) => self.post(&FromWorker::Error {
+                message: format!("the worker cannot read the page's message: {error}"),
+            }),
+        }
+    }
+
+    fn reject(&self, rejected: Rejected) {
+        self.post(&FromWorker::FileRejected {
+            file: rejected.file,
+            line: rejected.line,
+            message: rejected.message,
+        });
+    }
+
+    /// Posts the new corpus (not indexed yet), saves it, then indexes it and posts again.
+    fn corpus_changed(&self) {
+        let (summary, current) = {
+            let state = self.inner.state.borrow();
+            (state.corpus.summary(), state.corpus.current().clone())
+        };
+        self.post(&FromWorker::Corpus { corpus: summary });
+        self.inner.host.save_corpus(&current);
+        self.index();
+    }
+
+    fn index(&self) {
+        let summary = {
+            let mut state = self.inner.state.borrow_mut();
+            if state.corpus.current().corpus().is_empty() || state.corpus.current().is_indexed() {
+                return;
+            }
+            let host = &self.inner.host;
+            state.corpus.index(|| host.now_ms());
+            state.corpus.summary()
+        };
+        self.post(&FromWorker::Corpus { corpus: summary });
+    }
+
+    fn cancel(&self, id: &str) {
+        let queued = {
+            let mut state = self.inner.state.borrow_mut();
+            if let Some(running) = state.running.iter().find(|running| running.id == id) {
+                running.cancel.cancel("cancelled by the user");
+                return;
+            }
+            let position = state.queue.iter().position(|pending| pending.check.id == id);
+            position.and_then(|position| state.queue.remove(position)).map(|pending| pending.check)
+        };
+        let queued = queued.or_else(|| {
+            // Waiting for the page's credentials after a reload.
+            let mut awaiting = self.inner.awaiting_queue.borrow_mut();
+            let position = awaiting.iter().position(|meta| meta.check.id == id)?;
+            Some(awaiting.remove(position).check)
+        });
+        if queued.is_none() {
+            let resumed = {
+                let mut awaiting = self.inner.awaiting.borrow_mut();
+                let position = awaiting.iter().position(|waiting| waiting.meta.check.id == id);
+                position.map(|position| awaiting.remove(position))
+            };
+            if let Some(Awaiting { meta, store, session, corpus }) = resumed {
+                // Ended through the core, so what its session had spent is reported.
+                let cancel = Cancel::new();
+                cancel.cancel("cancelled by the user");
+                let provider = meta.provider.clone();
+                self.resume(meta, provider, cancel, store, session, corpus);
+            }
+        }
+        if let Some(check) = queued {
+            self.finished(CheckResult {
+                id: check.id,
+                claim: check.claim,
+                outcome: Outcome::Failed {
+                    failure: cancelled("cancelled by the user before it started", Spent::default()),
+                },
+                cited: Vec::new(),
+            });
+        }
+    }
+
+    /// Adds items and files to the named corpus `name` (created when missing), all or
+    /// nothing, indexes it, and answers with one message.
+    fn add_to_corpus(&self, name: String, items: Vec<Item>, files: Vec<NamedText>) {
+        let mut next = self.inner.state.borrow().named.get(&name).cloned().unwrap_or_default();
+        let mut added = Ok(0);
+        if !items.is_empty() {
+            let passages =
+                items.into_iter().map(|Item { id, text }| Passage { id, text }).collect();
+            added = next.add(passages, "items");
+        }
+        for file in &files {
+            if added.is_err() {
+                break;
+            }
+            added = next.add_file(&file.name, &file.text);
+        }
+        match added {
+            Err(rejected) => self.post(&FromWorker::NamedCorpusRejected {
+                name,
+                file: rejected.file,
+                line: rejected.line,
+                message: rejected.message,
+            }),
+            Ok(_) => {
+                let host = &self.inner.host;
+                if !next.current().corpus().is_empty() {
+                    next.index(|| host.now_ms());
+                }
+                let corpus = next.summary();
+                self.inner.state.borrow_mut().named.insert(name.clone(), next);
+                self.post(&FromWorker::NamedCorpus { name, corpus });
+            }
+        }
+    }
+
+    /// Records a finished check: posts it, saves the results, deletes its session, starts the
+    /// next queued check.
+    fn finished(&self, result: CheckResult) {
+        let id = result.id.clone();
+        let was_unfinished = {
+            let mut state = self.inner.state.borrow_mut();
+            state.running.retain(|running| running.id != id);
+            let before = state.unfinished.len();
+            state.unfinished.retain(|meta| meta.check.id != id);
+            state.unfinished.len() != before
+        };
+        self.post(&FromWorker::Finished { result: result.clone() });
+        // The result is saved before the check leaves the saved unfinished ones, so a reload
+        // between the two writes finds it finished.
+        self.record_result(result);
+        self.inner.host.end_session(&id);
+        if was_unfinished {
+            self.save_unfinished();
+        }
+        self.pump();
+    }
+
+    fn record_result(&self, result: CheckResult) {
+        let mut state = self.inner.state.borrow_mut();
+        state.results.retain(|kept| kept.id != result.id);
+        state.results.push(result);
+        self.inner.host.save_results(&state.results);
+    }
+
+    /// How many checks run and wait (for tests and diagnostics).
+    #[must_use]
+    pub fn load(&self) -> (usize, usize) {
+        let state = self.inner.state.borrow();
+        (state.running.len(), state.queue.len())
+    }
+
+    /// The current corpus.
+    #[must_use]
+    pub fn corpus(&self) -> Arc<IndexedCorpus> {
+        self.inner.state.borrow().corpus.current().clone()
+    }
+}

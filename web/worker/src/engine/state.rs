@@ -1,0 +1,49 @@
+//! The engine's state: the corpora, the results, the queue and the running checks.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use verity_core::indexed::IndexedCorpus;
+use verity_core::{Cancel, Job, Session, ToolOutput};
+use verity_messages::{CheckRequest, CheckResult, ProviderChoice};
+
+use crate::corpus::CorpusState;
+use crate::saved::SessionMeta;
+
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) check: CheckRequest,
+    pub(super) provider: ProviderChoice,
+    /// A named corpus (taken when the check was asked for); `None`: the main corpus.
+    pub(super) corpus: Option<Arc<IndexedCorpus>>,
+}
+
+#[derive(Debug)]
+pub(super) struct Running {
+    pub(super) id: String,
+    pub(super) cancel: Cancel,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    pub(super) corpus: CorpusState,
+    /// The named corpora ([`ToWorker::AddToCorpus`]), in memory only.
+    pub(super) named: HashMap<String, CorpusState>,
+    pub(super) results: Vec<CheckResult>,
+    pub(super) queue: VecDeque<Pending>,
+    pub(super) running: Vec<Running>,
+    pub(super) concurrency: usize,
+    /// The main corpus's checks not finished yet, as saved ([`Unfinished`]).
+    pub(super) unfinished: Vec<SessionMeta>,
+    /// Page tool calls of running steps waiting for their [`ToWorker::ToolResult`], by step
+    /// id and call id.
+    pub(super) tool_calls: HashMap<(String, String), futures_channel::oneshot::Sender<ToolOutput>>,
+}
+
+/// A resumed session whose provider needs a key the worker did not store.
+pub(super) struct Awaiting<S> {
+    pub(super) meta: SessionMeta,
+    pub(super) store: S,
+    pub(super) session: Session<Job>,
+    pub(super) corpus: Arc<IndexedCorpus>,
+}

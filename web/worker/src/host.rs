@@ -1,0 +1,76 @@
+//! What the engine needs from where it runs ([`Host`]: the page, HTTP, storage, a spawner and a
+//! clock), and what storage gave back at start ([`Restored`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use verity_core::corpus::Passage;
+use verity_core::indexed::IndexedCorpus;
+use verity_core::{HttpClient, Store};
+use verity_messages::{CheckResult, FromWorker};
+
+use crate::saved::{SessionMeta, Unfinished};
+
+/// What the engine needs from where it runs. Every method is called on the worker's one
+/// thread; none may call back into the engine synchronously.
+pub trait Host: 'static {
+    /// The HTTP client for network providers (`fetch` in a browser).
+    type Client: HttpClient + 'static;
+    /// A check's durable session store (IndexedDB in a browser).
+    type Store: Store + 'static;
+
+    /// Sends a message to the page.
+    fn post(&self, message: &FromWorker);
+    /// Runs `task` to completion in the background.
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>);
+    /// Milliseconds on a monotonic clock (for timing the index).
+    fn now_ms(&self) -> f64;
+    /// A client for one check's requests.
+    fn client(&self) -> Self::Client;
+    /// A new, empty session store for the check `meta` describes (its record is written with
+    /// the session's first entries).
+    fn new_session(&self, meta: &SessionMeta) -> Self::Store;
+    /// Deletes a check's session (it finished and its result is saved).
+    fn end_session(&self, id: &str);
+    /// Saves the corpus (replacing what was saved).
+    fn save_corpus(&self, corpus: &Arc<IndexedCorpus>);
+    /// Saves the finished results (replacing what was saved).
+    fn save_results(&self, results: &[CheckResult]);
+    /// Saves the checks asked for and not finished yet (replacing what was saved), so a
+    /// reload re-queues the ones that had not started.
+    fn save_unfinished(&self, unfinished: &Unfinished);
+}
+
+/// A session found in storage at start, with its store.
+#[derive(Debug)]
+pub struct StoredSession<S> {
+    /// What it is.
+    pub meta: SessionMeta,
+    /// Where its log is.
+    pub store: S,
+}
+
+/// What the host restored from storage at start.
+#[derive(Debug)]
+pub struct Restored<S> {
+    /// The corpus items, in order.
+    pub items: Vec<Passage>,
+    /// Finished results.
+    pub results: Vec<CheckResult>,
+    /// Sessions of checks that were running.
+    pub sessions: Vec<StoredSession<S>>,
+    /// The checks asked for and not finished ([`Host::save_unfinished`]).
+    pub unfinished: Unfinished,
+}
+
+impl<S> Default for Restored<S> {
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            results: Vec::new(),
+            sessions: Vec::new(),
+            unfinished: Unfinished::default(),
+        }
+    }
+}
