@@ -123,6 +123,7 @@ pub use run_failure::{Failed, FailureKindOf};
 pub use schema::{Schema, SchemaError, Violation};
 pub use scripted::{SCRIPT_EXHAUSTED, ScriptedModel};
 pub use session::{
-    DurableLog, MemoryStore, Session, SessionOutput, Store, UNKNOWN_OUTCOME, interrupted_outcome,
+    Append, DurableLog, MemoryStore, Session, SessionOutput, Store, UNKNOWN_OUTCOME,
+    interrupted_outcome,
 };
 pub use step::{FailureKind, Step, StepBuilder, StepFailed, StepOptions, step, value_step};

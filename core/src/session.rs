@@ -65,24 +65,25 @@ fn misuse(message: impl Into<String>) -> SessionError {
 /// core, the trait has no `Send` bound.
 ///
 /// The store is where leases are enforced: [`append`](Self::append) must refuse a stale lease
-/// and entries that do not follow on, atomically with the write ([`Log::extend_guarded`] does
-/// both for a store that keeps a [`Log`]).
+/// and entries that do not follow on, atomically with the write. A store that keeps the log
+/// itself holds a [`DurableLog`], whose methods are each operation's whole rule: the store
+/// reads it, applies the operation and writes it back in one transaction.
 #[allow(async_fn_in_trait)] // not `Send` on purpose, as `Transport`
 pub trait Store {
-    /// Appends `entries` (written by a driver holding `lease` since its last append) if
-    /// `lease` is current and the entries follow on; see [`Log::extend_guarded`]. Durable once
-    /// it returns `Ok`.
+    /// Appends the entries of `append` (written by a driver since its last append) if its
+    /// lease is current and the entries follow on ([`DurableLog::append`]). Durable once it
+    /// returns `Ok`.
     ///
     /// # Errors
     /// [`SessionError::StaleLease`] after a takeover, [`SessionError::Corrupt`] when the
     /// entries do not follow on, [`SessionError::Store`] when the write failed.
-    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError>;
+    async fn append(&self, append: Append<'_>) -> Result<(), SessionError>;
 
-    /// Everything stored, as a log.
+    /// Everything stored.
     ///
     /// # Errors
     /// [`SessionError::Store`] or [`SessionError::Corrupt`].
-    async fn load(&self) -> Result<Log, SessionError>;
+    async fn load(&self) -> Result<DurableLog, SessionError>;
 
     /// Takes the session over for `holder`: appends a lease one epoch above the current one,
     /// after which appends with any older lease are refused.
@@ -96,6 +97,35 @@ pub trait Store {
     /// # Errors
     /// [`SessionError::StaleLease`], [`SessionError::Store`].
     async fn check_lease(&self, lease: Option<&Lease>) -> Result<(), SessionError>;
+}
+
+/// One guarded write for [`Store::append`]: a driver's new entries and the lease it writes
+/// them with. Opaque to a store that keeps a [`DurableLog`] (it hands the write over whole);
+/// a store that keeps entries another way reads them ([`entries`](Self::entries)).
+#[derive(Debug, Clone, Copy)]
+pub struct Append<'a> {
+    entries: &'a [Entry],
+    lease: Option<&'a Lease>,
+}
+
+impl<'a> Append<'a> {
+    /// A write of `entries` with `lease`.
+    #[must_use]
+    pub fn new(entries: &'a [Entry], lease: Option<&'a Lease>) -> Self {
+        Self { entries, lease }
+    }
+
+    /// The entries, in order.
+    #[must_use]
+    pub fn entries(&self) -> &'a [Entry] {
+        self.entries
+    }
+
+    /// The lease they are written with.
+    #[must_use]
+    pub fn lease(&self) -> Option<&'a Lease> {
+        self.lease
+    }
 }
 
 /// The store side of a session's log, in the form a store persists (text): what a [`Store`]
@@ -129,12 +159,13 @@ impl DurableLog {
         self.log.to_jsonl()
     }
 
-    /// [`Store::append`]: appends `entries` if `lease` is current and they follow on.
+    /// [`Store::append`]: appends the entries if the lease is current and they follow on
+    /// ([`Log::extend_guarded`]).
     ///
     /// # Errors
     /// As [`Store::append`].
-    pub fn append(&mut self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
-        self.log.extend_guarded(entries, lease)
+    pub fn append(&mut self, append: Append<'_>) -> Result<(), SessionError> {
+        self.log.extend_guarded(append.entries, append.lease)
     }
 
     /// [`Store::take_lease`]: a lease one epoch above the current one, for `holder`.
@@ -191,12 +222,12 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
-    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
-        self.log.borrow_mut().append(entries, lease)
+    async fn append(&self, append: Append<'_>) -> Result<(), SessionError> {
+        self.log.borrow_mut().append(append)
     }
 
-    async fn load(&self) -> Result<Log, SessionError> {
-        Ok(self.log())
+    async fn load(&self) -> Result<DurableLog, SessionError> {
+        Ok(self.log.borrow().clone())
     }
 
     async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {
@@ -415,7 +446,7 @@ where
     /// # Errors
     /// As [`Store::load`] and [`resume`](Self::resume).
     pub async fn open(store: &impl Store, lease: Option<Lease>) -> Result<Self, SessionError> {
-        Self::resume(store.load().await?, lease)
+        Self::resume(store.load().await?.into_log(), lease)
     }
 
     /// Appends with this lease from now on.
@@ -466,7 +497,7 @@ where
         if unsynced.is_empty() {
             store.check_lease(self.lease.as_ref()).await
         } else {
-            store.append(unsynced, self.lease.as_ref()).await?;
+            store.append(Append::new(unsynced, self.lease.as_ref())).await?;
             self.mark_synced();
             Ok(())
         }

@@ -13,12 +13,12 @@ use std::collections::HashMap;
 use common::*;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use verity_core::log::{Entry, Record};
+use verity_core::log::Record;
 use verity_core::session::UNKNOWN_OUTCOME;
 use verity_core::{
-    AssistantMessage, Lease, Log, MemoryStore, Message, ModelRequest, Schema, Session,
-    SessionError, Step, Store, Tool, ToolCall, ToolOutput, Tools, Transport, drive_session,
-    value_step,
+    Append, AssistantMessage, DurableLog, Lease, Log, MemoryStore, Message, ModelRequest, Schema,
+    Session, SessionError, Step, Store, Tool, ToolCall, ToolOutput, Tools, Transport,
+    drive_session, value_step,
 };
 
 type ValueStep = Step<Value>;
@@ -122,25 +122,29 @@ impl Crashing {
 }
 
 impl Store for Crashing {
-    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
+    async fn append(&self, append: Append<'_>) -> Result<(), SessionError> {
         match self.crash_at.get() {
             Some((0, after_write)) => {
                 self.crash_at.set(None);
                 if after_write {
-                    self.inner.append(entries, lease).await?;
-                } else if entries.iter().any(|e| matches!(e.record, Record::Response { .. })) {
+                    self.inner.append(append).await?;
+                } else if append
+                    .entries()
+                    .iter()
+                    .any(|e| matches!(e.record, Record::Response { .. }))
+                {
                     self.lost_responses.set(self.lost_responses.get() + 1);
                 }
                 Err(SessionError::Store("crashed".to_owned()))
             }
             Some((n, after_write)) => {
                 self.crash_at.set(Some((n - 1, after_write)));
-                self.inner.append(entries, lease).await
+                self.inner.append(append).await
             }
-            None => self.inner.append(entries, lease).await,
+            None => self.inner.append(append).await,
         }
     }
-    async fn load(&self) -> Result<Log, SessionError> {
+    async fn load(&self) -> Result<DurableLog, SessionError> {
         self.inner.load().await
     }
     async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {

@@ -162,6 +162,12 @@ fn a_claim_job_runs_with_no_host_tools_and_reports_its_spend() {
         report["assessment"]["citations"],
         json!(["An April audit found every account record intact."])
     );
+    // The same value, typed, for hosts (the core's `Report`); a step's value is not one.
+    let typed = verity_core::Report::from_job_value(&report).expect("a claim job's value");
+    assert_eq!(typed.route, verity_core::Route::AgentEscalation);
+    assert_eq!(typed.requests, 5);
+    assert_eq!(typed.assessment.citations, ["An April audit found every account record intact."]);
+    assert!(verity_core::Report::from_job_value(&json!({"answer": 42})).is_none());
 
     // A failed check says what it cost: research stops without new evidence here.
     let job = Job::from_json(&claim_config(&corpus, json!({})), &[Arc::clone(&corpus)]).unwrap();
@@ -195,6 +201,34 @@ fn a_failed_step_job_reports_kind_and_spend() {
     let wire = serde_json::to_value(&failed).unwrap();
     assert_eq!(wire["kind"], "invalid-submissions");
     assert_eq!(wire["spent"]["failedAttempts"], 1);
+}
+
+/// Failures a host causes outside the machine have the machine's shape and kinds.
+#[test]
+fn a_host_makes_config_and_cancelled_failures_in_the_core_shape() {
+    let refused = verity_core::JobFailed::config("provider: missing field `model`");
+    assert_eq!(refused.kind(), JobFailureKind::Config);
+    assert_eq!(refused.spent(), verity_core::Spent::default());
+    let wire = serde_json::to_value(&refused).unwrap();
+    assert_eq!(wire["kind"], "config");
+    assert_eq!(wire["message"], "provider: missing field `model`");
+    assert_eq!(serde_json::from_value::<verity_core::JobFailed>(wire).unwrap(), refused);
+
+    let job = Job::from_json(
+        &json!({"kind": "step", "prompt": "p", "schema": answer_schema(), "maxAttempts": 1})
+            .to_string(),
+        &[],
+    )
+    .unwrap();
+    let model = ScriptedModel::new([priced(
+        AssistantMessage::tool_call("c1", "submit", json!({"answer": 42})),
+        0.5,
+    )]);
+    let spent = pollster::block_on(drive(job, &model, &NoTools)).unwrap_err().spent();
+    let cancelled = verity_core::JobFailed::cancelled("taken over by another tab", spent);
+    assert_eq!(cancelled.kind(), JobFailureKind::Cancelled);
+    assert_eq!(cancelled.spent().requests, 1);
+    assert_eq!(serde_json::to_value(&cancelled).unwrap()["kind"], "cancelled");
 }
 
 /// Drives `job` by hand, checking at every output that the owned form has the borrowed form's

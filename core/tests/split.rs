@@ -12,10 +12,11 @@ use serde_json::{Value, json};
 use verity_core::log::{Entry, Record};
 use verity_core::session::UNKNOWN_OUTCOME;
 use verity_core::{
-    AssistantMessage, Cancel, Compaction, DriveOptions, Event, FailureClass, FailureKind, Input,
-    Lease, Log, Machine, MemoryStore, Message, Output, ProviderError, RetryPolicy, Schema,
-    ScriptedModel, Session, SessionError, SessionOutput, Settled, Step, StopReason, Store, Tool,
-    ToolCall, ToolOutput, Tools, drive, drive_session, drive_with, value_step,
+    Append, AssistantMessage, Cancel, Compaction, DriveOptions, DurableLog, Event, FailureClass,
+    FailureKind, Input, Lease, Log, Machine, MemoryStore, Message, Output, ProviderError,
+    RetryPolicy, Schema, ScriptedModel, Session, SessionError, SessionOutput, Settled, Step,
+    StopReason, Store, Tool, ToolCall, ToolOutput, Tools, drive, drive_session, drive_with,
+    value_step,
 };
 
 #[cfg(target_arch = "wasm32")]
@@ -506,14 +507,14 @@ struct FailOnce<F: Fn(&[Entry]) -> bool> {
 }
 
 impl<F: Fn(&[Entry]) -> bool> Store for FailOnce<F> {
-    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
-        if !self.failed.get() && (self.fails)(entries) {
+    async fn append(&self, append: Append<'_>) -> Result<(), SessionError> {
+        if !self.failed.get() && (self.fails)(append.entries()) {
             self.failed.set(true);
             return Err(SessionError::Store("disk full".to_owned()));
         }
-        self.inner.append(entries, lease).await
+        self.inner.append(append).await
     }
-    async fn load(&self) -> Result<Log, SessionError> {
+    async fn load(&self) -> Result<DurableLog, SessionError> {
         self.inner.load().await
     }
     async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {
@@ -576,15 +577,15 @@ struct TakenOverBeforeATool {
 }
 
 impl Store for TakenOverBeforeATool {
-    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
-        if has(entries, |r| matches!(r, Record::ToolStarted { .. }))
+    async fn append(&self, append: Append<'_>) -> Result<(), SessionError> {
+        if has(append.entries(), |r| matches!(r, Record::ToolStarted { .. }))
             && self.inner.log().lease().is_some_and(|l| l.holder == "driver-a")
         {
             self.inner.take_lease("driver-b").await?;
         }
-        self.inner.append(entries, lease).await
+        self.inner.append(append).await
     }
-    async fn load(&self) -> Result<Log, SessionError> {
+    async fn load(&self) -> Result<DurableLog, SessionError> {
         self.inner.load().await
     }
     async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {
@@ -773,4 +774,44 @@ fn a_drive_cancelled_during_a_batch_records_every_open_call_as_aborted() {
     let aborted = verity_core::agent::ABORTED;
     assert_eq!(results, [("l1", aborted), ("p1", aborted), ("l2", aborted)]);
     assert_one_result_per_call(&transcript);
+}
+
+/// The store side of a log (`DurableLog`), which a host's store persists as text: a round trip
+/// through the text keeps every entry, a takeover fences the old lease, and entries that do not
+/// follow on are refused, as `MemoryStore` (which keeps one) refuses them.
+#[test]
+fn a_durable_log_is_the_store_side_of_every_store_operation() {
+    let mut session = Session::start(machine()).unwrap();
+    let mut stored = DurableLog::new();
+    let first = stored.take_lease("first");
+    let _ = session.take_lease("first");
+    let written: Vec<Entry> = session.log().entries().to_vec();
+    stored.append(Append::new(&written[1..], Some(&first))).unwrap();
+    let text = stored.to_text();
+    let read = DurableLog::from_text(&text).unwrap();
+    assert_eq!(read, stored, "{text}");
+    assert_eq!(read.log().entries().len(), written.len());
+    assert!(DurableLog::from_text("{not a log").is_err());
+
+    let mut taken = read.clone();
+    let second = taken.take_lease("second");
+    assert_eq!(second.epoch, first.epoch + 1);
+    assert!(matches!(taken.check_lease(Some(&first)), Err(SessionError::StaleLease { .. })));
+    taken.check_lease(Some(&second)).unwrap();
+    // The same entries again: their ids are taken.
+    assert!(matches!(
+        taken.append(Append::new(&written[1..], Some(&second))),
+        Err(SessionError::Corrupt(_))
+    ));
+}
+
+/// The unknown-outcome rule, one function for every host: a started, unsettled call is run
+/// again only when its tool is replay-safe, and is otherwise settled as an unknown outcome,
+/// the result `Session` records when it resumes such a log.
+#[test]
+fn an_interrupted_call_is_run_again_only_when_replay_safe() {
+    assert_eq!(verity_core::interrupted_outcome(true), None);
+    let unknown = verity_core::interrupted_outcome(false).expect("settled, not run");
+    assert!(unknown.is_error);
+    assert_eq!(unknown.content, UNKNOWN_OUTCOME);
 }

@@ -5,7 +5,7 @@
 //! balancer forwards each request (each invocation attempt, a bidirectional stream) to the
 //! next live worker in turn. A worker that dies breaks its streams; Restate retries those
 //! invocations, and their next attempts go to the workers still alive. In production a real
-//! load balancer (or a platform's) takes this role: see the README.
+//! load balancer (or a platform's) takes this role: see docs/restate.md.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -1,8 +1,7 @@
 //! The two Restate workflows: `ClaimCheck` drives one job durably, `Batch` fans claim checks
 //! out over a corpus with a bounded concurrency and answers a progress query.
 //!
-//! How the job protocol maps onto Restate's journal (see DESIGN.md, "Durable batches on
-//! Restate"): the core's [`Session`] tracks the machine; every answer it is given comes out
+//! How the job protocol maps onto Restate's journal (see docs/design/restate.md): the core's [`Session`] tracks the machine; every answer it is given comes out
 //! of a journaled side effect (`ctx.run`), so a replay after a crash feeds the machine the
 //! same answers without doing the work again:
 //!

@@ -1097,7 +1097,7 @@ fn a_worker_with_an_identity_key_answers_only_its_signed_server() {
         fixture("identity.pem").display().to_string(),
     )];
     let server = Server::start_with_env(&dir.join("data"), Ports::free(), &signing).unwrap();
-    // The server names the public key of the private key it signs with (as the README says to
+    // The server names the public key of the private key it signs with (as docs/restate.md says to
     // find it): the fixture's.
     let log = std::fs::read_to_string(dir.join("data/server.log")).unwrap();
     assert!(log.contains(&format!("kid: \"{public}\"")), "the server's log does not name {public}");

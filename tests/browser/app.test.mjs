@@ -144,7 +144,7 @@ test('the page is interactive before the engine has loaded', async () => {
   const { page, errors, close } = await browser();
   try {
     await watchTimings(page);
-    // Unhindered first: the figures the README reports.
+    // Unhindered first: the figures docs/BENCHMARKS.md reports.
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
     const fast = await page.evaluate(() => ({ fcp: window.__fcp, ready: window.__readyAt }));

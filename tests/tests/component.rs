@@ -708,7 +708,7 @@ fn a_failed_response_decodes_as_a_classified_failure() {
 /// What Rust's standard library imports on wasm32-wasip2 in any component (measured with a
 /// probe that only uses `String`, `HashMap`, `format!` and a panic): wasi-libc's start-up
 /// (environment, exit, the standard streams and their terminal checks, `wasi:io`) and the
-/// `HashMap` seed (`insecure-seed`). See DESIGN.md, "The component".
+/// `HashMap` seed (`insecure-seed`). See docs/design/component.md.
 const STD_IMPORTS: [&str; 14] = [
     "wasi:cli/environment",
     "wasi:cli/exit",

@@ -10,13 +10,13 @@
 //! places that know it.
 
 use verity_messages::{FromJson, FromWorker, ToWorker};
-
-use crate::js::describe;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{ErrorEvent, MessageEvent, Worker, WorkerOptions, WorkerType};
 
-/// Where the worker's loader is, relative to the page (trunk's `{bin}_loader.js`).
+use crate::js::describe;
+
+/// Where the worker's loader is, relative to the page (`web/worker/worker.js`, copied there by `cargo xtask dist`).
 pub const WORKER_URL: &str = "./verity-worker_loader.js";
 
 /// A message for the worker as a JavaScript value (a plain object).

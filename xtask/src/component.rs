@@ -1,5 +1,5 @@
 //! The WebAssembly component (`core/component`, exporting `wit/`): `cargo xtask component`
-//! builds it for wasm32-wasip2 with the small `component` profile, prints its size and
+//! builds it for wasm32-wasip2 with the `wasm-release` profile (stripped), prints its size and
 //! transpiles it for JavaScript with jco; [`test`] then runs its checks: the wasmtime tests
 //! (`tests/tests/component.rs`) and the Node test (`tests/component/*.test.mjs`).
 

@@ -192,7 +192,7 @@ mod timing {
         }
     }
 
-    /// Adds what the open row installed or built (`"installed trunk"`).
+    /// Adds what the open row installed or built (`"installed Debian's chromium"`).
     pub fn note(text: impl Into<String>) {
         if let Some(row) = rows().last_mut() {
             row.notes.push(text.into());

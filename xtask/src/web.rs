@@ -5,7 +5,7 @@
 //! The app is built without a bundler, in the three steps a bundler would take: one cargo build
 //! of the UI and the worker for wasm32 (one invocation, so the crates they share are compiled
 //! once with one feature set), `wasm-bindgen --target web` on each, `wasm-opt -Oz` on each
-//! (release), and the page's static files copied beside them. DESIGN.md says why (trunk's
+//! (release), and the page's static files copied beside them. docs/design/web.md says why (trunk's
 //! install alone cost CI eight minutes for these steps).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -294,13 +294,16 @@ pub fn size(_args: &[String]) -> Result {
     let (Some(ui), Some(worker)) = (ui, worker) else {
         return Err(format!("{}: the UI's or the worker's wasm is missing", dir.display()));
     };
-    let worker_state =
-        if worker <= WORKER_GOAL { "met" } else { "missed (README: where the bytes go)" };
+    let worker_state = if worker <= WORKER_GOAL {
+        "met"
+    } else {
+        "missed (docs/BENCHMARKS.md: where the bytes go)"
+    };
     println!("the engine worker's wasm: {worker} B gzip, goal {WORKER_GOAL} B: {worker_state}");
     if ui > UI_GOAL {
         return Err(format!(
             "the UI's wasm is {ui} B gzip, over its {UI_GOAL} B goal: the page paints from it \
-             (README's size section says where its bytes go and what keeps it small)"
+             (docs/BENCHMARKS.md says where its bytes go and what keeps it small)"
         ));
     }
     println!("the UI's wasm: {ui} B gzip, goal {UI_GOAL} B: met");
@@ -310,7 +313,7 @@ pub fn size(_args: &[String]) -> Result {
 /// The goal for the UI's wasm, gzip -9 bytes: enforced (`size` fails over it, and with it
 /// `cargo xtask dist` and the browser tests).
 const UI_GOAL: u64 = 150_000;
-/// The goal for the engine worker's wasm, gzip -9 bytes: reported (missed; the README says
+/// The goal for the engine worker's wasm, gzip -9 bytes: reported (missed; docs/BENCHMARKS.md says
 /// where the bytes go and why they stay).
 const WORKER_GOAL: u64 = 600_000;
 

@@ -1,17 +1,9 @@
 //! Verity's engine in a Web Worker.
 //!
 //! The page (the Leptos UI, or any JavaScript page) starts the worker as a module worker and
-//! talks to it with `postMessage`. With trunk (in `index.html`):
-//!
-//! ```html
-//! <link data-trunk rel="rust" href="web/worker/Cargo.toml" data-bin="verity-worker"
-//!       data-type="worker" data-bindgen-target="web" data-loader-shim data-wasm-opt="z"
-//!       data-cargo-profile-release="wasm-release"/>
-//! ```
-//!
-//! which emits `verity-worker.js`, `verity-worker_bg.wasm` and `verity-worker_loader.js`
-//! (the binary's name, not hashed). Without trunk, `wasm-bindgen --target web` on the
-//! binary's wasm gives the first two and `web/worker/worker.js` is the loader. Then:
+//! talks to it with `postMessage`. `cargo xtask dist` builds this crate's binary for wasm32,
+//! binds it with `wasm-bindgen --target web` (`verity-worker.js`, `verity-worker_bg.wasm`) and
+//! copies `web/worker/worker.js` beside them as the loader, `verity-worker_loader.js`. Then:
 //!
 //! ```js
 //! const worker = new Worker("./verity-worker_loader.js", { type: "module" });

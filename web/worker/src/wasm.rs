@@ -14,7 +14,7 @@ use js_sys::{Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
 use verity_core::corpus::Passage;
 use verity_core::indexed::IndexedCorpus;
-use verity_core::{DurableLog, Entry, Lease, Log};
+use verity_core::{Append, DurableLog, Lease};
 use verity_core::{
     HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead, SessionError, Store,
 };
@@ -345,12 +345,12 @@ fn parse_record(value: Option<JsValue>) -> Result<DurableLog, SessionError> {
 }
 
 impl Store for IdbStore {
-    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
-        self.update(|log| log.append(entries, lease)).await
+    async fn append(&self, append: Append<'_>) -> Result<(), SessionError> {
+        self.update(|log| log.append(append)).await
     }
 
-    async fn load(&self) -> Result<Log, SessionError> {
-        Ok(self.read().await?.into_log())
+    async fn load(&self) -> Result<DurableLog, SessionError> {
+        self.read().await
     }
 
     async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {

@@ -13,7 +13,7 @@ use futures_util::task::LocalSpawnExt;
 use serde_json::json;
 use verity_core::corpus::Passage;
 use verity_core::indexed::IndexedCorpus;
-use verity_core::log::{Entry, Lease, Log};
+use verity_core::{Append, DurableLog, Lease};
 use verity_core::{
     ClaimStage, Delta, Event, HttpBody, HttpClient, HttpFailure, HttpRequest, MemoryStore,
     ResponseHead, SessionError, StopReason, Store, Usage,
@@ -80,12 +80,12 @@ async fn yield_once() {
 }
 
 impl Store for Shared {
-    async fn append(&self, entries: &[Entry], lease: Option<&Lease>) -> Result<(), SessionError> {
+    async fn append(&self, append: Append<'_>) -> Result<(), SessionError> {
         yield_once().await;
         self.1.pass().await;
-        self.0.append(entries, lease).await
+        self.0.append(append).await
     }
-    async fn load(&self) -> Result<Log, SessionError> {
+    async fn load(&self) -> Result<DurableLog, SessionError> {
         self.0.load().await
     }
     async fn take_lease(&self, holder: &str) -> Result<Lease, SessionError> {

@@ -200,6 +200,6 @@ async fn open_session<S: Store>(
     corpus: &Arc<IndexedCorpus>,
 ) -> Result<Session<Job>, SessionError> {
     let lease = store.take_lease("worker").await?;
-    let log = store.load().await?;
+    let log = store.load().await?.into_log();
     with_corpora(std::slice::from_ref(corpus), || Session::resume(log, Some(lease)))
 }
