@@ -234,8 +234,8 @@ fn test() -> Result {
 /// The checks. Each artifact is built once (DESIGN.md, "Why each build exists"): host check
 /// (clippy, docs), host dev (every native test, the conformance runner), the component
 /// (wasm32-wasip2, `wasm-release`, shared by wasmtime and jco), wasm32 dev (the core's tests
-/// and the suite under Node) and the app (wasm32, `wasm-release`, UI and worker in one build,
-/// shared by the size check and the browser tests).
+/// and the suite under Node) and the app (wasm32, `wasm-release`, the UI and the worker, shared
+/// by the size check and the browser tests).
 fn checks() -> Result {
     section("tools (each installed only when missing)");
     setup::rust_targets()?;
