@@ -97,6 +97,16 @@ pub fn stringify(value: &Value) -> Result<String, String> {
     js_sys::JSON::stringify(&to_js(value)).map(String::from).map_err(|error| describe(&error))
 }
 
+/// A JavaScript error in words.
+pub fn describe(error: &JsValue) -> String {
+    error
+        .dyn_ref::<js_sys::Error>()
+        .map(|error| String::from(error.message()))
+        .or_else(|| error.as_string())
+        .or_else(|| js_sys::JSON::stringify(error).ok().map(String::from))
+        .unwrap_or_else(|| "an error the browser did not describe".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,14 +121,4 @@ mod tests {
         assert_eq!(json_number(f64::INFINITY), Value::Null);
         assert!(json_number(1e20).is_f64(), "beyond u64 stays a float");
     }
-}
-
-/// A JavaScript error in words.
-pub fn describe(error: &JsValue) -> String {
-    error
-        .dyn_ref::<js_sys::Error>()
-        .map(|error| String::from(error.message()))
-        .or_else(|| error.as_string())
-        .or_else(|| js_sys::JSON::stringify(error).ok().map(String::from))
-        .unwrap_or_else(|| "an error the browser did not describe".to_owned())
 }

@@ -199,7 +199,15 @@ fn newest_source() -> SystemTime {
 fn answer(mut stream: TcpStream) -> Result {
     stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
     let mut head = String::new();
-    BufReader::new((&stream).take(16 * 1024)).read_line(&mut head).map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new((&stream).take(16 * 1024));
+    reader.read_line(&mut head).map_err(|e| e.to_string())?;
+    // The rest of the request's head is read too (and ignored): closing a socket with unread
+    // bytes resets the connection, which can cut off the response on its way.
+    let mut line = String::new();
+    while reader.read_line(&mut line).map_err(|e| e.to_string())? > 0 && !line.trim_end().is_empty()
+    {
+        line.clear();
+    }
     let mut words = head.split_whitespace();
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let path = target.split(['?', '#']).next().unwrap_or("");

@@ -2,13 +2,16 @@
 //! concurrency, durable sessions, and the conversion of the core's values into messages. The
 //! wasm glue (or a native test) is its [`Host`].
 //!
-//! One module per concept: `state` (what the engine holds), `resume` (start, and sessions
-//! resumed after a reload), `schedule` (the queue and its concurrency), `check` (one check
-//! through the core, and the failures the worker reports), `page_tools` (steps whose tools the
-//! page runs). The host side is [`crate::host`]; what is saved of a check is [`crate::saved`].
+//! One module per concept: `state` (what the engine holds), `corpora` (the main corpus and
+//! the named ones: adding, removing, indexing), `resume` (start, and sessions resumed after a
+//! reload), `schedule` (the queue and its concurrency), `check` (one check through the core,
+//! and the failures the worker reports), `results` (a finished check recorded and saved),
+//! `page_tools` (steps whose tools the page runs). The host side is [`crate::host`]; what is saved of a check is [`crate::saved`].
 
 mod check;
+mod corpora;
 mod page_tools;
+mod results;
 mod resume;
 mod schedule;
 mod state;
@@ -21,9 +24,8 @@ use serde_json::Value;
 use verity_core::corpus::Passage;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::{Cancel, Spent, ToolOutput};
-use verity_messages::{CheckResult, FromWorker, Item, NamedText, Outcome, ToWorker};
+use verity_messages::{CheckResult, FromWorker, Item, Outcome, ToWorker};
 
-use crate::corpus::Rejected;
 use crate::demo::{DEMO_CLAIMS, demo_passages};
 use crate::host::Host;
 use crate::saved::SessionMeta;
@@ -234,38 +236,6 @@ impl<H: Host> Engine<H> {
         }
     }
 
-    fn reject(&self, rejected: Rejected) {
-        self.post(&FromWorker::FileRejected {
-            file: rejected.file,
-            line: rejected.line,
-            message: rejected.message,
-        });
-    }
-
-    /// Posts the new corpus (not indexed yet), saves it, then indexes it and posts again.
-    fn corpus_changed(&self) {
-        let (summary, current) = {
-            let state = self.inner.state.borrow();
-            (state.corpus.summary(), state.corpus.current().clone())
-        };
-        self.post(&FromWorker::Corpus { corpus: summary });
-        self.inner.host.save_corpus(&current);
-        self.index();
-    }
-
-    fn index(&self) {
-        let summary = {
-            let mut state = self.inner.state.borrow_mut();
-            if state.corpus.current().corpus().is_empty() || state.corpus.current().is_indexed() {
-                return;
-            }
-            let host = &self.inner.host;
-            state.corpus.index(|| host.now_ms());
-            state.corpus.summary()
-        };
-        self.post(&FromWorker::Corpus { corpus: summary });
-    }
-
     fn cancel(&self, id: &str) {
         let queued = {
             let mut state = self.inner.state.borrow_mut();
@@ -306,70 +276,6 @@ impl<H: Host> Engine<H> {
                 cited: Vec::new(),
             });
         }
-    }
-
-    /// Adds items and files to the named corpus `name` (created when missing), all or
-    /// nothing, indexes it, and answers with one message.
-    fn add_to_corpus(&self, name: String, items: Vec<Item>, files: Vec<NamedText>) {
-        let mut next = self.inner.state.borrow().named.get(&name).cloned().unwrap_or_default();
-        let mut added = Ok(0);
-        if !items.is_empty() {
-            let passages =
-                items.into_iter().map(|Item { id, text }| Passage { id, text }).collect();
-            added = next.add(passages, "items");
-        }
-        for file in &files {
-            if added.is_err() {
-                break;
-            }
-            added = next.add_file(&file.name, &file.text);
-        }
-        match added {
-            Err(rejected) => self.post(&FromWorker::NamedCorpusRejected {
-                name,
-                file: rejected.file,
-                line: rejected.line,
-                message: rejected.message,
-            }),
-            Ok(_) => {
-                let host = &self.inner.host;
-                if !next.current().corpus().is_empty() {
-                    next.index(|| host.now_ms());
-                }
-                let corpus = next.summary();
-                self.inner.state.borrow_mut().named.insert(name.clone(), next);
-                self.post(&FromWorker::NamedCorpus { name, corpus });
-            }
-        }
-    }
-
-    /// Records a finished check: posts it, saves the results, deletes its session, starts the
-    /// next queued check.
-    fn finished(&self, result: CheckResult) {
-        let id = result.id.clone();
-        let was_unfinished = {
-            let mut state = self.inner.state.borrow_mut();
-            state.running.retain(|running| running.id != id);
-            let before = state.unfinished.len();
-            state.unfinished.retain(|meta| meta.check.id != id);
-            state.unfinished.len() != before
-        };
-        self.post(&FromWorker::Finished { result: result.clone() });
-        // The result is saved before the check leaves the saved unfinished ones, so a reload
-        // between the two writes finds it finished.
-        self.record_result(result);
-        self.inner.host.end_session(&id);
-        if was_unfinished {
-            self.save_unfinished();
-        }
-        self.pump();
-    }
-
-    fn record_result(&self, result: CheckResult) {
-        let mut state = self.inner.state.borrow_mut();
-        state.results.retain(|kept| kept.id != result.id);
-        state.results.push(result);
-        self.inner.host.save_results(&state.results);
     }
 
     /// How many checks run and wait (for tests and diagnostics).

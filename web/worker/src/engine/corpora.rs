@@ -1,0 +1,77 @@
+//! The corpora: the main one (stored, indexed after every change) and the named ones of the
+//! embedding (in memory), and how their changes are answered.
+
+use verity_core::corpus::Passage;
+use verity_messages::{FromWorker, Item, NamedText};
+
+use super::{Engine, Host};
+use crate::corpus::Rejected;
+
+impl<H: Host> Engine<H> {
+    pub(super) fn reject(&self, rejected: Rejected) {
+        self.post(&FromWorker::FileRejected {
+            file: rejected.file,
+            line: rejected.line,
+            message: rejected.message,
+        });
+    }
+
+    /// Posts the new corpus (not indexed yet), saves it, then indexes it and posts again.
+    pub(super) fn corpus_changed(&self) {
+        let (summary, current) = {
+            let state = self.inner.state.borrow();
+            (state.corpus.summary(), state.corpus.current().clone())
+        };
+        self.post(&FromWorker::Corpus { corpus: summary });
+        self.inner.host.save_corpus(&current);
+        self.index();
+    }
+
+    pub(super) fn index(&self) {
+        let summary = {
+            let mut state = self.inner.state.borrow_mut();
+            if state.corpus.current().corpus().is_empty() || state.corpus.current().is_indexed() {
+                return;
+            }
+            let host = &self.inner.host;
+            state.corpus.index(|| host.now_ms());
+            state.corpus.summary()
+        };
+        self.post(&FromWorker::Corpus { corpus: summary });
+    }
+
+    /// Adds items and files to the named corpus `name` (created when missing), all or
+    /// nothing, indexes it, and answers with one message.
+    pub(super) fn add_to_corpus(&self, name: String, items: Vec<Item>, files: Vec<NamedText>) {
+        let mut next = self.inner.state.borrow().named.get(&name).cloned().unwrap_or_default();
+        let mut added = Ok(0);
+        if !items.is_empty() {
+            let passages =
+                items.into_iter().map(|Item { id, text }| Passage { id, text }).collect();
+            added = next.add(passages, "items");
+        }
+        for file in &files {
+            if added.is_err() {
+                break;
+            }
+            added = next.add_file(&file.name, &file.text);
+        }
+        match added {
+            Err(rejected) => self.post(&FromWorker::NamedCorpusRejected {
+                name,
+                file: rejected.file,
+                line: rejected.line,
+                message: rejected.message,
+            }),
+            Ok(_) => {
+                let host = &self.inner.host;
+                if !next.current().corpus().is_empty() {
+                    next.index(|| host.now_ms());
+                }
+                let corpus = next.summary();
+                self.inner.state.borrow_mut().named.insert(name.clone(), next);
+                self.post(&FromWorker::NamedCorpus { name, corpus });
+            }
+        }
+    }
+}

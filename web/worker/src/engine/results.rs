@@ -1,0 +1,36 @@
+//! A finished check: posted, saved with the results, its session deleted, the next one started.
+
+use verity_messages::{CheckResult, FromWorker};
+
+use super::{Engine, Host};
+
+impl<H: Host> Engine<H> {
+    /// Records a finished check: posts it, saves the results, deletes its session, starts the
+    /// next queued check.
+    pub(super) fn finished(&self, result: CheckResult) {
+        let id = result.id.clone();
+        let was_unfinished = {
+            let mut state = self.inner.state.borrow_mut();
+            state.running.retain(|running| running.id != id);
+            let before = state.unfinished.len();
+            state.unfinished.retain(|meta| meta.check.id != id);
+            state.unfinished.len() != before
+        };
+        self.post(&FromWorker::Finished { result: result.clone() });
+        // The result is saved before the check leaves the saved unfinished ones, so a reload
+        // between the two writes finds it finished.
+        self.record_result(result);
+        self.inner.host.end_session(&id);
+        if was_unfinished {
+            self.save_unfinished();
+        }
+        self.pump();
+    }
+
+    pub(super) fn record_result(&self, result: CheckResult) {
+        let mut state = self.inner.state.borrow_mut();
+        state.results.retain(|kept| kept.id != result.id);
+        state.results.push(result);
+        self.inner.host.save_results(&state.results);
+    }
+}
