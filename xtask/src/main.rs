@@ -83,35 +83,24 @@ fn node_test_files(dir: &str) -> Result<Vec<PathBuf>> {
 /// read line by line (and echoed): the crates it compiles are counted into the open section's
 /// row of the timing table.
 fn run(command: &mut Command) -> Result {
-    eprintln!("xtask: $ {}", describe(command));
-    let is_cargo = command.get_program() == cargo().get_program();
-    if !is_cargo {
-        let status =
-            command.status().map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
-        return if status.success() {
-            Ok(())
-        } else {
-            Err(format!("failed ({status}): {}", describe(command)))
-        };
-    }
-    let mut child = command
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", describe(command)))?;
-    let mut compiled = 0;
-    if let Some(stderr) = child.stderr.take() {
-        for line in BufReader::new(stderr).lines() {
+    let described = describe(command);
+    eprintln!("xtask: $ {described}");
+    let cannot_start = |e: std::io::Error| format!("cannot start {described}: {e}");
+    let status = if command.get_program() == cargo().get_program() {
+        let mut child = command.stderr(Stdio::piped()).spawn().map_err(cannot_start)?;
+        let mut compiled = 0;
+        for line in BufReader::new(child.stderr.take().expect("piped")).lines() {
             let Ok(line) = line else { break };
             eprintln!("{line}");
             let word = line.trim_start().split(' ').next().unwrap_or("");
-            if matches!(word, "Compiling" | "Checking" | "Documenting") {
-                compiled += 1;
-            }
+            compiled += usize::from(matches!(word, "Compiling" | "Checking" | "Documenting"));
         }
-    }
-    let status = child.wait().map_err(|e| format!("{}: {e}", describe(command)))?;
-    timing::compiled(compiled);
-    if status.success() { Ok(()) } else { Err(format!("failed ({status}): {}", describe(command))) }
+        timing::compiled(compiled);
+        child.wait().map_err(|e| format!("{described}: {e}"))?
+    } else {
+        command.status().map_err(cannot_start)?
+    };
+    if status.success() { Ok(()) } else { Err(format!("failed ({status}): {described}")) }
 }
 
 /// Runs `command` and returns its standard output.
