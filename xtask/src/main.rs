@@ -8,7 +8,8 @@
 //! - `bench retrieve FILE [--corpus CORPUS]`: retrieval figures beside MiniSearch's.
 //! - `batch CLAIMS.jsonl [--corpus C.jsonl] [--provider CONFIG.json] [--workers N]`: a durable batch on Restate.
 //! - `dist [--dev]`: builds the browser app into `dist/` (a static folder).
-//! - `serve [--port N]`: builds and serves the app on <http://127.0.0.1:8090>.
+//! - `serve [--port N] [--release]`: builds and serves the app on <http://127.0.0.1:8090>,
+//!   rebuilding when a source file changes.
 //! - `size`: the gzip size of every file the page loads.
 //! - `component [--test]`: builds the WebAssembly component, prints its size, transpiles it
 //!   with jco; `--test` runs its wasmtime and Node tests.
@@ -27,7 +28,7 @@ mod web;
 type Result<T = ()> = std::result::Result<T, String>;
 
 const USAGE: &str = "usage: cargo xtask <test | conformance FILE... | eval FILE.jsonl \
-     | bench step|claim|retrieve|batch | batch CLAIMS.jsonl [FLAGS] | dist [--dev] | serve [--port N] \
+     | bench step|claim|retrieve|batch | batch CLAIMS.jsonl [FLAGS] | dist [--dev] | serve [--port N] [--release] \
      | size | component [--test]>";
 
 fn main() -> ExitCode {
@@ -391,20 +392,12 @@ mod setup {
     /// install's time (1 m 50 s without them on 2 cores, ~8 min with).
     pub fn wasm_bindgen_cli() -> Result {
         let version = wasm_bindgen_version()?;
-        let installed = Command::new("wasm-bindgen-test-runner")
-            .arg("--version")
-            .output()
-            .ok()
-            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
-            .unwrap_or_default();
-        let bindgen = Command::new("wasm-bindgen")
-            .arg("--version")
-            .output()
-            .ok()
-            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
-            .unwrap_or_default();
-        let has = |text: &str| text.split_whitespace().any(|word| word == version);
-        if has(&installed) && has(&bindgen) {
+        let has = |program: &str| {
+            Command::new(program).arg("--version").output().is_ok_and(|out| {
+                String::from_utf8_lossy(&out.stdout).split_whitespace().any(|w| w == version)
+            })
+        };
+        if has("wasm-bindgen-test-runner") && has("wasm-bindgen") {
             return Ok(());
         }
         eprintln!("xtask: installing wasm-bindgen-cli {version} (about two minutes, once)");
