@@ -50,20 +50,11 @@ pub fn build() -> Result<PathBuf> {
 
 fn size(wasm: &Path) -> Result {
     let raw = std::fs::metadata(wasm).map_err(|e| e.to_string())?.len();
-    let out = Command::new("gzip")
-        .args(["-9", "-c"])
-        .arg(wasm)
-        .output()
-        .map_err(|e| format!("cannot run gzip: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("gzip failed on {}", wasm.display()));
-    }
+    let gzip = crate::web::gzip_size(wasm)?;
     println!(
-        "component: {} bytes ({} KiB), gzip -9 {} bytes ({} KiB): {}",
-        raw,
+        "component: {raw} bytes ({} KiB), gzip -9 {gzip} bytes ({} KiB): {}",
         raw / 1024,
-        out.stdout.len(),
-        out.stdout.len() / 1024,
+        gzip / 1024,
         wasm.display()
     );
     Ok(())

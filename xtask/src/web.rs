@@ -342,7 +342,8 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) -> Result {
     Ok(())
 }
 
-fn gzip_size(file: &Path) -> Result<u64> {
+/// The size of `file` compressed with `gzip -9`.
+pub fn gzip_size(file: &Path) -> Result<u64> {
     let out = Command::new("gzip")
         .args(["-9", "-c"])
         .arg(file)
