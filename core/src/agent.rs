@@ -140,6 +140,13 @@ pub trait Hooks {
         let _ = call;
     }
 
+    /// The server could not read the model's output ([`FailureClass::ModelOutput`]): returns
+    /// whether the loop asks the model again (the policy counts it against its own budget).
+    /// By default it does not, and the run ends as a provider failure.
+    fn unreadable(&mut self) -> bool {
+        false
+    }
+
     /// Asked once every call of a response is judged: whether the run ends with this
     /// response, and whether its host calls still run.
     fn halt(&self) -> Halt {
@@ -532,9 +539,17 @@ impl<H: Hooks> Agent<H> {
         let failure = stop.is_failure().then(|| response.failure_message());
         let calls: Vec<ToolCall> =
             if failure.is_some() { Vec::new() } else { response.tool_calls().cloned().collect() };
+        let unreadable = failure.is_some()
+            && response.error.as_ref().is_some_and(|e| e.class == FailureClass::ModelOutput);
         self.messages.push(Message::Assistant(response));
         if let Some(message) = failure {
-            self.phase = Phase::Ended(End::ProviderFailed { message });
+            // The wire leaves a failed response out, so asking again re-samples the same turn.
+            self.phase =
+                if unreadable && self.spent.turns < self.max_turns && self.hooks.unreadable() {
+                    Phase::AwaitModel { call: self.fresh_id(), delay_ms: 0, retry: 0 }
+                } else {
+                    Phase::Ended(End::ProviderFailed { message })
+                };
             return;
         }
         if calls.is_empty() {

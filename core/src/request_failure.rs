@@ -17,6 +17,11 @@ pub enum FailureClass {
     ContextOverflow,
     /// The output hit its token limit before a usable answer: retry with a larger limit.
     OutputTruncated,
+    /// The server could not read its own model's output (llama.cpp answers HTTP 500 "Failed
+    /// to parse input at pos N" for a tool call it cannot parse): the model's failure, not the
+    /// transport's. A step asks again within its attempt budget (`maxAttempts`, as for an
+    /// invalid submission); the retry layer does not retry it.
+    ModelOutput,
 }
 
 /// What a provider said about a failed request, as the codec read it.
@@ -57,6 +62,9 @@ pub fn classify(status: Option<u16>, error_type: Option<&str>, message: &str) ->
     }
     if mentions(&["max_tokens", "max_output_tokens", "output limit"]) && status != Some(429) {
         return FailureClass::OutputTruncated;
+    }
+    if status == Some(500) && mentions(&["failed to parse input"]) {
+        return FailureClass::ModelOutput;
     }
     if mentions(&["insufficient_quota", "quota", "billing", "credit balance", "payment"]) {
         return FailureClass::NotRetryable;

@@ -172,6 +172,12 @@ impl<T: DeserializeOwned> Hooks for Submit<T> {
         }
     }
 
+    fn unreadable(&mut self) -> bool {
+        // An answer the server could not read is a failed attempt, like an invalid submission.
+        self.failed = self.failed.saturating_add(1);
+        self.failed < self.max_attempts
+    }
+
     fn halt(&self) -> Halt {
         // The budget is checked once the whole response is judged (D2): a valid submission
         // in the same response still wins, and then the response's other calls still run.

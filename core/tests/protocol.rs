@@ -356,3 +356,35 @@ fn configuration_guards() {
     assert_eq!(two.max_attempts, Some(2));
     assert_eq!(StepOptions::default().max_attempts, 3);
 }
+
+/// llama.cpp's answer when it cannot parse the tool call its own model wrote.
+fn unparsable_tool_call() -> AssistantMessage {
+    let body = r#"{"error":{"code":500,"message":"Failed to parse input at pos 12: </tool_call>","type":"server_error"}}"#;
+    let config = verity_core::provider::OpenAiConfig::llama_server("smollm2");
+    verity_core::provider::openai::decode(&verity_core::HttpResponse::new(500, body), &config)
+}
+
+#[test]
+fn an_answer_the_server_could_not_parse_is_a_failed_attempt_not_a_transport_error() {
+    let unreadable = unparsable_tool_call();
+    assert_eq!(unreadable.error.as_ref().unwrap().class, verity_core::FailureClass::ModelOutput);
+    // Asked again within the attempt budget: the second answer is used.
+    let model = ScriptedModel::new([
+        unreadable.clone(),
+        response(vec![call("s1", "submit", json!({"answer": "42"}))]),
+    ]);
+    let machine = answer_step().max_attempts(2).build().unwrap();
+    let value = pollster::block_on(drive(machine, &model, &NoTools)).unwrap();
+    assert_eq!(value, json!({"answer": "42"}));
+    assert_eq!(model.requests(), 2);
+    // Every unreadable answer counts: the budget of one ends the step at the first.
+    let model = ScriptedModel::new([
+        unreadable,
+        response(vec![call("s1", "submit", json!({"answer": "42"}))]),
+    ]);
+    let machine = answer_step().max_attempts(1).build().unwrap();
+    let failed = pollster::block_on(drive(machine, &model, &NoTools)).unwrap_err();
+    assert_eq!(failed.kind(), FailureKind::Provider);
+    assert_eq!(failed.spent().failed_attempts, 1);
+    assert_eq!(model.requests(), 1);
+}

@@ -85,6 +85,7 @@ pub fn load_bytes(location: &str) -> Result<Vec<u8>, String> {
                 headers: Vec::new(),
                 body: String::new(),
                 timeout_ms: Some(300_000),
+                idle_timeout_ms: Some(60_000),
             };
             let client = crate::http::ReqwestClient::new();
             let (head, mut body) = client.send(&request).await.map_err(|e| format!("{e:?}"))?;

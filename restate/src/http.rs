@@ -63,6 +63,7 @@ impl ReqwestClient {
 pub struct ReqwestBody {
     response: reqwest::Response,
     deadline: Option<tokio::time::Instant>,
+    idle: Option<Duration>,
 }
 
 fn failure(error: &reqwest::Error) -> HttpFailure {
@@ -108,16 +109,12 @@ impl HttpClient for ReqwestClient {
         for (name, value) in &request.headers {
             builder = builder.header(name, value);
         }
-        let deadline =
-            request.timeout_ms.map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+        let deadline = request
+            .timeout_ms
+            .and_then(|ms| tokio::time::Instant::now().checked_add(Duration::from_millis(ms)));
+        let idle = request.idle_timeout_ms.map(Duration::from_millis);
         let send = builder.body(request.body.clone()).send();
-        let response = match deadline {
-            Some(deadline) => {
-                tokio::time::timeout_at(deadline, send).await.map_err(|_| HttpFailure::TimedOut)?
-            }
-            None => send.await,
-        }
-        .map_err(|e| failure(&e))?;
+        let response = bounded(send, deadline, idle).await?.map_err(|e| failure(&e))?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
@@ -126,7 +123,7 @@ impl HttpClient for ReqwestClient {
                 (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned())
             })
             .collect();
-        Ok((ResponseHead { status, headers }, ReqwestBody { response, deadline }))
+        Ok((ResponseHead { status, headers }, ReqwestBody { response, deadline, idle }))
     }
 
     async fn wait(&self, delay_ms: u64) {
@@ -138,15 +135,26 @@ impl HttpClient for ReqwestClient {
 
 impl HttpBody for ReqwestBody {
     async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpFailure> {
-        let chunk = self.response.chunk();
-        let chunk = match self.deadline {
-            Some(deadline) => {
-                tokio::time::timeout_at(deadline, chunk).await.map_err(|_| HttpFailure::TimedOut)?
-            }
-            None => chunk.await,
-        };
+        let chunk = bounded(self.response.chunk(), self.deadline, self.idle).await?;
         chunk.map(|bytes| bytes.map(|bytes| bytes.to_vec())).map_err(|e| failure(&e))
     }
+}
+
+/// Awaits `future` until the request's `deadline` ([`HttpFailure::TimedOut`]) or for at most
+/// `idle` ([`HttpFailure::Stalled`]), whichever comes first.
+async fn bounded<F: std::future::Future>(
+    future: F,
+    deadline: Option<tokio::time::Instant>,
+    idle: Option<Duration>,
+) -> Result<F::Output, HttpFailure> {
+    let stall = idle.and_then(|idle| tokio::time::Instant::now().checked_add(idle));
+    let (at, failure) = match (deadline, stall) {
+        (Some(deadline), Some(stall)) if stall < deadline => (stall, HttpFailure::Stalled),
+        (Some(deadline), _) => (deadline, HttpFailure::TimedOut),
+        (None, Some(stall)) => (stall, HttpFailure::Stalled),
+        (None, None) => return Ok(future.await),
+    };
+    tokio::time::timeout_at(at, future).await.map_err(|_| failure)
 }
 
 /// Refuses to send an API key in the clear: `Err` (saying why) when `provider`'s requests
@@ -229,6 +237,7 @@ mod tests {
             headers: vec![("content-type".to_owned(), "application/json".to_owned())],
             body: "{}".to_owned(),
             timeout_ms,
+            idle_timeout_ms: None,
         }
     }
 
@@ -275,6 +284,33 @@ mod tests {
         let failure =
             client.send(&post(format!("http://127.0.0.1:{port}/"), None)).await.unwrap_err();
         assert!(matches!(failure, HttpFailure::Network(_)), "{failure:?}");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_stops_sending_stalls_and_a_huge_deadline_does_not_panic() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut buffer = [0u8; 4096];
+                let _ = std::io::Read::read(&mut stream, &mut buffer);
+                let head =
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {}\n\n";
+                let _ = std::io::Write::write_all(&mut stream, head);
+                std::thread::sleep(std::time::Duration::from_secs(3));
+            }
+        });
+        let client = ReqwestClient::without_waits();
+        let request = HttpRequest {
+            timeout_ms: Some(u64::MAX),
+            idle_timeout_ms: Some(300),
+            ..post(format!("http://127.0.0.1:{port}/"), None)
+        };
+        let (_, mut body) = client.send(&request).await.unwrap();
+        assert_eq!(body.next_chunk().await.unwrap().unwrap(), b"data: {}\n\n");
+        let started = std::time::Instant::now();
+        assert_eq!(body.next_chunk().await.unwrap_err(), HttpFailure::Stalled);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "the idle clock");
     }
 
     /// The client speaks TLS: an `https://` URL starts a TLS handshake (which a server that

@@ -16,35 +16,84 @@ export class JobFailed extends Error {
 const ZERO_USAGE = { input: 0n, output: 0n, cacheRead: 0n, cacheWrite: 0n, cost: 0 };
 
 /** A request that got no response (refused connection, DNS, timeout) as a failed message. */
-function networkFailure(error) {
+function networkFailure(error, clocks) {
   const timedOut = error?.name === 'TimeoutError';
+  const message = clocks?.stalled
+    ? 'the server stalled (no bytes within the idle timeout)'
+    : timedOut || clocks?.timedOut
+      ? 'the request timed out'
+      : `network: ${error?.cause?.message ?? error}`;
   return {
     content: [],
     stopReason: 'error',
-    errorMessage: timedOut ? 'the request timed out' : `network: ${error?.cause?.message ?? error}`,
+    errorMessage: message,
     error: { class: 'retryable', status: undefined, retryAfterMs: undefined, rawBody: undefined },
     usage: ZERO_USAGE,
   };
 }
 
+/**
+ * The request's two clocks: the deadline of the whole exchange (`timeoutMs`) and the longest
+ * wait for the next bytes (`idleTimeoutMs`, re-armed by `progress()`), both aborting `signal`.
+ */
+function clocksOf(request) {
+  const controller = new AbortController();
+  const clocks = { signal: controller.signal, stalled: false, timedOut: false, idle: undefined };
+  const deadline =
+    request.timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          clocks.timedOut = true;
+          controller.abort();
+        }, Number(request.timeoutMs));
+  clocks.progress = () => {
+    clearTimeout(clocks.idle);
+    if (request.idleTimeoutMs === undefined) return;
+    clocks.idle = setTimeout(() => {
+      clocks.stalled = true;
+      controller.abort();
+    }, Number(request.idleTimeoutMs));
+  };
+  clocks.stop = () => {
+    clearTimeout(deadline);
+    clearTimeout(clocks.idle);
+  };
+  clocks.progress();
+  return clocks;
+}
+
 /** Sends one encoded request and decodes the answer (chunk by chunk when streaming). */
 async function send(fetch, codec, job, call) {
   const request = codec.encode(call.request);
+  const clocks = clocksOf(request);
+  try {
+    return await exchange(fetch, codec, job, call, request, clocks);
+  } finally {
+    clocks.stop();
+  }
+}
+
+async function exchange(fetch, codec, job, call, request, clocks) {
   let response;
   try {
     response = await fetch(request.url, {
       method: request.method,
       headers: request.headers,
       body: request.body,
-      signal:
-        request.timeoutMs === undefined ? undefined : AbortSignal.timeout(Number(request.timeoutMs)),
+      signal: clocks.signal,
     });
   } catch (error) {
-    return networkFailure(error);
+    return networkFailure(error, clocks);
   }
+  clocks.progress();
   const headers = [...response.headers];
   if (!codec.isStreaming()) {
-    const body = new Uint8Array(await response.arrayBuffer());
+    let body;
+    try {
+      body = new Uint8Array(await response.arrayBuffer());
+    } catch (error) {
+      return networkFailure(error, clocks);
+    }
     return codec.decode({ status: response.status, headers, body });
   }
   const decoder = codec.decoder(response.status, headers);
@@ -53,6 +102,7 @@ async function send(fetch, codec, job, call) {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
+      clocks.progress();
       for (const delta of decoder.feed(value)) job.recordDelta(call.id, delta);
       if (decoder.isTooLarge()) {
         await reader.cancel();
@@ -61,6 +111,8 @@ async function send(fetch, codec, job, call) {
     }
     return decoder.finish();
   } catch (error) {
+    if (clocks.stalled) return decoder.fail('the server stalled (no bytes within the idle timeout)');
+    if (clocks.timedOut) return decoder.fail('the request timed out');
     return decoder.fail(String(error));
   } finally {
     decoder[Symbol.dispose]();

@@ -20,7 +20,9 @@ use verity_core::{HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead};
 /// A blocking HTTP client. Its futures complete without ever pending, so `pollster` drives
 /// them. Retry waits are recorded, not slept, so tests stay fast and can check them. A
 /// request's `timeout_ms` bounds the whole exchange (ureq's global timeout, head and body),
-/// reported as [`HttpFailure::TimedOut`].
+/// reported as [`HttpFailure::TimedOut`]; its `idle_timeout_ms` bounds the wait for the head
+/// ([`HttpFailure::Stalled`]; ureq keeps no clock between body reads, so a body that stalls
+/// ends at the deadline).
 #[derive(Debug)]
 pub struct BlockingClient {
     agent: ureq::Agent,
@@ -106,6 +108,11 @@ impl HttpClient for BlockingClient {
         if let Some(ms) = request.timeout_ms {
             builder = builder.config().timeout_global(Some(Duration::from_millis(ms))).build();
         }
+        // ureq has no clock between body reads: the idle timeout bounds the wait for the head.
+        if let Some(ms) = request.idle_timeout_ms {
+            builder =
+                builder.config().timeout_recv_response(Some(Duration::from_millis(ms))).build();
+        }
         let response = builder.send(request.body.as_bytes()).map_err(failure)?;
         let status = response.status().as_u16();
         let headers = response
@@ -130,6 +137,7 @@ impl HttpClient for BlockingClient {
 /// A ureq error as the core's typed failure.
 fn failure(error: ureq::Error) -> HttpFailure {
     match error {
+        ureq::Error::Timeout(ureq::Timeout::RecvResponse) => HttpFailure::Stalled,
         ureq::Error::Timeout(_) => HttpFailure::TimedOut,
         ureq::Error::Io(error) if error.kind() == std::io::ErrorKind::TimedOut => {
             HttpFailure::TimedOut

@@ -409,3 +409,129 @@ impl Suite {
             .collect()
     }
 }
+
+/// The scripted model seen through the OpenAI codec in constrained-output mode
+/// ([`OutputMode::JsonSchema`](verity_core::provider::openai::OutputMode)): each request is
+/// encoded as a llama.cpp server would get it (no tools, one `response_format` schema), each
+/// scripted answer is written as such a server would send it (the call as one JSON object in
+/// the content) and decoded by the codec. A scripted answer that constrained output cannot
+/// express (several calls, or text beside a call) makes the scenario not apply.
+#[derive(Debug)]
+pub struct ConstrainedWire<'a> {
+    model: &'a ScriptedModel,
+    config: verity_core::provider::OpenAiConfig,
+    inexpressible: std::cell::Cell<bool>,
+    unconstrained: std::cell::Cell<bool>,
+}
+
+impl<'a> ConstrainedWire<'a> {
+    /// Wraps `model`.
+    #[must_use]
+    pub fn new(model: &'a ScriptedModel) -> Self {
+        let mut config = verity_core::provider::OpenAiConfig::llama_server("scripted");
+        config.output = verity_core::provider::openai::OutputMode::JsonSchema;
+        Self {
+            model,
+            config,
+            inexpressible: std::cell::Cell::new(false),
+            unconstrained: std::cell::Cell::new(false),
+        }
+    }
+
+    fn body(&self, answer: &AssistantMessage) -> Option<Value> {
+        use verity_core::ContentBlock;
+        let mut reasoning = String::new();
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        for block in &answer.content {
+            match block {
+                ContentBlock::Text { text: piece } => text.push_str(piece),
+                ContentBlock::Thinking { thinking, .. } => reasoning.push_str(thinking),
+                ContentBlock::ToolCall(call) => calls.push(call),
+                _ => return None,
+            }
+        }
+        let content = match calls.as_slice() {
+            [] => text,
+            [call] if text.trim().is_empty() => {
+                json!({"tool": call.name, "arguments": call.arguments}).to_string()
+            }
+            _ => return None,
+        };
+        let finish = match answer.stop_reason() {
+            verity_core::StopReason::Length => "length",
+            _ => "stop",
+        };
+        let mut message = json!({"role": "assistant", "content": content});
+        if !reasoning.is_empty() {
+            message["reasoning_content"] = json!(reasoning);
+        }
+        Some(json!({
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": answer.usage.input, "completion_tokens": answer.usage.output},
+        }))
+    }
+}
+
+impl verity_core::Transport for ConstrainedWire<'_> {
+    async fn complete(&self, request: verity_core::ModelRequest<'_>) -> AssistantMessage {
+        let http = verity_core::provider::openai::encode(&request, &self.config);
+        let sent: Value = serde_json::from_str(&http.body).unwrap_or_default();
+        if !request.tools.is_empty()
+            && (sent.get("response_format").is_none() || sent.get("tools").is_some())
+        {
+            self.unconstrained.set(true);
+        }
+        let answer = self.model.answer(request);
+        // A failed answer stands for a transport failure, which the output mode does not change.
+        if answer.stop_reason().is_failure() {
+            return answer;
+        }
+        let Some(body) = self.body(&answer) else {
+            self.inexpressible.set(true);
+            return answer;
+        };
+        let response = verity_core::HttpResponse::new(200, body.to_string());
+        verity_core::provider::openai::decode(&response, &self.config)
+    }
+}
+
+impl Suite {
+    /// Runs one scenario with constrained output (see [`ConstrainedWire`]): `None` when the
+    /// scenario does not apply (a scripted answer constrained output cannot express).
+    ///
+    /// # Errors
+    /// When the scenario cannot be run, or a turn with tools was sent unconstrained.
+    pub fn run_constrained(&self, scenario: &Scenario) -> Result<Option<Observed>, String> {
+        let mut inexpressible = false;
+        let mut unconstrained = false;
+        let observed = self.run_with(scenario, |config, model, tools| {
+            let wire = ConstrainedWire::new(model);
+            let job = Job::from_json(config, &[Arc::clone(tools.corpus())]).map_err(failure)?;
+            let outcome = pollster::block_on(drive(job, &wire, tools)).map_err(failure);
+            inexpressible = wire.inexpressible.get();
+            unconstrained = wire.unconstrained.get();
+            outcome
+        })?;
+        if unconstrained {
+            return Err("a turn with tools was sent without response_format".into());
+        }
+        Ok((!inexpressible).then_some(observed))
+    }
+
+    /// [`Suite::verdicts`] with constrained output: the scenarios that apply.
+    #[must_use]
+    pub fn constrained_verdicts(&self) -> Vec<Verdict> {
+        self.scenarios
+            .iter()
+            .filter_map(|scenario| {
+                let result = match self.run_constrained(scenario) {
+                    Ok(None) => return None,
+                    Ok(Some(observed)) => compare(&scenario.expected, &observed),
+                    Err(why) => Err(format!("cannot run: {why}")),
+                };
+                Some(Verdict { name: scenario.name.clone(), result })
+            })
+            .collect()
+    }
+}

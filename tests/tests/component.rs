@@ -571,6 +571,7 @@ fn check_claim(server: &Aimock, claim: &str, stream: bool) -> Checked {
                     headers: request.headers,
                     body: request.body,
                     timeout_ms: request.timeout_ms,
+                    idle_timeout_ms: request.idle_timeout_ms,
                 };
                 let (head, mut body) =
                     pollster::block_on(client.send(&request)).expect("aimock answers");

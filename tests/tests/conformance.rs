@@ -58,3 +58,23 @@ fn a_file_that_is_not_a_suite_is_refused() {
     let verdicts = suite.verdicts(None);
     assert!(verdicts[0].result.as_ref().unwrap_err().contains("cannot run"));
 }
+
+#[test]
+fn every_scenario_constrained_output_can_express_passes_in_that_mode() {
+    let suite = shipped();
+    let verdicts = suite.constrained_verdicts();
+    let failures: Vec<String> = verdicts
+        .iter()
+        .filter_map(|v| v.result.as_ref().err().map(|why| format!("{}: {why}", v.name)))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {}:\n{}",
+        failures.len(),
+        verdicts.len(),
+        failures.join("\n")
+    );
+    // Most of the suite is one call per answer; the rest (parallel calls, text beside a call)
+    // cannot be said in one JSON object.
+    assert!(verdicts.len() >= 50, "only {} scenarios apply", verdicts.len());
+}

@@ -192,6 +192,7 @@ impl wit_provider::GuestCodec for CodecResource {
             headers: request.headers,
             body: request.body,
             timeout_ms: request.timeout_ms,
+            idle_timeout_ms: request.idle_timeout_ms,
         }
     }
 

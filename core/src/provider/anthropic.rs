@@ -93,9 +93,14 @@ pub struct AnthropicConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
     /// The deadline of each request in milliseconds (`"timeoutMs"`), enforced by the host's
-    /// client ([`HttpRequest::timeout_ms`]); none by default.
+    /// client ([`HttpRequest::timeout_ms`]); [`super::openai::DEFAULT_TIMEOUT_MS`] when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The longest wait for the next bytes of a response (`"idleTimeoutMs"`), enforced by the
+    /// host's client ([`HttpRequest::idle_timeout_ms`]);
+    /// [`super::openai::DEFAULT_IDLE_TIMEOUT_MS`] when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
 }
 
 impl Default for AnthropicConfig {
@@ -114,6 +119,7 @@ impl Default for AnthropicConfig {
             browser_access: true,
             price: None,
             timeout_ms: None,
+            idle_timeout_ms: None,
         }
     }
 }
@@ -134,6 +140,7 @@ impl fmt::Debug for AnthropicConfig {
             .field("browser_access", &self.browser_access)
             .field("price", &self.price)
             .field("timeout_ms", &self.timeout_ms)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
             .finish()
     }
 }
@@ -231,7 +238,10 @@ pub fn encode(request: &ModelRequest<'_>, config: &AnthropicConfig) -> HttpReque
         url: config.url(),
         headers,
         body: Value::Object(body).to_string(),
-        timeout_ms: config.timeout_ms,
+        timeout_ms: Some(config.timeout_ms.unwrap_or(super::openai::DEFAULT_TIMEOUT_MS)),
+        idle_timeout_ms: Some(
+            config.idle_timeout_ms.unwrap_or(super::openai::DEFAULT_IDLE_TIMEOUT_MS),
+        ),
     }
 }
 

@@ -42,6 +42,11 @@ pub struct HttpRequest {
     /// clock: the host enforces it and reports [`HttpFailure::TimedOut`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The longest wait for the next bytes (the head, then each chunk of the body), in
+    /// milliseconds (`"idleTimeoutMs"`): a stalled server ends the request sooner than the
+    /// whole deadline. The host enforces it and reports [`HttpFailure::Stalled`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
 }
 
 impl HttpRequest {
@@ -64,6 +69,7 @@ impl fmt::Debug for HttpRequest {
             .field("headers", &self.shown_headers())
             .field("body", &self.body)
             .field("timeout_ms", &self.timeout_ms)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
             .finish()
     }
 }
@@ -79,6 +85,8 @@ impl Serialize for HttpRequest {
             body: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
             timeout_ms: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            idle_timeout_ms: Option<u64>,
         }
         Shown {
             method: &self.method,
@@ -86,6 +94,7 @@ impl Serialize for HttpRequest {
             headers: self.shown_headers(),
             body: &self.body,
             timeout_ms: self.timeout_ms,
+            idle_timeout_ms: self.idle_timeout_ms,
         }
         .serialize(serializer)
     }
@@ -116,6 +125,8 @@ pub enum HttpFailure {
     Aborted,
     /// The request's deadline ([`HttpRequest::timeout_ms`]) passed: retryable.
     TimedOut,
+    /// No bytes arrived for [`HttpRequest::idle_timeout_ms`]: retryable.
+    Stalled,
     /// The body grew past what the host accepts: not retryable.
     TooLarge,
     /// No connection, a failed lookup, a reset: the host's words. Retryable.
@@ -127,6 +138,9 @@ impl std::fmt::Display for HttpFailure {
         match self {
             HttpFailure::Aborted => write!(f, "the request was aborted"),
             HttpFailure::TimedOut => write!(f, "the request timed out"),
+            HttpFailure::Stalled => {
+                write!(f, "the server stalled (no bytes within the idle timeout)")
+            }
             HttpFailure::TooLarge => write!(f, "the response is too large"),
             HttpFailure::Network(why) => write!(f, "{why}"),
         }
@@ -198,6 +212,7 @@ mod tests {
             headers: Vec::new(),
             body: "{}".into(),
             timeout_ms: None,
+            idle_timeout_ms: None,
         };
         let json = serde_json::to_value(&request).unwrap();
         assert!(json.get("timeoutMs").is_none(), "{json}");

@@ -270,7 +270,9 @@ mod tests {
         let (messages, tools) = testing::conversation();
         let request = testing::request("system", &messages, &tools);
         assert_eq!(anthropic.encode(&request).timeout_ms, Some(30_000), "the host enforces it");
-        assert_eq!(provider.encode(&request).timeout_ms, None, "no deadline unless configured");
+        let defaults = provider.encode(&request);
+        assert_eq!(defaults.timeout_ms, Some(openai::DEFAULT_TIMEOUT_MS), "a deadline by default");
+        assert_eq!(defaults.idle_timeout_ms, Some(openai::DEFAULT_IDLE_TIMEOUT_MS));
         assert_eq!(config.base_url, anthropic::ANTHROPIC_BASE_URL);
         assert_eq!(config.tool_choice, ToolChoice::Tool("submit".into()));
         assert_eq!(config.thinking, Some(Thinking::Enabled { budget_tokens: 2048 }));
@@ -304,6 +306,7 @@ mod tests {
             ],
             body: "{}".into(),
             timeout_ms: None,
+            idle_timeout_ms: None,
         };
         assert_no_key("Debug", &format!("{azure:?}"));
         let serialized = serde_json::to_string(&azure).unwrap();

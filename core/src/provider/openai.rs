@@ -32,7 +32,9 @@ use super::failure::{embedded_error, error_fields, http_error, malformed, redact
 use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
 use super::sse::SseEvent;
-use crate::message::{AssistantMessage, Delta, Message, ModelRequest, Usage};
+use crate::message::{
+    AssistantMessage, ContentBlock, Delta, Message, ModelRequest, ToolCall, ToolSpec, Usage,
+};
 
 /// OpenAI's API base URL.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -56,6 +58,30 @@ pub enum MaxTokensField {
     MaxCompletionTokens,
 }
 
+/// How a turn asks the model for its answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum OutputMode {
+    /// Native tool calling: `tools` and `tool_choice` (the default).
+    #[default]
+    Tools,
+    /// Constrained output: the turn's tools become one JSON Schema sent as `response_format`
+    /// (`{"type": "json_schema"}`), and the answer is read back as the call it names. For
+    /// servers whose tool calling a small model cannot use (llama.cpp without a tool-aware
+    /// chat template, Ollama's OpenAI endpoint); see [`answer_schema`].
+    JsonSchema,
+}
+
+/// The output limit sent when the configuration sets none, so a runaway model is bounded.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The default deadline of a whole request, in milliseconds (5 minutes).
+pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+
+/// The default longest wait for the next bytes of a response, in milliseconds (1 minute).
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 60_000;
+
 /// Where and how to call an OpenAI-compatible server.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -73,7 +99,7 @@ pub struct OpenAiConfig {
     pub stream: bool,
     /// When streaming, ask for the usage chunk (`stream_options.include_usage`).
     pub include_usage: bool,
-    /// The output-token limit, if any.
+    /// The output-token limit; [`DEFAULT_MAX_TOKENS`] when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     /// Which field carries `max_tokens`.
@@ -93,9 +119,15 @@ pub struct OpenAiConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
     /// The deadline of each request in milliseconds (`"timeoutMs"`), enforced by the host's
-    /// client ([`HttpRequest::timeout_ms`]); none by default.
+    /// client ([`HttpRequest::timeout_ms`]); [`DEFAULT_TIMEOUT_MS`] when unset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The longest wait for the next bytes of a response (`"idleTimeoutMs"`), enforced by the
+    /// host's client ([`HttpRequest::idle_timeout_ms`]); [`DEFAULT_IDLE_TIMEOUT_MS`] when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
+    /// How a turn asks for its answer (`"output": "tools" | "json-schema"`).
+    pub output: OutputMode,
 }
 
 impl Default for OpenAiConfig {
@@ -115,6 +147,8 @@ impl Default for OpenAiConfig {
             reasoning_effort: None,
             price: None,
             timeout_ms: None,
+            idle_timeout_ms: None,
+            output: OutputMode::default(),
         }
     }
 }
@@ -136,6 +170,8 @@ impl fmt::Debug for OpenAiConfig {
             .field("reasoning_effort", &self.reasoning_effort)
             .field("price", &self.price)
             .field("timeout_ms", &self.timeout_ms)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .field("output", &self.output)
             .finish()
     }
 }
@@ -163,17 +199,22 @@ impl OpenAiConfig {
         Self { api_key: Some(api_key.into()), ..Self::new(OPENROUTER_BASE_URL, model) }
     }
 
-    /// A local Ollama (`ollama serve`) on its default port.
+    /// A local Ollama (`ollama serve`) on its default port, with constrained output
+    /// ([`OutputMode::JsonSchema`]: its OpenAI endpoint maps `response_format` to its own
+    /// structured outputs, which every model it serves can follow, where tool calling needs a
+    /// model trained for it).
     #[must_use]
     pub fn ollama(model: impl Into<String>) -> Self {
-        Self::new(OLLAMA_BASE_URL, model)
+        Self { output: OutputMode::JsonSchema, ..Self::new(OLLAMA_BASE_URL, model) }
     }
 
     /// A local llama.cpp `llama-server` on its default port (it serves the one model it
-    /// loaded, whatever the name).
+    /// loaded, whatever the name). Constrained output ([`OutputMode::JsonSchema`]): llama.cpp
+    /// uses `tools` only when the model's chat template renders them, and its grammar holds a
+    /// small model to the schema from the first token.
     #[must_use]
     pub fn llama_server(model: impl Into<String>) -> Self {
-        Self::new(LLAMA_SERVER_BASE_URL, model)
+        Self { output: OutputMode::JsonSchema, ..Self::new(LLAMA_SERVER_BASE_URL, model) }
     }
 
     /// The same configuration, streaming or not.
@@ -200,10 +241,20 @@ impl OpenAiConfig {
 /// The request for one model call.
 #[must_use]
 pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest {
+    let constrained = config.output == OutputMode::JsonSchema && !request.tools.is_empty();
     let mut body = Map::new();
     body.insert("model".into(), json!(config.model));
-    body.insert("messages".into(), Value::Array(messages(request)));
-    if !request.tools.is_empty() {
+    let messages = if constrained { constrained_messages(request) } else { messages(request) };
+    body.insert("messages".into(), Value::Array(messages));
+    if constrained {
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {
+                "name": "answer",
+                "schema": answer_schema(request.tools),
+            }}),
+        );
+    } else if !request.tools.is_empty() {
         let tools = request
             .tools
             .iter()
@@ -227,13 +278,11 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
             body.insert("parallel_tool_calls".into(), json!(parallel));
         }
     }
-    if let Some(max) = config.max_tokens {
-        let field = match config.max_tokens_field {
-            MaxTokensField::MaxTokens => "max_tokens",
-            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
-        };
-        body.insert(field.into(), json!(max));
-    }
+    let field = match config.max_tokens_field {
+        MaxTokensField::MaxTokens => "max_tokens",
+        MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+    };
+    body.insert(field.into(), json!(config.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
     if let Some(temperature) = config.temperature.and_then(serde_json::Number::from_f64) {
         body.insert("temperature".into(), Value::Number(temperature));
     }
@@ -262,8 +311,121 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
         url: config.url(),
         headers,
         body: Value::Object(body).to_string(),
-        timeout_ms: config.timeout_ms,
+        timeout_ms: Some(config.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+        idle_timeout_ms: Some(config.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)),
     }
+}
+
+/// The schema a constrained turn's answer must follow: one object naming the tool it calls
+/// and that tool's arguments, `{"tool": name, "arguments": {...}}`, as a `oneOf` when the turn
+/// has several tools. With one tool the object is that tool's parameter schema under a fixed
+/// name (a `const` the grammar writes for the model). The answer names its tool in every case
+/// so that a response decodes without its request: the component's codec and a durable log
+/// replay decode a body alone.
+#[must_use]
+pub fn answer_schema(tools: &[ToolSpec]) -> Value {
+    let mut choices: Vec<Value> = tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "type": "object",
+                "properties": {
+                    "tool": {"const": tool.name},
+                    "arguments": tool.parameters,
+                },
+                "required": ["tool", "arguments"],
+                "additionalProperties": false,
+            })
+        })
+        .collect();
+    if choices.len() == 1 { choices.remove(0) } else { json!({"oneOf": choices}) }
+}
+
+/// The conversation for a constrained turn. The server is sent no tools, so the system prompt
+/// says how to answer and describes each tool, earlier calls are the assistant's JSON answers,
+/// and their results are user messages naming the tool (a template without tool support may
+/// drop or mangle `tool` messages).
+fn constrained_messages(request: &ModelRequest<'_>) -> Vec<Value> {
+    let mut system = request.system.to_owned();
+    if !system.is_empty() {
+        system.push_str("\n\n");
+    }
+    system.push_str(
+        "Answer with one JSON object {\"tool\": <name>, \"arguments\": {...}} that calls one of \
+         these tools:",
+    );
+    for tool in request.tools {
+        system.push_str(&format!("\n- {}: {}", tool.name, tool.description));
+    }
+    let mut out = vec![json!({"role": "system", "content": system})];
+    for message in request.messages {
+        match message {
+            Message::User { text } => out.push(json!({"role": "user", "content": text})),
+            Message::Assistant(response) => {
+                if response.stop_reason().is_failure() {
+                    continue;
+                }
+                let mut content = response.text_content();
+                for call in response.tool_calls() {
+                    if !content.is_empty() {
+                        content.push('\n');
+                    }
+                    let arguments = match &call.arguments {
+                        // Arguments that were not JSON are kept as the text the model wrote.
+                        Value::String(text) => serde_json::from_str(text).unwrap_or(json!(text)),
+                        other => other.clone(),
+                    };
+                    content
+                        .push_str(&json!({"tool": call.name, "arguments": arguments}).to_string());
+                }
+                out.push(json!({"role": "assistant", "content": content}));
+            }
+            Message::ToolResult(result) => out.push(json!({
+                "role": "user",
+                "content": format!("Result of {}: {}", result.tool_name, result.output.content),
+            })),
+        }
+    }
+    out
+}
+
+/// The id given to the call read from a constrained answer (the wire has none).
+pub const CONSTRAINED_CALL_ID: &str = "answer";
+
+/// Reads a constrained answer: text that is exactly one `{"tool", "arguments"}` object becomes
+/// that tool call; anything else (prose, a cut-off object) stays text, for the loop to judge
+/// like any reply that made no call. The arguments are not checked here: the loop validates
+/// them like any other call's.
+fn read_answer(content: Vec<ContentBlock>) -> Vec<ContentBlock> {
+    if content.iter().any(|block| matches!(block, ContentBlock::ToolCall(_))) {
+        return content;
+    }
+    let text: String = content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let Ok(Value::Object(mut answer)) = serde_json::from_str::<Value>(text.trim()) else {
+        return content;
+    };
+    let (Some(Value::String(name)), Some(arguments)) =
+        (answer.remove("tool"), answer.remove("arguments"))
+    else {
+        return content;
+    };
+    if !answer.is_empty() {
+        return content;
+    }
+    let mut out: Vec<ContentBlock> =
+        content.into_iter().filter(|block| !matches!(block, ContentBlock::Text { .. })).collect();
+    out.push(ContentBlock::ToolCall(ToolCall {
+        id: CONSTRAINED_CALL_ID.to_owned(),
+        name,
+        arguments,
+    }));
+    out
 }
 
 fn messages(request: &ModelRequest<'_>) -> Vec<Value> {
@@ -372,7 +534,11 @@ fn decode_unredacted(response: &HttpResponse, config: &OpenAiConfig) -> Assistan
     }
     let ending = ending(choice.get("finish_reason").and_then(Value::as_str));
     let (usage, reported_cost) = usage(body.get("usage"));
-    assemble(blocks.into_content(), ending, usage, config.price.as_ref(), reported_cost, 200)
+    let mut content = blocks.into_content();
+    if config.output == OutputMode::JsonSchema {
+        content = read_answer(content);
+    }
+    assemble(content, ending, usage, config.price.as_ref(), reported_cost, 200)
 }
 
 fn ending(reason: Option<&str>) -> Ending {
@@ -410,6 +576,7 @@ pub struct OpenAiStream {
     state: StreamState,
     finish_reason: Option<String>,
     usage: Option<Value>,
+    output: OutputMode,
 }
 
 impl OpenAiStream {
@@ -424,6 +591,7 @@ impl OpenAiStream {
             ),
             finish_reason: None,
             usage: None,
+            output: config.output,
         }
     }
 
@@ -448,8 +616,12 @@ impl OpenAiStream {
         }
         let ending = ending(self.finish_reason.as_deref());
         let (usage, reported_cost) = usage(self.usage.as_ref());
+        let mut content = self.state.blocks.into_content();
+        if self.output == OutputMode::JsonSchema {
+            content = read_answer(content);
+        }
         assemble(
-            self.state.blocks.into_content(),
+            content,
             ending,
             usage,
             self.state.price.as_ref(),
@@ -566,6 +738,95 @@ mod tests {
 
     fn config() -> OpenAiConfig {
         OpenAiConfig::new("http://127.0.0.1:9/v1/", "gpt-test").header("X-Title", "verity")
+    }
+
+    fn constrained() -> OpenAiConfig {
+        OpenAiConfig { output: OutputMode::JsonSchema, ..config() }
+    }
+
+    #[test]
+    fn a_constrained_turn_sends_one_schema_and_no_tools() {
+        let (messages, tools) = conversation();
+        let http = encode(&request("Be brief.", &messages, &tools), &constrained());
+        let body = http.json();
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none(), "{body}");
+        let format = &body["response_format"];
+        assert_eq!(format["type"], "json_schema");
+        let choices = format["json_schema"]["schema"]["oneOf"].as_array().unwrap();
+        assert_eq!(choices.len(), 2, "one choice per tool");
+        assert_eq!(choices[1]["properties"]["tool"], json!({"const": "submit"}));
+        assert_eq!(choices[1]["properties"]["arguments"], tools[1].parameters);
+        let system = body["messages"][0]["content"].as_str().unwrap();
+        assert!(system.starts_with("Be brief.\n\n"), "{system}");
+        assert!(system.contains("- submit: Submit the answer."), "each tool is described");
+        // Earlier calls are the assistant's answers; results are user messages.
+        assert_eq!(
+            body["messages"][2],
+            json!({"role": "assistant", "content":
+                "Looking it up.\n{\"arguments\":{\"query\":\"tides\"},\"tool\":\"lookup\"}\n{\"arguments\":\"{not json\",\"tool\":\"submit\"}"})
+        );
+        assert_eq!(
+            body["messages"][3],
+            json!({"role": "user", "content": "Result of lookup: The moon's gravity."})
+        );
+        assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS, "an output limit by default");
+        // One tool: its parameter schema under the tool's fixed name, no oneOf.
+        let one = encode(&request("", &messages, &tools[1..]), &constrained()).json();
+        let schema = &one["response_format"]["json_schema"]["schema"];
+        assert_eq!(schema["properties"]["tool"]["const"], "submit");
+        assert_eq!(schema["required"], json!(["tool", "arguments"]));
+        // No tools: nothing to constrain.
+        let free = encode(&request("", &messages, &[]), &constrained()).json();
+        assert!(free.get("response_format").is_none());
+    }
+
+    #[test]
+    fn a_constrained_answer_is_read_as_the_call_it_names() {
+        let answer = |content: &str| {
+            let body = json!({"choices": [{"message": {"content": content},
+                "finish_reason": "stop"}]});
+            decode(&HttpResponse::new(200, body.to_string()), &constrained())
+        };
+        let read = answer("{\"tool\": \"submit\", \"arguments\": {\"text\": \"hi\"}}");
+        assert_eq!(read.stop_reason(), StopReason::ToolUse);
+        let calls: Vec<&ToolCall> = read.tool_calls().collect();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(
+            (calls[0].name.as_str(), &calls[0].arguments),
+            ("submit", &json!({"text": "hi"}))
+        );
+        assert_eq!(read.text_content(), "", "the JSON is the call, not text");
+        // Out of range values are the loop's to refuse, not the codec's.
+        let bounds = answer("{\"tool\": \"submit\", \"arguments\": {\"confidence\": 7}}");
+        assert_eq!(bounds.tool_calls().next().unwrap().arguments["confidence"], 7);
+        for prose in [
+            "I think so.",
+            "{\"tool\": \"submit\"}",
+            "{\"tool\": \"submit\", \"arguments\": {}, \"x\": 1}",
+            "{\"tool\": \"sub",
+        ] {
+            let kept = answer(prose);
+            assert_eq!(kept.tool_calls().count(), 0, "{prose}");
+            assert_eq!(kept.text_content(), prose);
+            assert_eq!(kept.stop_reason(), StopReason::Stop);
+        }
+        // In tools mode the same JSON is only text.
+        let body = json!({"choices": [{"message": {"content": "{\"tool\": \"submit\", \"arguments\": {}}"}}]});
+        assert_eq!(
+            decode(&HttpResponse::new(200, body.to_string()), &config()).tool_calls().count(),
+            0
+        );
+        // Streamed, the answer arrives as text deltas and ends as the call.
+        let mut stream = OpenAiStream::new(&constrained(), 200);
+        let mut deltas = Vec::new();
+        for piece in ["{\"tool\": \"sub", "mit\", \"arguments\": {\"text\": \"yes\"}}"] {
+            let chunk = json!({"choices": [{"delta": {"content": piece}}]});
+            deltas.extend(stream.feed(format!("data: {chunk}\n\n").as_bytes()));
+        }
+        deltas.extend(stream.feed(b"data: [DONE]\n\n"));
+        assert_eq!(deltas.len(), 2, "progress is shown while it streams");
+        let done = stream.finish();
+        assert_eq!(done.tool_calls().next().unwrap().arguments, json!({"text": "yes"}));
     }
 
     #[test]

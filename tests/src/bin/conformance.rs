@@ -1,6 +1,8 @@
 //! `conformance [--kind step|claim] FILE...`: replays scenario files through the real machines,
 //! prints `PASS name` or `FAIL name: ...` per scenario and `N passed, M failed`, and exits
-//! non-zero on any failure or any scenario it cannot run.
+//! non-zero on any failure or any scenario it cannot run. Then the same with constrained output
+//! (`"output": "json-schema"`, the OpenAI codec's JSON Schema mode) for every scenario it can
+//! express: `PASS constrained name` ... and `constrained output: N of T apply, ...`.
 
 use std::process::ExitCode;
 
@@ -49,6 +51,25 @@ fn main() -> ExitCode {
                 }
             }
         }
+        let total = suite.scenarios.len();
+        let constrained = suite.constrained_verdicts();
+        let applied = constrained.len();
+        let mut constrained_failed = 0usize;
+        for verdict in constrained {
+            match verdict.result {
+                Ok(()) => println!("PASS constrained {}", verdict.name),
+                Err(why) => {
+                    constrained_failed += 1;
+                    println!("FAIL constrained {}: {why}", verdict.name);
+                }
+            }
+        }
+        println!(
+            "constrained output: {applied} of {total} apply ({} passed, {constrained_failed} \
+             failed); the rest script several calls or text beside a call in one answer",
+            applied - constrained_failed
+        );
+        failed += constrained_failed;
     }
     println!("{passed} passed, {failed} failed");
     if failed == 0 && passed > 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }

@@ -372,35 +372,59 @@ async fn sleep(ms: u64) {
 }
 
 /// Aborts its request when dropped (a cancelled check drops the request's future or body),
-/// and clears the deadline's timer.
+/// and enforces the request's two clocks: the deadline of the whole exchange (`timeout_ms`)
+/// and the longest wait for the next bytes (`idle_timeout_ms`, re-armed by [`Abort::progress`]).
 struct Abort {
     controller: AbortController,
     timer: Option<(i32, Closure<dyn FnMut()>)>,
+    idle: Option<(Cell<i32>, i32, Closure<dyn FnMut()>)>,
     timed_out: Rc<Cell<bool>>,
+    stalled: Rc<Cell<bool>>,
     done: bool,
 }
 
+/// Calls `callback` after `ms` milliseconds; the timer's id.
+fn set_timer(callback: &Closure<dyn FnMut()>, ms: i32) -> i32 {
+    scope()
+        .set_timeout_with_callback_and_timeout_and_arguments_0(
+            callback.as_ref().unchecked_ref(),
+            ms,
+        )
+        .unwrap_or(0)
+}
+
 impl Abort {
-    fn new(timeout_ms: Option<u64>) -> Result<Self, HttpFailure> {
+    fn new(timeout_ms: Option<u64>, idle_timeout_ms: Option<u64>) -> Result<Self, HttpFailure> {
         let controller = AbortController::new()
             .map_err(|e| HttpFailure::Network(format!("no AbortController: {}", describe(&e))))?;
         let timed_out = Rc::new(Cell::new(false));
-        let timer = timeout_ms.map(|ms| {
-            let (controller, timed_out) = (controller.clone(), Rc::clone(&timed_out));
-            let on_deadline = Closure::<dyn FnMut()>::new(move || {
-                timed_out.set(true);
+        let stalled = Rc::new(Cell::new(false));
+        let on_fire = |flag: &Rc<Cell<bool>>| {
+            let (controller, flag) = (controller.clone(), Rc::clone(flag));
+            Closure::<dyn FnMut()>::new(move || {
+                flag.set(true);
                 controller.abort();
-            });
-            let ms = i32::try_from(ms).unwrap_or(i32::MAX);
-            let id = scope()
-                .set_timeout_with_callback_and_timeout_and_arguments_0(
-                    on_deadline.as_ref().unchecked_ref(),
-                    ms,
-                )
-                .unwrap_or(0);
+            })
+        };
+        let timer = timeout_ms.map(|ms| {
+            let on_deadline = on_fire(&timed_out);
+            let id = set_timer(&on_deadline, i32::try_from(ms).unwrap_or(i32::MAX));
             (id, on_deadline)
         });
-        Ok(Self { controller, timer, timed_out, done: false })
+        let idle = idle_timeout_ms.map(|ms| {
+            let ms = i32::try_from(ms).unwrap_or(i32::MAX);
+            let on_stall = on_fire(&stalled);
+            (Cell::new(set_timer(&on_stall, ms)), ms, on_stall)
+        });
+        Ok(Self { controller, timer, idle, timed_out, stalled, done: false })
+    }
+
+    /// Bytes arrived: the idle clock starts again.
+    fn progress(&self) {
+        if let Some((id, ms, on_stall)) = &self.idle {
+            scope().clear_timeout_with_handle(id.get());
+            id.set(set_timer(on_stall, *ms));
+        }
     }
 
     /// The failure for a rejected `read`.
@@ -421,7 +445,9 @@ impl Abort {
     /// A deadline, a cancel, the browser's refusal (a `TypeError`: CORS, no connection) or
     /// something else.
     fn classify(&self, type_error: bool, message: String) -> HttpFailure {
-        if self.timed_out.get() {
+        if self.stalled.get() {
+            HttpFailure::Stalled
+        } else if self.timed_out.get() {
             HttpFailure::TimedOut
         } else if self.controller.signal().aborted() {
             HttpFailure::Aborted
@@ -437,6 +463,9 @@ impl Drop for Abort {
     fn drop(&mut self) {
         if let Some((id, _)) = self.timer.take() {
             scope().clear_timeout_with_handle(id);
+        }
+        if let Some((id, _, _)) = self.idle.take() {
+            scope().clear_timeout_with_handle(id.get());
         }
         if !self.done {
             self.controller.abort();
@@ -464,7 +493,7 @@ impl HttpClient for FetchClient {
     type Body = FetchBody;
 
     async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, FetchBody), HttpFailure> {
-        let abort = Abort::new(request.timeout_ms)?;
+        let abort = Abort::new(request.timeout_ms, request.idle_timeout_ms)?;
         let headers = Headers::new()
             .map_err(|e| HttpFailure::Network(format!("headers: {}", describe(&e))))?;
         for (name, value) in &request.headers {
@@ -488,6 +517,7 @@ impl HttpClient for FetchClient {
             Ok(response) => response,
             Err(error) => return Err(abort.fetch_failure(&error)),
         };
+        abort.progress();
         let head = ResponseHead {
             status: response.status(),
             headers: response.headers().entries().collect(),
@@ -513,6 +543,7 @@ impl HttpBody for FetchBody {
             Ok(chunk) => chunk,
             Err(error) => return Err(self.abort.failure(&error)),
         };
+        self.abort.progress();
         let done = Reflect::get(&chunk, &JsValue::from_str("done"))
             .ok()
             .and_then(|done| done.as_bool())
