@@ -74,7 +74,12 @@ impl Tool {
     ) -> Result<Self, SchemaError> {
         let schema = Schema::compile(parameters.clone())?;
         Ok(Self {
-            spec: ToolSpec { name: name.into(), description: description.into(), parameters },
+            spec: ToolSpec {
+                name: name.into(),
+                description: description.into(),
+                parameters,
+                constrained: None,
+            },
             schema,
             sequential: false,
             replay_safe: false,

@@ -309,6 +309,14 @@ pub struct ToolSpec {
     pub description: String,
     /// The JSON Schema of its arguments.
     pub parameters: Value,
+    /// A narrower schema of the same arguments, for constrained decoding only: the OpenAI
+    /// codec's JSON Schema mode ([`crate::provider::openai::OutputMode::JsonSchema`]) sends it
+    /// in place of `parameters`, tool calling never sends it. The assessment's lists the
+    /// evidence items a citation may be, so the server's grammar makes a small model copy one
+    /// exactly rather than paraphrase it. Arguments are still validated against `parameters`
+    /// (and the citation check still runs): this only narrows what the model can write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrained: Option<Value>,
 }
 
 /// Everything a provider needs for one model call. Borrowed from the machine: a host that

@@ -211,6 +211,7 @@ pub struct StepBuilder<T> {
     options: StepOptions,
     retry: RetryPolicy,
     compaction: Option<Compaction>,
+    constrained: Option<Value>,
     target: PhantomData<fn() -> T>,
 }
 
@@ -242,6 +243,7 @@ impl<T: DeserializeOwned> StepBuilder<T> {
             options: StepOptions::default(),
             retry: RetryPolicy::default(),
             compaction: None,
+            constrained: None,
             target: PhantomData,
         }
     }
@@ -277,6 +279,13 @@ impl<T: DeserializeOwned> StepBuilder<T> {
         self
     }
 
+    /// A narrower schema of the submission for constrained decoding only (see
+    /// [`ToolSpec::constrained`]); submissions are still validated against the step's schema.
+    pub fn constrained(mut self, schema: Value) -> Self {
+        self.constrained = Some(schema);
+        self
+    }
+
     /// Sets the failed-attempt bound.
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.options.max_attempts = max_attempts;
@@ -308,6 +317,7 @@ impl<T: DeserializeOwned> StepBuilder<T> {
                           validate against this schema. The first valid submission is kept."
                 .to_owned(),
             parameters: schema.document().clone(),
+            constrained: self.constrained,
         };
         let hooks = Submit {
             schema,

@@ -380,3 +380,31 @@ fn the_research_prompt_delimits_the_claim() {
     assert!(!claim.contains(&code));
     assert!(!text.replace(claim, "").contains("Ignore previous"), "{text}");
 }
+
+#[test]
+fn the_constrained_assessment_schema_admits_only_what_the_check_accepts() {
+    let evidence = vec!["Paris is in France.".to_owned(), "Tides follow the moon.".to_owned()];
+    let narrowed = verity_core::Schema::compile(
+        verity_core::claim::report::constrained_assessment_schema(&evidence),
+    )
+    .unwrap();
+    let ok = serde_json::json!({"verdict": "supported", "confidence": 0.85,
+        "citations": ["Paris is in France."], "rationale": "It says so."});
+    assert!(narrowed.check_arguments("record_assessment", &ok).is_ok());
+    for bad in [
+        // A paraphrase, a bound the grammar would not hold, a conclusive verdict citing nothing.
+        serde_json::json!({"verdict": "supported", "confidence": 0.9, "citations": ["Paris, France."]}),
+        serde_json::json!({"verdict": "supported", "confidence": 7, "citations": ["Paris is in France."]}),
+        serde_json::json!({"verdict": "contradicted", "confidence": 0.5, "citations": []}),
+    ] {
+        assert!(narrowed.check_arguments("record_assessment", &bad).is_err(), "{bad}");
+    }
+    let insufficient =
+        serde_json::json!({"verdict": "insufficient", "confidence": 0.5, "citations": []});
+    assert!(narrowed.check_arguments("record_assessment", &insufficient).is_ok());
+    // Whatever it admits, the check's own schema admits too.
+    let own = verity_core::Schema::compile(verity_core::claim::assessment_schema()).unwrap();
+    for admitted in [&ok, &insufficient] {
+        assert!(own.check_arguments("record_assessment", admitted).is_ok());
+    }
+}

@@ -45,7 +45,11 @@ impl ReqwestClient {
         };
         Self {
             client: build(reqwest::Client::builder()),
-            direct: build(reqwest::Client::builder().no_proxy()),
+            // No pooled connections to loopback: llama.cpp's server closes a connection after a
+            // streamed response without saying so, and the next request on it fails with
+            // "connection closed before message completed" (6 of 12 claims here). A new
+            // loopback connection costs next to nothing.
+            direct: build(reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0)),
             sleeps: true,
         }
     }

@@ -53,6 +53,8 @@ pub struct Tally {
     requests: u64,
     conclusive: u32,
     cites_gold: u32,
+    input_tokens: u64,
+    output_tokens: u64,
 }
 
 impl Tally {
@@ -71,6 +73,10 @@ impl Tally {
                 // The core's typed report; a value that is not one counts as no verdict.
                 let report = Report::from_job_value(value);
                 self.requests += report.as_ref().map_or(0, |report| u64::from(report.requests));
+                if let Some(report) = &report {
+                    self.input_tokens += report.usage.input + report.usage.cache_read;
+                    self.output_tokens += report.usage.output;
+                }
                 let route = report.as_ref().map_or("", |report| report.route.as_str());
                 *self.routes.entry(route.to_owned()).or_default() += 1;
                 match report {
@@ -94,6 +100,9 @@ impl Tally {
             }
             (None, Some(failure)) => {
                 self.requests += u64::from(failure.spent().requests);
+                let usage = failure.spent().usage;
+                self.input_tokens += usage.input + usage.cache_read;
+                self.output_tokens += usage.output;
                 let kind = failure.kind().as_str();
                 *self.failures.entry(kind.to_owned()).or_default() += 1;
                 if kind == "no-new-evidence" || kind == "research-turn-limit" {
@@ -121,11 +130,18 @@ impl Tally {
     #[must_use]
     pub fn summary(&self, file: &str, model: &str, retriever: &Value) -> Value {
         let total = self.total;
+        let reports = total - self.failures.values().sum::<u32>();
         let counts = json!({
             "claims": total,
-            "reports": total - self.failures.values().sum::<u32>(),
+            "reports": reports,
             "failures": self.failures,
         });
+        let completion = if total == 0 {
+            Value::Null
+        } else {
+            json!(round(f64::from(reports) / f64::from(total)))
+        };
+        let tokens = json!({"input": self.input_tokens, "output": self.output_tokens});
         #[allow(clippy::cast_precision_loss)]
         let per_claim = self.requests as f64 / f64::from(total.max(1));
         if self.labelled < total || total == 0 {
@@ -134,6 +150,8 @@ impl Tally {
                 "model": model,
                 "retriever": retriever,
                 "counts": counts,
+                "completion_rate": completion,
+                "tokens": tokens,
                 "requests_per_claim": round(per_claim),
                 "routes": self.routes,
             });
@@ -158,6 +176,8 @@ impl Tally {
             "model": model,
             "retriever": retriever,
             "counts": counts,
+            "completion_rate": completion,
+            "tokens": tokens,
             "accuracy": round(f64::from(self.correct) / f64::from(total)),
             "balanced_accuracy": round(balanced),
             "confusion": self.confusion,
@@ -198,7 +218,7 @@ pub async fn evaluate(
     job: &Map<String, Value>,
     model: &impl Transport,
     model_name: &str,
-    mut progress: impl FnMut(usize),
+    mut progress: impl FnMut(usize, &CheckResult),
 ) -> Result<Value, String> {
     let mut tally = Tally::new();
     for (n, row) in rows.iter().enumerate() {
@@ -218,7 +238,7 @@ pub async fn evaluate(
         let outcome = drive(job, model, &NoTools).await;
         let result = CheckResult::of(outcome, verity_core::Spent::default());
         tally.add(row.label.as_deref(), gold_text(row, None).as_deref(), &result);
-        progress(n + 1);
+        progress(n + 1, &result);
     }
     Ok(tally.summary(file, model_name, &retriever_of(job)))
 }

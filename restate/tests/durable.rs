@@ -614,7 +614,7 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
         &options.job,
         &verity_core::provider::offline::OfflineModel,
         verity_core::provider::offline::OFFLINE_MODEL_NAME,
-        |_| {},
+        |_, _| {},
     ))
     .unwrap();
     let mut from_batch = summary.clone();

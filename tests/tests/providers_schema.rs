@@ -195,11 +195,13 @@ fn tools() -> Vec<ToolSpec> {
         name: "lookup_evidence".into(),
         description: "Search the corpus.".into(),
         parameters: verity_core::claim::lookup_schema(),
+        constrained: None,
     });
     tools.push(ToolSpec {
         name: "record_assessment".into(),
         description: "Record your assessment of the claim.".into(),
         parameters: verity_core::claim::assessment_schema(),
+        constrained: None,
     });
     tools
 }

@@ -13,6 +13,9 @@
 //! - `size`: the gzip size of every file the page loads.
 //! - `component [--test]`: builds the WebAssembly component, prints its size, transpiles it
 //!   with jco; `--test` runs its wasmtime and Node tests.
+//! - `llama [--eval]`: installs and starts a real llama.cpp server with SmolLM2-135M on a free
+//!   loopback port and prints the app's provider settings for it; `--eval` runs the real-model
+//!   eval against it and stops.
 //!
 //! Only the standard library is used here, so `cargo xtask` compiles in seconds.
 
@@ -23,13 +26,14 @@ use std::process::{Command, ExitCode, Stdio};
 mod batch;
 mod bench;
 mod component;
+mod llama;
 mod web;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
 const USAGE: &str = "usage: cargo xtask <test | conformance FILE... | eval FILE.jsonl \
      | bench step|claim|retrieve|batch | batch CLAIMS.jsonl [FLAGS] | dist [--dev] | serve [--port N] [--release] \
-     | size | component [--test]>";
+     | size | component [--test] | llama [--eval]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
         Some("dist") => web::dist(&args[1..]),
         Some("size") => web::size(&args[1..]),
         Some("component") => component::component(&args[1..]),
+        Some("llama") => llama::command(&args[1..]),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             Ok(())
@@ -232,6 +237,7 @@ fn checks() -> Result {
     setup::npm_packages()?;
     setup::wasm_bindgen_cli()?;
     setup::chromium()?;
+    llama::install()?;
     section("format");
     run(cargo().args(["fmt", "--all", "--check"]))?;
     section("clippy");
@@ -253,6 +259,11 @@ fn checks() -> Result {
         return Err(format!("the native tests did not build {}", runner.display()));
     }
     run(Command::new(runner).arg(root().join("tests/conformance/scenarios.json")))?;
+    section("a real model: eval against llama.cpp's server (the binary the native tests built)");
+    let eval_binary =
+        target_dir().join("debug").join(format!("eval{}", std::env::consts::EXE_SUFFIX));
+    let llama = llama::start()?;
+    llama::eval(&llama, &eval_binary)?;
     component::node_tests(&component)?;
     section("no tokio in the core's wasm dependency tree");
     no_tokio()?;
@@ -265,7 +276,7 @@ fn checks() -> Result {
         wasm_tests.args(["--test", &name]);
     }
     run(&mut wasm_tests)?;
-    web::browser_tests()?;
+    web::browser_tests(Some(&llama.base_url))?;
     Ok(())
 }
 

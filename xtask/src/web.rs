@@ -357,14 +357,20 @@ pub fn gzip_size(file: &Path) -> Result<u64> {
 
 /// Builds the release app and runs the browser tests (`tests/browser/*.test.mjs`, Node's test
 /// runner, Playwright over Debian's Chromium), screenshots in `target/browser-screenshots/`.
-pub fn browser_tests() -> Result {
+/// The browser tests; `llama` is the base URL of a real llama.cpp server for the tests that
+/// use one (`VERITY_LLAMA_URL`; they are skipped, saying so, without it).
+pub fn browser_tests(llama: Option<&str>) -> Result {
     section("the app (release build of the UI and the worker)");
     build(true)?;
     size(&[])?;
     section("browser tests (Chromium)");
     setup::chromium()?;
     let tests = super::node_test_files("tests/browser")?;
-    run(Command::new("node")
+    let mut node = Command::new("node");
+    if let Some(url) = llama {
+        node.env("VERITY_LLAMA_URL", url);
+    }
+    run(node
         .current_dir(root())
         .args(["--test", "--test-concurrency=1", "--test-reporter=spec"])
         .args(&tests))

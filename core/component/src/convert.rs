@@ -69,6 +69,7 @@ fn tool_spec_out(tool: &ToolSpec) -> wit::ToolSpec {
         name: tool.name.clone(),
         description: tool.description.clone(),
         parameters: json_out(&tool.parameters),
+        constrained: tool.constrained.as_ref().map(json_out),
     }
 }
 
@@ -340,6 +341,7 @@ pub fn request_in(request: wit::ModelRequest) -> OwnedModelRequest {
                 name: tool.name,
                 description: tool.description,
                 parameters: json_in(tool.parameters),
+                constrained: tool.constrained.map(json_in),
             })
             .collect(),
     }

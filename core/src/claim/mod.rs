@@ -220,6 +220,7 @@ impl ClaimCheck {
             name: RECORD_ASSESSMENT.to_owned(),
             description: "Record your assessment of the claim.".to_owned(),
             parameters: report::assessment_compiled().document().clone(),
+            constrained: Some(report::constrained_assessment_schema(&self.evidence)),
         };
         let agent = Agent::new(
             format!("{}{}", prompt::ASSESS_SYSTEM, prompt::DATA_NOTICE),
@@ -340,6 +341,7 @@ impl ClaimCheck {
         let input = serde_json::to_string(&assessment).expect("an assessment serializes");
         let system = format!("{}{}", prompt::SUMMARY_SYSTEM, prompt::DATA_NOTICE);
         let summary = step::<Summary>(system, prompt::summary_prompt(&input))
+            .constrained(report::constrained_summary_schema())
             .retry(self.remaining_retry())
             .build()
             .expect("the summary step's configuration is valid")

@@ -67,6 +67,54 @@ pub fn assessment_schema() -> Value {
     })
 }
 
+/// [`assessment_schema`] narrowed for constrained decoding (see
+/// [`ToolSpec::constrained`](crate::ToolSpec::constrained)) to what the check accepts, in
+/// forms a grammar can hold (llama.cpp's grammar ignores numeric bounds): each citation is one
+/// of the `evidence` items given, a conclusive verdict cites at least one, the confidence is
+/// one of 0, 0.05, ..., 1, and the rationale is at most 300 characters. So a grammar-held
+/// model can neither paraphrase a citation, nor answer out of range, nor write without end.
+#[must_use]
+pub fn constrained_assessment_schema(evidence: &[String]) -> Value {
+    let confidence: Vec<Value> = (0..=20).map(|i| json!(f64::from(i) / 20.0)).collect();
+    let citations = |min: usize| {
+        if evidence.is_empty() {
+            json!({"type": "array", "maxItems": 0})
+        } else {
+            json!({"type": "array", "items": {"type": "string", "enum": evidence},
+                "minItems": min, "maxItems": evidence.len()})
+        }
+    };
+    let answer = |verdicts: &[&str], min: usize| {
+        json!({
+            "type": "object",
+            "required": ["verdict", "confidence", "citations"],
+            "properties": {
+                "verdict": {"enum": verdicts},
+                "confidence": {"enum": confidence},
+                "citations": citations(min),
+                "rationale": {"type": "string", "maxLength": 300}
+            },
+            "additionalProperties": false
+        })
+    };
+    if evidence.is_empty() {
+        return answer(&["insufficient"], 0);
+    }
+    json!({"oneOf": [answer(&["supported", "contradicted"], 1), answer(&["insufficient"], 0)]})
+}
+
+/// The summary's schema narrowed for constrained decoding: one sentence of at most 300
+/// characters, so a grammar-held model cannot write without end.
+#[must_use]
+pub fn constrained_summary_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["text"],
+        "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 300}},
+        "additionalProperties": false
+    })
+}
+
 /// The compiled schema of `record_assessment`'s arguments, built once per process: a claim
 /// check uses it for every assessment (its document is the tool's parameters).
 pub(crate) fn assessment_compiled() -> &'static Schema {

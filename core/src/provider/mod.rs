@@ -194,12 +194,14 @@ pub(crate) mod testing {
                 name: "lookup".into(),
                 description: "Look something up.".into(),
                 parameters: json!({"type": "object", "properties": {"query": {"type": "string"}}}),
+                constrained: None,
             },
             ToolSpec {
                 name: "submit".into(),
                 description: "Submit the answer.".into(),
                 parameters: json!({"type": "object", "required": ["text"],
                     "properties": {"text": {"type": "string"}}}),
+                constrained: None,
             },
         ];
         (messages, tools)

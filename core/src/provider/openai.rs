@@ -331,7 +331,7 @@ pub fn answer_schema(tools: &[ToolSpec]) -> Value {
                 "type": "object",
                 "properties": {
                     "tool": {"const": tool.name},
-                    "arguments": tool.parameters,
+                    "arguments": tool.constrained.as_ref().unwrap_or(&tool.parameters),
                 },
                 "required": ["tool", "arguments"],
                 "additionalProperties": false,
@@ -775,6 +775,17 @@ mod tests {
         let schema = &one["response_format"]["json_schema"]["schema"];
         assert_eq!(schema["properties"]["tool"]["const"], "submit");
         assert_eq!(schema["required"], json!(["tool", "arguments"]));
+        // A narrower schema is what constrained output sends; tool calling sends the tool's own.
+        let mut narrowed = tools[1].clone();
+        narrowed.constrained =
+            Some(json!({"type": "object", "properties": {"text": {"enum": ["a"]}}}));
+        let narrowed = [narrowed];
+        let sent = encode(&request("", &messages, &narrowed), &constrained()).json();
+        let arguments =
+            &sent["response_format"]["json_schema"]["schema"]["properties"]["arguments"];
+        assert_eq!(arguments["properties"]["text"]["enum"], json!(["a"]));
+        let native = encode(&request("", &messages, &narrowed), &config()).json();
+        assert_eq!(native["tools"][0]["function"]["parameters"], tools[1].parameters);
         // No tools: nothing to constrain.
         let free = encode(&request("", &messages, &[]), &constrained()).json();
         assert!(free.get("response_format").is_none());

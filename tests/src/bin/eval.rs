@@ -163,7 +163,10 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
         &job,
         model,
         model_name,
-        |done| {
+        |done, result| {
+            if let Some(failure) = &result.failure {
+                eprintln!("eval: claim {done} failed: {failure}");
+            }
             if done % 50 == 0 || done == total {
                 eprintln!("eval: {done}/{total} claims");
             }
