@@ -1,0 +1,64 @@
+// The app against a real llama.cpp server (llama-server's own HTTP code, SmolLM2-135M-Instruct,
+// started by `cargo xtask test` and named by VERITY_LLAMA_URL): the llama.cpp preset checks a
+// claim through streaming, with constrained output, to a verdict, in real Chromium.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { serve, browser, screenshot } from './harness.mjs';
+
+const LLAMA = process.env.VERITY_LLAMA_URL;
+const skip = LLAMA ? false : 'VERITY_LLAMA_URL is not set (cargo xtask test starts the server)';
+
+let site;
+before(async () => { if (LLAMA) site = await serve(); });
+after(async () => { await site?.close(); });
+
+const id = (name) => `[data-testid="${name}"]`;
+
+const TOWERS = [
+  { id: 'eiffel', text: 'The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.' },
+  { id: 'louvre', text: "The Louvre is the world's most-visited art museum." },
+  { id: 'tokyo', text: 'Tokyo Tower is a communications and observation tower in Minato.' },
+].map((item) => JSON.stringify(item)).join('\n');
+
+test('the llama.cpp preset checks a claim against a real llama.cpp server', { skip }, async () => {
+  const { context, page, errors, close } = await browser();
+  const sent = [];
+  context.on('request', (request) => {
+    if (request.url().endsWith('/chat/completions')) sent.push(request.postData() ?? '');
+  });
+  try {
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
+    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+    await page.selectOption(id('provider-kind'), 'openai');
+    await page.selectOption(id('provider-preset'), 'llamacpp');
+    assert.equal(await page.locator(id('provider-output')).inputValue(), 'json-schema', 'the preset constrains output');
+    await page.fill(id('provider-base-url'), LLAMA);
+    await page.fill(id('provider-max-tokens'), '1024');
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    // A verdict, or a failure that says why (shown, then asserted against).
+    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 180000 });
+    if (await card.locator(id('failure-message')).count()) {
+      await screenshot(page, 'real-model-failed');
+      assert.fail(`the check failed: ${await card.innerText()}`);
+    }
+    const verdict = await card.locator(id('verdict')).innerText();
+    assert.match(verdict, /supported|contradicted|insufficient/i, verdict);
+    await screenshot(page, 'real-model');
+    assert.ok(sent.length >= 2, `an assessment and a summary at least: ${sent.length} requests`);
+    for (const body of sent) {
+      const request = JSON.parse(body);
+      assert.equal(request.stream, true, 'streamed');
+      assert.equal(request.response_format?.type, 'json_schema', 'constrained');
+      assert.equal(request.tools, undefined, 'no tools to a server that would ignore them');
+      assert.equal(request.max_tokens, 1024, 'the limit the person set');
+    }
+    console.log(`real model in Chromium: ${sent.length} requests, verdict "${verdict}"`);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
