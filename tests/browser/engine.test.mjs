@@ -185,6 +185,34 @@ test('cancel mid-run ends the check as cancelled and leaves no request open', as
   }
 });
 
+test('a stream that stops is shown stalled, then ends as a failure that says so', async () => {
+  const stalled = await silentServer({ firstBytes: 'data: {"choices":[{"delta":{"content":"{"}}]}\n\n' });
+  const { page, errors, close } = await open();
+  try {
+    await loadEiffel(page);
+    await useOpenAi(page, `${stalled.url}/v1`);
+    await page.fill(id('provider-idle'), '19');
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    // The page says so after 15 s without a byte, while the request is still open...
+    await card.locator(id('check-stalled')).waitFor({ timeout: 30000 });
+    assert.match(await card.locator(id('check-stalled')).innerText(), /Stalled: nothing from the model for 1[5-9] s/);
+    assert.equal(stalled.open(), 1, 'the request is still open');
+    await screenshot(page, 'stalled');
+    // ...and the idle timeout the person set ends it as a failure that names the stall.
+    await card.locator(id('failure-message')).waitFor({ timeout: 20000 });
+    assert.match(await card.locator(id('failure-message')).innerText(), /stalled \(no bytes within the idle timeout\)/);
+    for (let i = 0; i < 100 && stalled.open() > 0; i++) await page.waitForTimeout(50);
+    assert.equal(stalled.open(), 0, 'the browser closed the request');
+    await screenshot(page, 'failure-stalled');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    await stalled.close();
+  }
+});
+
 /** A server that answers everything (the CORS preflight too) without CORS headers, as a local
  * model server that does not allow the page's origin; resolves to { url, seen(), close }. */
 function corslessServer() {

@@ -109,13 +109,19 @@ export function aimock(fixtures, extra = []) {
 
 /** A provider that allows the page's origin (answers the CORS preflight) and never answers a
  * model request; resolves to { url, open() (how many model requests are still open), close }. */
-export function silentServer() {
+export function silentServer({ firstBytes } = {}) {
   const sockets = new Set();
   const server = createServer((request, response) => {
     if (request.method === 'OPTIONS') {
       response.writeHead(204, { 'access-control-allow-origin': '*', 'access-control-allow-headers': '*',
         'access-control-allow-methods': 'POST' }).end();
       return;
+    }
+    // With `firstBytes`, a stream that starts and then stalls: the head and those bytes, then
+    // nothing.
+    if (firstBytes !== undefined) {
+      response.writeHead(200, { 'access-control-allow-origin': '*', 'content-type': 'text/event-stream' });
+      response.write(firstBytes);
     }
     sockets.add(request.socket);
     request.socket.on('close', () => sockets.delete(request.socket));

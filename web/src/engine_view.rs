@@ -102,7 +102,14 @@ pub struct CheckState {
     pub calls: u32,
     /// A cancel was asked for.
     pub cancelling: bool,
+    /// A model call is in flight (sent, not answered).
+    pub awaiting: bool,
+    /// Seconds since the last sign of life of the call in flight ([`CheckState::tick`]).
+    pub quiet_seconds: u32,
 }
+
+/// After this many seconds without a byte from the model, a running check shows "stalled".
+pub const STALLED_AFTER_SECONDS: u32 = 15;
 
 impl CheckState {
     fn new(id: String, claim: String, phase: Phase) -> Self {
@@ -117,7 +124,21 @@ impl CheckState {
             requests: 0,
             calls: 0,
             cancelling: false,
+            awaiting: false,
+            quiet_seconds: 0,
         }
+    }
+
+    /// One more second passed (the page's clock): counts the quiet of a call in flight.
+    pub fn tick(&mut self) {
+        if self.awaiting && self.is_active() {
+            self.quiet_seconds = self.quiet_seconds.saturating_add(1);
+        }
+    }
+
+    /// Whether the call in flight has been quiet for [`STALLED_AFTER_SECONDS`].
+    pub fn is_stalled(&self) -> bool {
+        self.awaiting && self.is_active() && self.quiet_seconds >= STALLED_AFTER_SECONDS
     }
 
     /// Whether it is queued or running.
@@ -133,6 +154,9 @@ impl CheckState {
         let Ok(event) = EventView::from_json(event) else {
             return;
         };
+        // Any event is a sign of life; the streamed pieces of an answer are the ones that
+        // arrive while a call is in flight.
+        self.quiet_seconds = 0;
         match event {
             EventView::Stage { stage, turn, of, evidence } => {
                 let text = stage_text(&stage, turn, of, evidence);
@@ -142,6 +166,7 @@ impl CheckState {
             // Call ids are the engine's, not a count: the log counts the calls itself.
             EventView::ModelCall { retry, delay_ms, .. } => {
                 self.live.clear();
+                self.awaiting = true;
                 if retry == 0 {
                     self.calls += 1;
                     self.push_log(format!("Model call {} sent", self.calls));
@@ -154,6 +179,7 @@ impl CheckState {
                 }
             }
             EventView::ModelAnswered { stop_reason, usage, error, .. } => {
+                self.awaiting = false;
                 self.requests += 1;
                 self.usage.input += usage.input;
                 self.usage.output += usage.output;
@@ -507,6 +533,18 @@ impl Engine {
         })
     }
 
+    /// One second of the page's clock: running checks whose model call is in flight count the
+    /// quiet (only those cards change, so the others do not re-render).
+    pub fn tick(&self) {
+        self.checks.with_untracked(|cards| {
+            for card in cards {
+                if card.state.with_untracked(|s| s.awaiting && s.is_active()) {
+                    card.state.update(CheckState::tick);
+                }
+            }
+        });
+    }
+
     fn add_card(&self, state: CheckState) {
         let n = self.checks.with_untracked(|cards| cards.len()) + 1;
         let card = CheckCard { n, state: RwSignal::new(state) };
@@ -683,6 +721,34 @@ mod tests {
         assert_eq!(size_text(26_259), "26.3 KB");
         assert_eq!(size_text(5_400_000), "5.4 MB");
         assert_eq!(wait_text(1_250), "1.3 s");
+    }
+
+    #[test]
+    fn a_call_in_flight_without_a_byte_for_15_seconds_is_stalled() {
+        let mut state = CheckState::new("c1".into(), "A claim.".into(), Phase::Queued);
+        for _ in 0..30 {
+            state.tick();
+        }
+        assert!(!state.is_stalled(), "no call in flight: not stalled");
+        state.apply_event(&json!({"type": "modelCall", "call": 1, "retry": 0, "delayMs": 0}));
+        for _ in 0..STALLED_AFTER_SECONDS - 1 {
+            state.tick();
+        }
+        assert!(!state.is_stalled());
+        state.tick();
+        assert!(state.is_stalled());
+        // A streamed piece is a sign of life.
+        state.apply_event(
+            &json!({"type": "delta", "call": 1, "delta": {"type": "text", "text": "{"}}),
+        );
+        assert!(!state.is_stalled());
+        for _ in 0..STALLED_AFTER_SECONDS {
+            state.tick();
+        }
+        assert!(state.is_stalled());
+        state.apply_event(&json!({"type": "modelAnswered", "call": 1, "stopReason": "stop",
+            "toolCalls": 0, "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "cost": 0}}));
+        assert!(!state.is_stalled(), "answered");
     }
 
     #[test]

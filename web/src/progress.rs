@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use crate::engine_view::{CheckState, Phase};
+use crate::engine_view::{CheckState, Phase, STALLED_AFTER_SECONDS};
 use crate::results::{count, usage_text};
 
 /// The progress of a queued or running check.
@@ -30,6 +30,19 @@ pub fn ProgressView(state: RwSignal<CheckState>) -> impl IntoView {
             </p>
             <Show when=move || state.with(|s| s.requests != 0)>
                 <p class="hint">{spent}</p>
+            </Show>
+            <Show when=move || state.with(CheckState::is_stalled)>
+                <p class="stalled" role="status" data-testid="check-stalled">
+                    {move || {
+                        state.with(|s| {
+                            format!(
+                                "Stalled: nothing from the model for {} s. The request gives up \
+                                 after the stall time set under Provider (60 s unless changed).",
+                                s.quiet_seconds.max(STALLED_AFTER_SECONDS)
+                            )
+                        })
+                    }}
+                </p>
             </Show>
             <Show when=has_live>
                 <div class="live" data-testid="check-live" role="region" aria-label="Streamed model text" tabindex="0">
