@@ -760,10 +760,18 @@ mod tests {
         assert!(system.starts_with("Be brief.\n\n"), "{system}");
         assert!(system.contains("- submit: Submit the answer."), "each tool is described");
         // Earlier calls are the assistant's answers; results are user messages.
+        assert_eq!(body["messages"][2]["role"], "assistant");
+        let content = body["messages"][2]["content"].as_str().unwrap();
+        let lines: Vec<&str> = content.lines().collect();
+        assert_eq!(lines[0], "Looking it up.");
+        let answers: Vec<Value> =
+            lines[1..].iter().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(
-            body["messages"][2],
-            json!({"role": "assistant", "content":
-                "Looking it up.\n{\"arguments\":{\"query\":\"tides\"},\"tool\":\"lookup\"}\n{\"arguments\":\"{not json\",\"tool\":\"submit\"}"})
+            answers,
+            [
+                json!({"tool": "lookup", "arguments": {"query": "tides"}}),
+                json!({"tool": "submit", "arguments": "{not json"}),
+            ]
         );
         assert_eq!(
             body["messages"][3],
