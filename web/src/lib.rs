@@ -80,15 +80,5 @@ pub fn start() {
         }
         Err(error) => engine.failed(error),
     }
-    // The page's one-second clock, for "stalled" (the engine reads no clock of its own).
-    let tick = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || engine.tick());
-    if let Some(window) = web_sys::window() {
-        let _ = window.set_interval_with_callback_and_timeout_and_arguments_0(
-            wasm_bindgen::JsCast::unchecked_ref(tick.as_ref()),
-            1000,
-        );
-    }
-    // The interval lives as long as the page.
-    tick.forget();
     leptos::mount::mount_to_body(move || view! { <App engine /> });
 }

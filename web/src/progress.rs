@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use crate::engine_view::{CheckState, Phase, STALLED_AFTER_SECONDS};
+use crate::engine_view::{CheckState, Phase};
 use crate::results::{count, usage_text};
 
 /// The progress of a queued or running check.
@@ -31,19 +31,22 @@ pub fn ProgressView(state: RwSignal<CheckState>) -> impl IntoView {
             <Show when=move || state.with(|s| s.requests != 0)>
                 <p class="hint">{spent}</p>
             </Show>
-            <Show when=move || state.with(CheckState::is_stalled)>
-                <p class="stalled" role="status" data-testid="check-stalled">
-                    {move || {
-                        state.with(|s| {
-                            format!(
-                                "Stalled: nothing from the model for {} s. The request gives up \
-                                 after the stall time set under Provider (60 s unless changed).",
-                                s.quiet_seconds.max(STALLED_AFTER_SECONDS)
-                            )
-                        })
-                    }}
-                </p>
-            </Show>
+            // While a call is in flight, every event swaps the class between two identical
+            // animations, which restarts the style sheet's 15 s delay: the notice shows only
+            // after 15 s without one (the page keeps no clock).
+            <p
+                class=move || {
+                    state.with(|s| match (s.awaiting, s.signs % 2) {
+                        (false, _) => "stalled",
+                        (true, 0) => "stalled wait-a",
+                        _ => "stalled wait-b",
+                    })
+                }
+                role="status"
+                data-testid="check-stalled"
+            >
+                "Stalled: nothing from the model for 15 s."
+            </p>
             <Show when=has_live>
                 <div class="live" data-testid="check-live" role="region" aria-label="Streamed model text" tabindex="0">
                     {move || state.with(|s| s.live.clone())}

@@ -40,21 +40,18 @@ impl ProviderKind {
     }
 }
 
-/// An OpenAI-compatible preset: (value, label, base URL, model, how a turn asks for its
-/// answer). Local servers get constrained output (`json-schema`): llama.cpp uses `tools` only
-/// when the model's chat template renders them, and a small model follows a grammar where it
-/// cannot follow tool calling; hosted models call tools.
-pub const PRESETS: [(&str, &str, &str, &str, &str); 4] = [
-    ("openai", "OpenAI", "https://api.openai.com/v1", "gpt-4o-mini", TOOLS),
-    ("openrouter", "OpenRouter", "https://openrouter.ai/api/v1", "openai/gpt-4o-mini", TOOLS),
-    ("ollama", "Ollama (local)", "http://localhost:11434/v1", "llama3.1", JSON_SCHEMA),
-    ("llamacpp", "llama.cpp (local)", "http://localhost:8080/v1", "local", JSON_SCHEMA),
+/// An OpenAI-compatible preset: (value, label, base URL, model).
+pub const PRESETS: [(&str, &str, &str, &str); 4] = [
+    ("openai", "OpenAI", "https://api.openai.com/v1", "gpt-4o-mini"),
+    ("openrouter", "OpenRouter", "https://openrouter.ai/api/v1", "openai/gpt-4o-mini"),
+    ("ollama", "Ollama (local)", "http://localhost:11434/v1", "llama3.1"),
+    ("llamacpp", "llama.cpp (local)", "http://localhost:8080/v1", "local"),
 ];
 
-/// Native tool calling (the core's `"output": "tools"`).
-pub const TOOLS: &str = "tools";
-/// Constrained output (the core's `"output": "json-schema"`).
-pub const JSON_SCHEMA: &str = "json-schema";
+/// The presets of local servers, which get constrained output (`"output": "json-schema"`):
+/// llama.cpp uses `tools` only when the model's chat template renders them, and a small model
+/// follows a grammar where it cannot follow tool calling. Hosted models call tools.
+const CONSTRAINED_PRESETS: [&str; 2] = ["ollama", "llamacpp"];
 
 /// The default Anthropic model.
 pub const ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
@@ -82,19 +79,14 @@ pub struct ProviderSettings {
     pub api_key: String,
     /// Keep the key in this browser's localStorage.
     pub remember: bool,
-    /// How an OpenAI-compatible turn asks for its answer: [`TOOLS`] or [`JSON_SCHEMA`].
-    pub output: String,
-    /// The output limit per request, in tokens (empty: the core's default).
-    pub max_tokens: String,
-    /// Seconds without a byte before a request counts as stalled (empty: the core's default).
-    pub idle_seconds: String,
-    /// Seconds before a request is given up (empty: the core's default).
-    pub timeout_seconds: String,
+    /// Constrained output (`"output": "json-schema"`) for an OpenAI-compatible endpoint: set
+    /// by the local presets, kept when the base URL is edited.
+    pub constrained: bool,
 }
 
 impl Default for ProviderSettings {
     fn default() -> Self {
-        let (preset, _, base_url, model, output) = PRESETS[0];
+        let (preset, _, base_url, model) = PRESETS[0];
         Self {
             kind: ProviderKind::Offline,
             preset: preset.to_owned(),
@@ -104,24 +96,7 @@ impl Default for ProviderSettings {
             anthropic_base_url: String::new(),
             api_key: String::new(),
             remember: false,
-            output: output.to_owned(),
-            max_tokens: String::new(),
-            idle_seconds: String::new(),
-            timeout_seconds: String::new(),
-        }
-    }
-}
-
-/// A limit field: empty is none (the core's default), else a whole number from 1 to `max`.
-fn limit(text: &str, what: &str, max: u64) -> Result<Option<u64>, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Ok(None);
-    }
-    match text.parse::<u64>() {
-        Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
-        _ => {
-            Err(format!("{what} must be a whole number from 1 to {max}, or empty for the default."))
+            constrained: false,
         }
     }
 }
@@ -130,12 +105,10 @@ impl ProviderSettings {
     /// Fills the base URL and model from a preset.
     pub fn apply_preset(&mut self, value: &str) {
         self.preset = value.to_owned();
-        if let Some((_, _, base_url, model, output)) =
-            PRESETS.iter().find(|preset| preset.0 == value)
-        {
+        if let Some((_, _, base_url, model)) = PRESETS.iter().find(|preset| preset.0 == value) {
             self.base_url = (*base_url).to_owned();
             self.openai_model = (*model).to_owned();
-            self.output = (*output).to_owned();
+            self.constrained = CONSTRAINED_PRESETS.contains(&value);
         }
     }
 
@@ -162,8 +135,8 @@ impl ProviderSettings {
                 config.insert("api".into(), json!("openai"));
                 config.insert("baseUrl".into(), json!(base_url));
                 config.insert("model".into(), json!(self.openai_model.trim()));
-                if self.output == JSON_SCHEMA {
-                    config.insert("output".into(), json!(JSON_SCHEMA));
+                if self.constrained {
+                    config.insert("output".into(), json!("json-schema"));
                 }
             }
             ProviderKind::Anthropic => {
@@ -187,15 +160,6 @@ impl ProviderSettings {
         }
         if !key.is_empty() {
             config.insert("apiKey".into(), json!(key));
-        }
-        if let Some(tokens) = limit(&self.max_tokens, "The output limit", 1_000_000)? {
-            config.insert("maxTokens".into(), json!(tokens));
-        }
-        if let Some(seconds) = limit(&self.idle_seconds, "The stall time", 86_400)? {
-            config.insert("idleTimeoutMs".into(), json!(seconds * 1000));
-        }
-        if let Some(seconds) = limit(&self.timeout_seconds, "The time limit", 86_400)? {
-            config.insert("timeoutMs".into(), json!(seconds * 1000));
         }
         config.insert("stream".into(), json!(true));
         Ok(ProviderChoice::Network { config: Value::Object(config) })
@@ -239,10 +203,7 @@ impl ProviderSettings {
         text("anthropicModel", &mut settings.anthropic_model);
         text("anthropicBaseUrl", &mut settings.anthropic_base_url);
         text("apiKey", &mut settings.api_key);
-        text("output", &mut settings.output);
-        text("maxTokens", &mut settings.max_tokens);
-        text("idleSeconds", &mut settings.idle_seconds);
-        text("timeoutSeconds", &mut settings.timeout_seconds);
+        settings.constrained = stored.get("constrained").and_then(Value::as_bool).unwrap_or(false);
         settings.remember = stored.get("remember").and_then(Value::as_bool).unwrap_or(false);
         settings
     }
@@ -324,7 +285,7 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                         >
                             {PRESETS
                                 .iter()
-                                .map(|(value, label, _, _, _)| view! { <option value=*value>{*label}</option> })
+                                .map(|(value, label, _, _)| view! { <option value=*value>{*label}</option> })
                                 .collect_view()}
                             <option value="custom">"Custom"</option>
                         </select>
@@ -346,25 +307,6 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                                 });
                             }
                         />
-                    </div>
-                    <div class="field">
-                        <label for="provider-output">"Answer format"</label>
-                        <select
-                            id="provider-output"
-                            data-testid="provider-output"
-                            aria-describedby="provider-output-note"
-                            prop:value=move || settings.with(|s| s.output.clone())
-                            on:change=move |ev| {
-                                let value = event_target_value(&ev);
-                                settings.update(|s| s.output = value);
-                            }
-                        >
-                            <option value=TOOLS>"Tool calls"</option>
-                            <option value=JSON_SCHEMA>"JSON Schema (constrained)"</option>
-                        </select>
-                        <p class="hint" id="provider-output-note">
-                            "Constrained output holds a small local model to the answer's schema; tool calls suit hosted models."
-                        </p>
                     </div>
                 </Show>
                 <Show when=move || kind() == ProviderKind::Anthropic>
@@ -445,63 +387,9 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                         />
                         <label for="provider-remember">"Remember on this device"</label>
                     </div>
-                    <LimitField
-                        settings
-                        id="provider-max-tokens"
-                        label="Output limit (tokens)"
-                        placeholder="4096"
-                        get=|s: &ProviderSettings| s.max_tokens.clone()
-                        set=|s: &mut ProviderSettings, v| s.max_tokens = v
-                    />
-                    <LimitField
-                        settings
-                        id="provider-idle"
-                        label="Stalled after (seconds without a byte)"
-                        placeholder="60"
-                        get=|s: &ProviderSettings| s.idle_seconds.clone()
-                        set=|s: &mut ProviderSettings, v| s.idle_seconds = v
-                    />
-                    <LimitField
-                        settings
-                        id="provider-timeout"
-                        label="Give up after (seconds)"
-                        placeholder="300"
-                        get=|s: &ProviderSettings| s.timeout_seconds.clone()
-                        set=|s: &mut ProviderSettings, v| s.timeout_seconds = v
-                    />
                 </Show>
             </div>
         </section>
-    }
-}
-
-/// One numeric limit of a request; empty means the core's default (the placeholder).
-#[component]
-fn LimitField(
-    settings: RwSignal<ProviderSettings>,
-    id: &'static str,
-    label: &'static str,
-    placeholder: &'static str,
-    get: fn(&ProviderSettings) -> String,
-    set: fn(&mut ProviderSettings, String),
-) -> impl IntoView {
-    view! {
-        <div class="field">
-            <label for=id>{label}</label>
-            <input
-                id=id
-                data-testid=id
-                type="text"
-                inputmode="numeric"
-                autocomplete="off"
-                placeholder=placeholder
-                prop:value=move || settings.with(get)
-                on:input=move |ev| {
-                    let value = event_target_value(&ev);
-                    settings.update(|s| set(s, value));
-                }
-            />
-        </div>
     }
 }
 
@@ -525,22 +413,8 @@ mod tests {
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
         assert!(config.get("output").is_none(), "hosted models call tools");
         settings.apply_preset("llamacpp");
-        settings.max_tokens = " 512 ".into();
-        settings.idle_seconds = "20".into();
-        settings.timeout_seconds = "600".into();
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
         assert_eq!(config["output"], "json-schema");
-        assert_eq!(
-            (&config["maxTokens"], &config["idleTimeoutMs"], &config["timeoutMs"]),
-            (&json!(512), &json!(20_000), &json!(600_000))
-        );
-        for bad in ["0", "-3", "1.5", "many", "99999999999"] {
-            settings.idle_seconds = bad.into();
-            assert!(settings.choice().unwrap_err().contains("stall time"), "{bad}");
-        }
-        settings.idle_seconds.clear();
-        settings.max_tokens.clear();
-        settings.timeout_seconds.clear();
         settings.apply_preset("ollama");
         settings.api_key = " sk-1 ".into();
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
@@ -595,10 +469,7 @@ mod tests {
             anthropic_base_url: "http://127.0.0.1:8/".into(),
             api_key: "k".into(),
             remember: true,
-            output: JSON_SCHEMA.into(),
-            max_tokens: "100".into(),
-            idle_seconds: "5".into(),
-            timeout_seconds: "9".into(),
+            constrained: true,
         };
         let stored = serde_json::to_value(&settings).unwrap();
         assert_eq!(ProviderSettings::read(&stored), settings);
