@@ -86,6 +86,14 @@ impl Tool {
         })
     }
 
+    /// A narrower schema of the arguments for constrained decoding only
+    /// ([`ToolSpec::constrained`]); calls are still validated against the tool's own schema.
+    #[must_use]
+    pub fn constrained(mut self, schema: Value) -> Self {
+        self.spec.constrained = Some(schema);
+        self
+    }
+
     /// Declares that running a call of this tool twice is harmless (it only reads), so a
     /// durable host may run again a call whose result was lost in a crash.
     #[must_use]

@@ -136,7 +136,10 @@ impl ProviderSettings {
                 config.insert("baseUrl".into(), json!(base_url));
                 config.insert("model".into(), json!(self.openai_model.trim()));
                 if self.constrained {
+                    // Local presets: constrained output, and greedy sampling so a check's
+                    // verdict is reproducible.
                     config.insert("output".into(), json!("json-schema"));
+                    config.insert("temperature".into(), json!(0));
                 }
             }
             ProviderKind::Anthropic => {
@@ -407,7 +410,7 @@ mod tests {
         assert_eq!(
             config,
             json!({"api": "openai", "baseUrl": "http://localhost:11434/v1", "model": "llama3.1",
-                "output": "json-schema", "stream": true})
+                "output": "json-schema", "temperature": 0, "stream": true})
         );
         settings.apply_preset("openai");
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };

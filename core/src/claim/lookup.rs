@@ -86,6 +86,14 @@ fn shared_lookup_tool() -> &'static Tool {
             lookup_schema(),
         )
         .expect("the lookup schema is valid")
+        // Constrained decoding: a query of at most 200 characters, so a grammar-held model
+        // cannot write one without end (seen: 4,096 tokens of one query).
+        .constrained(json!({
+            "type": "object",
+            "required": ["query"],
+            "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 200}},
+            "additionalProperties": false
+        }))
         // It only reads the corpus: a durable host may run it again after a crash.
         .replay_safe()
     })
