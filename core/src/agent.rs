@@ -51,7 +51,9 @@ struct ToolRepr {
 impl TryFrom<ToolRepr> for Tool {
     type Error = SchemaError;
     fn try_from(repr: ToolRepr) -> Result<Self, SchemaError> {
-        let tool = Tool::new(repr.spec.name, repr.spec.description, repr.spec.parameters)?;
+        let mut tool = Tool::new(repr.spec.name, repr.spec.description, repr.spec.parameters)?;
+        // The narrower schema for constrained decoding survives a save and a restore.
+        tool.spec.constrained = repr.spec.constrained;
         Ok(Self { sequential: repr.sequential, replay_safe: repr.replay_safe, ..tool })
     }
 }
