@@ -125,10 +125,7 @@ impl Suite {
     /// # Errors
     /// When the scenario cannot be run (unknown kind, schema or tool; malformed script).
     pub fn run(&self, scenario: &Scenario) -> Result<Observed, String> {
-        self.run_with(scenario, |config, model, tools| {
-            let job = Job::from_json(config, &[Arc::clone(tools.corpus())]).map_err(failure)?;
-            pollster::block_on(drive(job, model, tools)).map_err(failure)
-        })
+        self.run_with(scenario, run_job)
     }
 
     /// Runs one scenario through another host of the job protocol (the WebAssembly component,
@@ -257,6 +254,13 @@ pub struct Failure {
     pub kind: String,
     /// The message (informative).
     pub message: String,
+}
+
+/// Builds a job from its configuration, as every host does, and drives it with `model` and
+/// the suite's tools.
+fn run_job(config: &str, model: &impl verity_core::Transport, tools: &SuiteTools) -> Outcome {
+    let job = Job::from_json(config, &[Arc::clone(tools.corpus())]).map_err(failure)?;
+    pollster::block_on(drive(job, model, tools)).map_err(failure)
 }
 
 fn failure(failed: JobFailed) -> Failure {
@@ -507,8 +511,7 @@ impl Suite {
         let mut unconstrained = false;
         let observed = self.run_with(scenario, |config, model, tools| {
             let wire = ConstrainedWire::new(model);
-            let job = Job::from_json(config, &[Arc::clone(tools.corpus())]).map_err(failure)?;
-            let outcome = pollster::block_on(drive(job, &wire, tools)).map_err(failure);
+            let outcome = run_job(config, &wire, tools);
             inexpressible = wire.inexpressible.get();
             unconstrained = wire.unconstrained.get();
             outcome

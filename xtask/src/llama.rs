@@ -169,9 +169,7 @@ pub fn command(args: &[String]) -> Result {
     let server = start()?;
     if eval_only {
         run(super::cargo().args(["build", "--quiet", "-p", "verity-tests", "--bin", "eval"]))?;
-        let binary =
-            target_dir().join("debug").join(format!("eval{}", std::env::consts::EXE_SUFFIX));
-        return eval(&server, &binary);
+        return eval(&server, &super::debug_binary("eval"));
     }
     println!("llama.cpp server with {MODEL_NAME}: {}", server.base_url);
     println!("In the app: preset \"llama.cpp\", base URL {}; as a provider file:", server.base_url);

@@ -253,15 +253,13 @@ fn checks() -> Result {
     section("native tests (the component in wasmtime among them)");
     run(cargo().env("VERITY_COMPONENT", &component).args(["test", "--workspace"]))?;
     section("conformance (the runner built by the native tests)");
-    let runner =
-        target_dir().join("debug").join(format!("conformance{}", std::env::consts::EXE_SUFFIX));
+    let runner = debug_binary("conformance");
     if !runner.is_file() {
         return Err(format!("the native tests did not build {}", runner.display()));
     }
     run(Command::new(runner).arg(root().join("tests/conformance/scenarios.json")))?;
     section("a real model: eval against llama.cpp's server (the binary the native tests built)");
-    let eval_binary =
-        target_dir().join("debug").join(format!("eval{}", std::env::consts::EXE_SUFFIX));
+    let eval_binary = debug_binary("eval");
     let llama = llama::start()?;
     llama::eval(&llama, &eval_binary)?;
     component::node_tests(&component)?;
@@ -286,6 +284,11 @@ fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .filter(|dir| !dir.is_empty())
         .map_or_else(|| root().join("target"), |dir| root().join(dir))
+}
+
+/// A binary of the workspace's dev build (`cargo test --workspace` builds them all).
+fn debug_binary(name: &str) -> PathBuf {
+    target_dir().join("debug").join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// The integration tests of a package: the `.rs` files of its `tests/` folder, by name.

@@ -244,8 +244,7 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
     let constrained = config.output == OutputMode::JsonSchema && !request.tools.is_empty();
     let mut body = Map::new();
     body.insert("model".into(), json!(config.model));
-    let messages = if constrained { constrained_messages(request) } else { messages(request) };
-    body.insert("messages".into(), Value::Array(messages));
+    body.insert("messages".into(), Value::Array(messages(request, constrained)));
     if constrained {
         body.insert(
             "response_format".into(),
@@ -341,11 +340,9 @@ pub fn answer_schema(tools: &[ToolSpec]) -> Value {
     if choices.len() == 1 { choices.remove(0) } else { json!({"oneOf": choices}) }
 }
 
-/// The conversation for a constrained turn. The server is sent no tools, so the system prompt
-/// says how to answer and describes each tool, earlier calls are the assistant's JSON answers,
-/// and their results are user messages naming the tool (a template without tool support may
-/// drop or mangle `tool` messages).
-fn constrained_messages(request: &ModelRequest<'_>) -> Vec<Value> {
+/// The system prompt of a constrained turn: the server is sent no tools, so it says how to
+/// answer and describes each tool.
+fn constrained_system(request: &ModelRequest<'_>) -> String {
     let mut system = request.system.to_owned();
     if !system.is_empty() {
         system.push_str("\n\n");
@@ -357,36 +354,25 @@ fn constrained_messages(request: &ModelRequest<'_>) -> Vec<Value> {
     for tool in request.tools {
         system.push_str(&format!("\n- {}: {}", tool.name, tool.description));
     }
-    let mut out = vec![json!({"role": "system", "content": system})];
-    for message in request.messages {
-        match message {
-            Message::User { text } => out.push(json!({"role": "user", "content": text})),
-            Message::Assistant(response) => {
-                if response.stop_reason().is_failure() {
-                    continue;
-                }
-                let mut content = response.text_content();
-                for call in response.tool_calls() {
-                    if !content.is_empty() {
-                        content.push('\n');
-                    }
-                    let arguments = match &call.arguments {
-                        // Arguments that were not JSON are kept as the text the model wrote.
-                        Value::String(text) => serde_json::from_str(text).unwrap_or(json!(text)),
-                        other => other.clone(),
-                    };
-                    content
-                        .push_str(&json!({"tool": call.name, "arguments": arguments}).to_string());
-                }
-                out.push(json!({"role": "assistant", "content": content}));
-            }
-            Message::ToolResult(result) => out.push(json!({
-                "role": "user",
-                "content": format!("Result of {}: {}", result.tool_name, result.output.content),
-            })),
+    system
+}
+
+/// An earlier response of a constrained conversation: its text and its calls as the JSON
+/// answers the model gave.
+fn constrained_answer(response: &AssistantMessage) -> Value {
+    let mut content = response.text_content();
+    for call in response.tool_calls() {
+        if !content.is_empty() {
+            content.push('\n');
         }
+        let arguments = match &call.arguments {
+            // Arguments that were not JSON are kept as the text the model wrote.
+            Value::String(text) => serde_json::from_str(text).unwrap_or(json!(text)),
+            other => other.clone(),
+        };
+        content.push_str(&json!({"tool": call.name, "arguments": arguments}).to_string());
     }
-    out
+    json!({"role": "assistant", "content": content})
 }
 
 /// The id given to the call read from a constrained answer (the wire has none).
@@ -428,38 +414,26 @@ fn read_answer(content: Vec<ContentBlock>) -> Vec<ContentBlock> {
     out
 }
 
-fn messages(request: &ModelRequest<'_>) -> Vec<Value> {
+/// The wire conversation. A `constrained` turn (see [`OutputMode::JsonSchema`]) has its own
+/// system prompt, earlier calls as the assistant's JSON answers, and their results as user
+/// messages naming the tool (a template without tool support may drop or mangle `tool`
+/// messages).
+fn messages(request: &ModelRequest<'_>, constrained: bool) -> Vec<Value> {
     let mut out = Vec::with_capacity(request.messages.len() + 1);
-    if !request.system.is_empty() {
-        out.push(json!({"role": "system", "content": request.system}));
+    let system = if constrained { constrained_system(request) } else { request.system.to_owned() };
+    if !system.is_empty() {
+        out.push(json!({"role": "system", "content": system}));
     }
     for message in request.messages {
         match message {
             Message::User { text } => out.push(json!({"role": "user", "content": text})),
-            Message::Assistant(response) => {
-                if response.stop_reason().is_failure() {
-                    continue;
-                }
-                let text = response.text_content();
-                let calls: Vec<Value> = response
-                    .tool_calls()
-                    .map(|call| {
-                        json!({"id": call.id, "type": "function", "function": {
-                            "name": call.name,
-                            "arguments": arguments_text(&call.arguments),
-                        }})
-                    })
-                    .collect();
-                let mut entry = Map::new();
-                entry.insert("role".into(), json!("assistant"));
-                let content =
-                    if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) };
-                entry.insert("content".into(), content);
-                if !calls.is_empty() {
-                    entry.insert("tool_calls".into(), Value::Array(calls));
-                }
-                out.push(Value::Object(entry));
-            }
+            Message::Assistant(response) if response.stop_reason().is_failure() => {}
+            Message::Assistant(response) if constrained => out.push(constrained_answer(response)),
+            Message::Assistant(response) => out.push(assistant_entry(response)),
+            Message::ToolResult(result) if constrained => out.push(json!({
+                "role": "user",
+                "content": format!("Result of {}: {}", result.tool_name, result.output.content),
+            })),
             Message::ToolResult(result) => out.push(json!({
                 "role": "tool",
                 "tool_call_id": result.call_id,
@@ -468,6 +442,28 @@ fn messages(request: &ModelRequest<'_>) -> Vec<Value> {
         }
     }
     out
+}
+
+/// An earlier response with its tool calls, as the wire has them.
+fn assistant_entry(response: &AssistantMessage) -> Value {
+    let text = response.text_content();
+    let calls: Vec<Value> = response
+        .tool_calls()
+        .map(|call| {
+            json!({"id": call.id, "type": "function", "function": {
+                "name": call.name,
+                "arguments": arguments_text(&call.arguments),
+            }})
+        })
+        .collect();
+    let mut entry = Map::new();
+    entry.insert("role".into(), json!("assistant"));
+    let content = if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) };
+    entry.insert("content".into(), content);
+    if !calls.is_empty() {
+        entry.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Value::Object(entry)
 }
 
 /// Decodes a whole (not streamed) response.
