@@ -197,6 +197,63 @@ pub fn find_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'
         .map(|(_, value)| value.as_str())
 }
 
+/// Whether `host` (a URL's host as a URL parser reads it, with or without IPv6 brackets) is this
+/// machine: `localhost`, an IPv4 address in `127.0.0.0/8`, or `::1` (also IPv4-mapped).
+#[must_use]
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    if host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost.") {
+        return true;
+    }
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Err(_) => false,
+    }
+}
+
+/// Refuses a request that would send a credential in the clear: `Err` (saying why, without
+/// the key) when `request` carries a credential header ([`is_secret_header`]) with a value
+/// and its URL is not `https` to a host that is not loopback ([`is_loopback_host`]).
+///
+/// The URL is read by `parse` (its scheme, with or without the trailing `:`, and its host),
+/// which must be the parser of the client that connects (WHATWG's in a browser, the `url`
+/// crate under reqwest): a hand-written reading disagrees with it on URLs such as
+/// `http://evil\@127.0.0.1/`, which connect to `evil`. A URL `parse` cannot read is refused
+/// when a credential would go with it.
+///
+/// # Errors
+/// The message for the user.
+pub fn refuse_key_in_the_clear(
+    request: &HttpRequest,
+    parse: impl FnOnce(&str) -> Option<(String, String)>,
+) -> Result<(), String> {
+    let has_key = request
+        .headers
+        .iter()
+        .any(|(name, value)| is_secret_header(name) && !value.trim().is_empty());
+    if !has_key {
+        return Ok(());
+    }
+    let Some((scheme, host)) = parse(&request.url) else {
+        return Err(format!(
+            "refusing to send the API key: {:?} is not a URL",
+            request.url.chars().take(200).collect::<String>()
+        ));
+    };
+    let scheme = scheme.trim_end_matches(':');
+    if scheme.eq_ignore_ascii_case("https") || is_loopback_host(&host) {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to send the API key over plain HTTP ({scheme}:) to {host:?}, which is not \
+         loopback: use the provider's https:// URL (a key goes over plain HTTP only to 127.0.0.0/8, ::1 or \
+         localhost)"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]

@@ -82,6 +82,22 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// Refuses a configuration that would send its key in the clear (see
+    /// [`http::refuse_key_in_the_clear`]; `parse` is the connecting client's URL parser). A
+    /// host calls it before a job's first request, and its client again for every request.
+    ///
+    /// # Errors
+    /// The message for the user, without the key.
+    pub fn refuse_key_in_the_clear(
+        &self,
+        parse: impl FnOnce(&str) -> Option<(String, String)>,
+    ) -> Result<(), String> {
+        http::refuse_key_in_the_clear(
+            &self.encode(&ModelRequest { system: "", messages: &[], tools: &[] }),
+            parse,
+        )
+    }
+
     /// The request for one model call.
     #[must_use]
     pub fn encode(&self, request: &ModelRequest<'_>) -> HttpRequest {
