@@ -10,7 +10,9 @@ use verity_core::corpus::Corpus;
 use verity_core::provider::Provider;
 
 use crate::cluster::{self, Outcome, Ports, Server, Workers};
-use crate::corpus::{CorpusFile, is_url, load_bytes, parse, sha256_hex};
+use crate::corpus::{
+    CorpusFile, CorpusPolicy, DEFAULT_MAX_CORPUS_BYTES, is_url, load_bytes, parse, sha256_hex,
+};
 pub use crate::summary::Row;
 use crate::summary::{LABELS, Tally, gold_text, retriever_of};
 use crate::workflow::{BatchInput, BatchResult, CheckResult, ClaimResult, ClaimRow, Limits};
@@ -118,7 +120,8 @@ pub fn batch_input(
                     .display()
                     .to_string()
             };
-            let bytes = load_bytes(&location)?;
+            // The operator's own file: no policy, no cap (the workers get one that fits it).
+            let bytes = load_bytes(&location, u64::MAX)?;
             let sha256 = sha256_hex(&bytes);
             shared = Some(parse(&location, bytes)?);
             Some(CorpusFile { path: location, sha256 })
@@ -145,6 +148,44 @@ pub fn batch_input(
     Ok((BatchInput { corpus, claims, job: options.job.clone(), limits: options.limits }, shared))
 }
 
+/// The workers' corpus arguments for `input`: the shared corpus's directory as their
+/// `--corpus-root` (a URL as their one `--corpus-url`), and a cap that fits it; none without
+/// a shared corpus (inline passages need no file).
+#[must_use]
+pub fn corpus_worker_args(input: &BatchInput) -> Vec<String> {
+    let Some(file) = &input.corpus else { return Vec::new() };
+    if is_url(&file.path) {
+        return vec!["--corpus-url".to_owned(), file.path.clone()];
+    }
+    let path = Path::new(&file.path);
+    let size = std::fs::metadata(path).map_or(0, |meta| meta.len());
+    let root = path.parent().map_or_else(|| ".".to_owned(), |dir| dir.display().to_string());
+    vec![
+        "--corpus-root".to_owned(),
+        root,
+        "--corpus-max-bytes".to_owned(),
+        size.max(DEFAULT_MAX_CORPUS_BYTES).to_string(),
+    ]
+}
+
+/// The corpus policy of a worker started with [`corpus_worker_args`] (for a host in this
+/// process).
+///
+/// # Errors
+/// The corpus's directory is gone.
+pub fn corpus_policy(input: &BatchInput) -> Result<CorpusPolicy, String> {
+    let mut policy = CorpusPolicy::none();
+    let mut args = corpus_worker_args(input).into_iter();
+    while let (Some(flag), Some(value)) = (args.next(), args.next()) {
+        policy = match flag.as_str() {
+            "--corpus-url" => policy.with_url_prefix(&value)?,
+            "--corpus-root" => policy.with_root(Path::new(&value))?,
+            _ => policy.with_max_bytes(value.parse().unwrap_or(DEFAULT_MAX_CORPUS_BYTES)),
+        };
+    }
+    Ok(policy)
+}
+
 /// The key of a batch: `batch-` and the first 16 hex digits of the SHA-256 of its input (the
 /// claims, the corpus's location and hash, the job and the limits). The same command run
 /// again has the same key, and attaches to the batch instead of checking the claims again.
@@ -169,7 +210,7 @@ pub fn run(options: &Options) -> Result<Value, String> {
     let key = options.batch_id.clone().unwrap_or_else(|| batch_key(&input));
     let (ports, deployment) = Ports::kept(&options.data_dir);
     let mut server = Server::start(&options.data_dir, ports)?;
-    let mut worker_args = Vec::new();
+    let mut worker_args = corpus_worker_args(&input);
     if let Some(path) = &options.provider {
         worker_args.push("--provider".to_owned());
         worker_args.push(path.display().to_string());

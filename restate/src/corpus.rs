@@ -59,17 +59,141 @@ pub fn format_name(location: &str) -> &str {
     if is_url(location) { location.split(['?', '#']).next().unwrap_or(location) } else { location }
 }
 
-/// The bytes at `location`: a file read, or a URL fetched (GET, over [`ReqwestClient`], five
-/// minutes at most) on a thread of its own, so it works from sync code and inside a runtime
-/// alike.
+/// The largest corpus file a worker reads or fetches unless told otherwise
+/// (`--corpus-max-bytes`): 256 MiB, about 50 times the 26,259-passage VitaminC corpus.
+pub const DEFAULT_MAX_CORPUS_BYTES: u64 = 256 << 20;
+
+/// What corpus files a worker may read for whoever can reach its Restate ingress: paths only
+/// under a root directory, URLs only under listed prefixes, neither by default, and no file
+/// larger than a cap. A claim job names its corpus, so without this a job could read any file
+/// the worker can (and learn its hash) or make the worker fetch any URL.
+#[derive(Debug, Clone)]
+pub struct CorpusPolicy {
+    /// Canonical: every path is canonicalized (symbolic links and `..` resolved) and must lie
+    /// under it.
+    root: Option<std::path::PathBuf>,
+    /// Parsed and normalized: a URL must have the same origin and start with one of them.
+    url_prefixes: Vec<reqwest::Url>,
+    max_bytes: u64,
+}
+
+impl Default for CorpusPolicy {
+    fn default() -> Self {
+        Self { root: None, url_prefixes: Vec::new(), max_bytes: DEFAULT_MAX_CORPUS_BYTES }
+    }
+}
+
+impl CorpusPolicy {
+    /// No files, no URLs, the default cap.
+    #[must_use]
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Also files under `dir` (which must exist).
+    ///
+    /// # Errors
+    /// `dir` is not a directory.
+    pub fn with_root(mut self, dir: &std::path::Path) -> Result<Self, String> {
+        let root = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if !root.is_dir() {
+            return Err(format!("{} is not a directory", dir.display()));
+        }
+        self.root = Some(root);
+        Ok(self)
+    }
+
+    /// Also URLs that start with `prefix` (an `http://` or `https://` URL; end it with `/` to
+    /// name a directory: `https://data.example/corpora/`).
+    ///
+    /// # Errors
+    /// `prefix` is not an HTTP(S) URL.
+    pub fn with_url_prefix(mut self, prefix: &str) -> Result<Self, String> {
+        let url = reqwest::Url::parse(prefix.trim())
+            .map_err(|e| format!("corpus URL prefix {prefix:?}: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return Err(format!("corpus URL prefix {prefix:?} is not an http(s) URL"));
+        }
+        self.url_prefixes.push(url);
+        Ok(self)
+    }
+
+    /// With a cap of `max_bytes` on a corpus file's size.
+    #[must_use]
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// The cap on a corpus file's size.
+    #[must_use]
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Where `location` may be read from: a canonical path under the root, or a URL under a
+    /// prefix. A refusal says what the worker allows, and the same for a path outside the root
+    /// as for one that does not exist (no probing the worker's disk).
+    ///
+    /// # Errors
+    /// The refusal.
+    pub fn admit(&self, location: &str) -> Result<String, String> {
+        if is_url(location) {
+            let refused = || {
+                format!(
+                    "corpus {location} refused: this worker fetches corpora only under the URL \
+                     prefixes it was started with (--corpus-url), and {}",
+                    if self.url_prefixes.is_empty() { "it has none" } else { "this is not one" }
+                )
+            };
+            let url = reqwest::Url::parse(location.trim()).map_err(|_| refused())?;
+            let under = self.url_prefixes.iter().any(|prefix| {
+                prefix.origin() == url.origin()
+                    && url.username().is_empty()
+                    && url.password().is_none()
+                    && url.as_str().starts_with(prefix.as_str())
+            });
+            return if under { Ok(url.to_string()) } else { Err(refused()) };
+        }
+        let Some(root) = &self.root else {
+            return Err(format!(
+                "corpus {location} refused: this worker reads no local corpus files (start it \
+                 with --corpus-root DIR)"
+            ));
+        };
+        match std::fs::canonicalize(location) {
+            Ok(path) if path.starts_with(root) && path.is_file() => Ok(path.display().to_string()),
+            _ => Err(format!(
+                "corpus {location} refused: not a file under this worker's corpus root"
+            )),
+        }
+    }
+}
+
+/// The bytes at `location`: a file read, or a URL fetched (GET, over [`ReqwestClient`], no
+/// redirect followed, five minutes at most) on a thread of its own, so it works from sync code
+/// and inside a runtime alike; at most `max_bytes` of them (a larger file is refused, a
+/// download stopped once it passes the cap). No policy applies here: a worker calls it with a
+/// location [`CorpusPolicy::admit`] let through.
 ///
 /// # Errors
-/// A message naming the location: unreadable, unreachable, or an answer other than 200.
+/// A message naming the location: unreadable, unreachable, larger than `max_bytes`, or an
+/// answer other than 200.
 ///
 /// [`ReqwestClient`]: crate::http::ReqwestClient
-pub fn load_bytes(location: &str) -> Result<Vec<u8>, String> {
+pub fn load_bytes(location: &str, max_bytes: u64) -> Result<Vec<u8>, String> {
+    let too_large = || format!("corpus {location}: larger than the cap of {max_bytes} bytes");
     if !is_url(location) {
-        return std::fs::read(location).map_err(|e| format!("corpus {location}: {e}"));
+        use std::io::Read;
+        let file = std::fs::File::open(location).map_err(|e| format!("corpus {location}: {e}"))?;
+        let mut bytes = Vec::new();
+        file.take(max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("corpus {location}: {e}"))?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(too_large());
+        }
+        return Ok(bytes);
     }
     let url = location.trim().to_owned();
     let fetched = std::thread::spawn(move || {
@@ -92,8 +216,17 @@ pub fn load_bytes(location: &str) -> Result<Vec<u8>, String> {
             if head.status != 200 {
                 return Err(format!("the server answered {}", head.status));
             }
+            let declared =
+                verity_core::provider::http::find_header(&head.headers, "content-length")
+                    .and_then(|length| length.trim().parse::<u64>().ok());
+            if declared.is_some_and(|length| length > max_bytes) {
+                return Err(format!("larger than the cap of {max_bytes} bytes"));
+            }
             let mut bytes = Vec::new();
             while let Some(chunk) = body.next_chunk().await.map_err(|e| format!("{e:?}"))? {
+                if (bytes.len() + chunk.len()) as u64 > max_bytes {
+                    return Err(format!("larger than the cap of {max_bytes} bytes"));
+                }
                 bytes.extend(chunk);
             }
             Ok(bytes)
@@ -115,17 +248,20 @@ pub fn parse(location: &str, bytes: Vec<u8>) -> Result<Corpus, String> {
     Corpus::new(passages).map_err(|e| format!("corpus {location}: {e}"))
 }
 
-/// Reads (or fetches) a corpus file, checks its hash and parses it (no index yet).
+/// Reads (or fetches) a corpus file `policy` admits, checks its hash and parses it (no index
+/// yet).
 ///
 /// # Errors
-/// A message naming the file: unreadable, a hash that does not match, or unparsable.
-pub fn read_file(file: &CorpusFile) -> Result<Corpus, String> {
-    let bytes = load_bytes(&file.path)?;
-    let actual = sha256_hex(&bytes);
-    if !actual.eq_ignore_ascii_case(file.sha256.trim()) {
+/// A message naming the file: refused by the policy, unreadable, a hash that does not match
+/// (the refusal names no hash of what was read: it would let the next job pass), or
+/// unparsable.
+pub fn read_file(file: &CorpusFile, policy: &CorpusPolicy) -> Result<Corpus, String> {
+    let location = policy.admit(&file.path)?;
+    let bytes = load_bytes(&location, policy.max_bytes())?;
+    if !sha256_hex(&bytes).eq_ignore_ascii_case(file.sha256.trim()) {
         return Err(format!(
-            "corpus {} refused: its SHA-256 is {actual}, but the batch names {} (the file \
-             changed, or the batch names another file)",
+            "corpus {} refused: its bytes do not have the SHA-256 the batch names ({}; the \
+             file changed, or the batch names another file)",
             file.path, file.sha256
         ));
     }
@@ -145,13 +281,14 @@ type Slot = Arc<tokio::sync::OnceCell<Arc<IndexedCorpus>>>;
 pub struct Corpora {
     files: Mutex<HashMap<String, Slot>>,
     loads: AtomicUsize,
+    policy: CorpusPolicy,
 }
 
 impl Corpora {
-    /// No corpus loaded yet.
+    /// No corpus loaded yet; files as `policy` allows.
     #[must_use]
-    pub fn new() -> Self {
-        Self::default()
+    pub fn new(policy: CorpusPolicy) -> Self {
+        Self { files: Mutex::default(), loads: AtomicUsize::new(0), policy }
     }
 
     /// The indexed corpus of `source`: a file is loaded (and its hash checked) on first use
@@ -171,6 +308,9 @@ impl Corpora {
             }
             CorpusSource::File(file) => {
                 let hash = file.sha256.trim().to_ascii_lowercase();
+                // Refused before anything is looked up: a corpus another job loaded is no
+                // more this job's to read than one on disk.
+                self.policy.admit(&file.path)?;
                 // The lock is held only to find or make the slot, never across a load.
                 let slot: Slot = Arc::clone(
                     self.files
@@ -182,8 +322,8 @@ impl Corpora {
                 let corpus = slot
                     .get_or_try_init(|| async {
                         self.loads.fetch_add(1, Ordering::Relaxed);
-                        let owned = file.clone();
-                        tokio::task::spawn_blocking(move || load(&owned))
+                        let (owned, policy) = (file.clone(), self.policy.clone());
+                        tokio::task::spawn_blocking(move || load(&owned, &policy))
                             .await
                             .map_err(|e| format!("corpus {}: the load failed: {e}", file.path))?
                     })
@@ -214,9 +354,9 @@ impl Corpora {
 
 /// Reads (or fetches), checks, parses and indexes `file`, BM25 included, so that no check pays
 /// for the index later: the blocking part of [`Corpora::get`].
-fn load(file: &CorpusFile) -> Result<Arc<IndexedCorpus>, String> {
+fn load(file: &CorpusFile, policy: &CorpusPolicy) -> Result<Arc<IndexedCorpus>, String> {
     let started = std::time::Instant::now();
-    let corpus = IndexedCorpus::new(read_file(file)?);
+    let corpus = IndexedCorpus::new(read_file(file, policy)?);
     let _ = corpus.bm25();
     eprintln!(
         "verity-restate: corpus {}: {} passages, SHA-256 checked, indexed in {} ms",
@@ -234,7 +374,11 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
 
-    use super::{Corpora, CorpusFile, CorpusSource, sha256_hex};
+    use super::{Corpora, CorpusFile, CorpusPolicy, CorpusSource, sha256_hex};
+
+    fn under(dir: &std::path::Path) -> CorpusPolicy {
+        CorpusPolicy::none().with_root(dir).unwrap()
+    }
 
     fn file(dir: &std::path::Path, text: &str) -> CorpusFile {
         let path = dir.join("c.jsonl");
@@ -248,7 +392,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let text = "{\"id\": \"a\", \"text\": \"The bridge opened in 1932.\"}\n";
         let source = CorpusSource::File(file(&dir, text));
-        let corpora = Corpora::new();
+        let corpora = Corpora::new(under(&dir));
         let first = corpora.get(&source).await.unwrap();
         assert!(first.is_indexed());
         let second = corpora.get(&source).await.unwrap();
@@ -257,14 +401,15 @@ mod tests {
         // The id the job sees is the core's content id, not the file's hash.
         assert!(first.id().as_str().starts_with("sha256:"));
 
-        // Another hash is refused, naming the file and both hashes; the refusal is not kept.
+        // Another hash is refused, naming the file but no hash of what it read (a second job
+        // could name that hash and pass); the refusal is not kept.
         let CorpusSource::File(mut wrong) = source else { unreachable!() };
         wrong.sha256 = sha256_hex(b"something else");
         let error = corpora.get(&CorpusSource::File(wrong.clone())).await.unwrap_err();
-        assert!(error.contains("refused") && error.contains(&wrong.sha256), "{error}");
+        assert!(error.contains("refused") && error.contains("c.jsonl"), "{error}");
         assert!(
-            error.contains(&sha256_hex(text.as_bytes())) && error.contains("c.jsonl"),
-            "{error}"
+            !error.contains(&sha256_hex(text.as_bytes())),
+            "the refusal leaks the hash: {error}"
         );
         assert!(corpora.get(&CorpusSource::File(wrong)).await.is_err());
         assert_eq!((corpora.files_loaded(), corpora.loads_started()), (1, 3));
@@ -304,9 +449,10 @@ mod tests {
         let text = "{\"id\": \"a\", \"text\": \"The bridge opened in 1932.\"}\n";
         let delay = Duration::from_millis(800);
         let (url, served) = slow_server(text.to_owned(), delay);
+        let policy = CorpusPolicy::none().with_url_prefix(&url).unwrap();
         let source =
             CorpusSource::File(CorpusFile { path: url, sha256: sha256_hex(text.as_bytes()) });
-        let corpora = Corpora::new();
+        let corpora = Corpora::new(policy);
         let started = Instant::now();
         let timer = async {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -324,6 +470,81 @@ mod tests {
             fired < Duration::from_millis(400),
             "a 100 ms timer fired after {fired:?} while the corpus loaded ({loaded:?})"
         );
+    }
+
+    /// What a claim job can name is what the operator allowed: no file and no URL by default;
+    /// with a root, files under it only (not `..` out of it, not a symbolic link out of it, not
+    /// a directory), the same refusal whether or not the file exists; with a prefix, URLs
+    /// under it only (not another host that starts the same, not another port).
+    #[test]
+    fn a_worker_reads_only_the_files_and_urls_its_operator_allowed() {
+        let base = std::env::temp_dir().join(format!("verity-policy-{}", std::process::id()));
+        let root = base.join("corpora");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("ok.jsonl"), "{}").unwrap();
+        std::fs::write(base.join("secret.txt"), "password").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(base.join("secret.txt"), root.join("link.txt")).ok();
+
+        let none = CorpusPolicy::none();
+        for location in ["/etc/passwd", "http://127.0.0.1:9/c.jsonl", "https://example.com/c"] {
+            let refused = none.admit(location).unwrap_err();
+            assert!(refused.contains("refused"), "{refused}");
+        }
+        let policy = under(&root);
+        assert!(policy.admit(&root.join("ok.jsonl").display().to_string()).is_ok());
+        let outside = [
+            base.join("secret.txt"),
+            root.join("../secret.txt"),
+            root.join("link.txt"),
+            root.join("missing.jsonl"),
+            root.clone(),
+            "/etc/passwd".into(),
+        ];
+        let refusals: Vec<String> = outside
+            .iter()
+            .map(|path| policy.admit(&path.display().to_string()).unwrap_err())
+            .collect();
+        for (path, refused) in outside.iter().zip(&refusals) {
+            let shown = path.display().to_string();
+            assert_eq!(
+                refused.replace(&shown, "PATH"),
+                refusals[0].replace(&outside[0].display().to_string(), "PATH")
+            );
+        }
+
+        let urls = CorpusPolicy::none().with_url_prefix("https://data.example/corpora/").unwrap();
+        assert!(urls.admit("https://data.example/corpora/c.jsonl").is_ok());
+        assert!(urls.admit("HTTPS://DATA.EXAMPLE/corpora/c.jsonl?v=2").is_ok());
+        for url in [
+            "https://data.example/other/c.jsonl",
+            "https://data.example/corpora/../secret",
+            "https://data.example.evil.com/corpora/c.jsonl",
+            "https://data.example:8443/corpora/c.jsonl",
+            "http://data.example/corpora/c.jsonl",
+            "https://user@data.example/corpora/c.jsonl",
+            "http://127.0.0.1/corpora/c.jsonl",
+        ] {
+            assert!(urls.admit(url).is_err(), "{url} was admitted");
+        }
+        std::fs::remove_dir_all(&base).ok();
+    }
+
+    /// A corpus larger than the cap is refused, read from disk or fetched (the download stops
+    /// at the cap; a server that declares a larger length is refused before its body).
+    #[test]
+    fn a_corpus_larger_than_the_cap_is_refused() {
+        let dir = std::env::temp_dir().join(format!("verity-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("big.txt");
+        std::fs::write(&path, "x".repeat(1_000)).unwrap();
+        let path = path.display().to_string();
+        assert_eq!(super::load_bytes(&path, 1_000).unwrap().len(), 1_000);
+        assert!(super::load_bytes(&path, 999).unwrap_err().contains("larger than the cap"));
+        let (url, _) = slow_server("y".repeat(1_000), Duration::ZERO);
+        assert_eq!(super::load_bytes(&url, 1_000).unwrap().len(), 1_000);
+        assert!(super::load_bytes(&url, 999).unwrap_err().contains("larger than the cap"));
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -10,7 +10,7 @@ use verity_core::provider::offline::OfflineModel;
 use verity_core::provider::{Provider, ProviderTransport};
 use verity_core::{AssistantMessage, ModelRequest, OwnedModelRequest, ToolCall, ToolOutput, Tools};
 
-use crate::corpus::{Corpora, CorpusSource};
+use crate::corpus::{Corpora, CorpusPolicy, CorpusSource};
 use crate::http::ReqwestClient;
 
 /// The model a worker calls: the offline baseline or a provider over [`ReqwestClient`].
@@ -131,13 +131,36 @@ pub struct Host {
     pub tools: HostTools,
     /// The corpora loaded so far.
     pub corpora: Corpora,
+    /// Whether `kind: "step"` jobs run: a step is a model call on the worker's key with the
+    /// caller's prompt (a free model proxy for whoever reaches the ingress), so only if the
+    /// operator turns it on (`--allow-steps`).
+    pub allow_steps: bool,
 }
 
 impl Host {
-    /// A host with `model`, the tools of the environment and no corpus loaded.
+    /// A host with `model`, the tools of the environment and no corpus loaded, that reads no
+    /// corpus file (inline passages only): see [`Host::with_corpus_policy`].
     #[must_use]
     pub fn new(model: Model) -> Self {
-        Self { model, tools: HostTools::from_env(), corpora: Corpora::new() }
+        Self::with_corpus_policy(model, CorpusPolicy::none())
+    }
+
+    /// A host that reads the corpus files `policy` allows.
+    #[must_use]
+    pub fn with_corpus_policy(model: Model, policy: CorpusPolicy) -> Self {
+        Self {
+            model,
+            tools: HostTools::from_env(),
+            corpora: Corpora::new(policy),
+            allow_steps: false,
+        }
+    }
+
+    /// The same host, running `kind: "step"` jobs too.
+    #[must_use]
+    pub fn allowing_steps(mut self) -> Self {
+        self.allow_steps = true;
+        self
     }
 
     /// The indexed corpus of `source` (see [`Corpora::get`]).

@@ -7,9 +7,8 @@
 
 use std::time::Duration;
 
-use verity_core::provider::http::is_secret_header;
+use verity_core::Provider;
 use verity_core::provider::{HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead};
-use verity_core::{ModelRequest, Provider};
 
 /// An [`HttpClient`] over `reqwest` (rustls, HTTP/1.1 and HTTP/2). Requests to other hosts go
 /// through the system's proxy (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, minus `NO_PROXY`, as
@@ -40,6 +39,10 @@ impl ReqwestClient {
         let build = |builder: reqwest::ClientBuilder| {
             builder
                 .connect_timeout(Duration::from_secs(30))
+                // No redirect is followed: reqwest strips only `Authorization` on a cross-host
+                // redirect, so `x-api-key` and `api-key` would follow it, even to plain HTTP. A
+                // provider's API does not redirect; a 3xx is a failure the codecs classify.
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("a reqwest client builds")
         };
@@ -108,6 +111,8 @@ impl HttpClient for ReqwestClient {
     ) -> Result<(ResponseHead, ReqwestBody), HttpFailure> {
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|_| HttpFailure::Network(format!("bad method {:?}", request.method)))?;
+        verity_core::provider::http::refuse_key_in_the_clear(request, url_parts)
+            .map_err(HttpFailure::Network)?;
         let client = if url_is_loopback(&request.url) { &self.direct } else { &self.client };
         let mut builder = client.request(method, &request.url);
         for (name, value) in &request.headers {
@@ -163,66 +168,33 @@ async fn bounded<F: std::future::Future>(
 
 /// Refuses to send an API key in the clear: `Err` (saying why) when `provider`'s requests
 /// carry a credential header and go over plain `http://` to a host that is not loopback
-/// (`127.0.0.0/8`, `::1`, `localhost`): a key travels over HTTPS, or over plain HTTP only to
-/// this machine. `eval --provider` and the worker call it before any request.
+/// (`127.0.0.0/8`, `::1`, `localhost`), the URL read by the parser reqwest connects with (see
+/// [`verity_core::provider::http::refuse_key_in_the_clear`]). `eval --provider` and the worker
+/// call it before any request; [`ReqwestClient`] checks every request again.
 ///
 /// # Errors
 /// The message for the user, without the key.
 pub fn refuse_key_in_the_clear(provider: &Provider) -> Result<(), String> {
-    let request = provider.encode(&ModelRequest { system: "", messages: &[], tools: &[] });
-    let has_key = request
-        .headers
-        .iter()
-        .any(|(name, value)| is_secret_header(name) && !value.trim().is_empty());
-    if !has_key {
-        return Ok(());
-    }
-    let (scheme, host) = scheme_and_host(&request.url);
-    if scheme.eq_ignore_ascii_case("https") {
-        return Ok(());
-    }
-    if is_loopback(host) {
-        return Ok(());
-    }
-    Err(format!(
-        "refusing to send the API key over plain HTTP to {host:?} ({}), which is not loopback: \
-         use the provider's https:// URL (a key goes over plain HTTP only to 127.0.0.0/8, ::1 \
-         or localhost)",
-        request.url
-    ))
+    provider.refuse_key_in_the_clear(url_parts)
 }
 
-/// A URL's scheme and host (without brackets, port or user info); empty when it has none.
-fn scheme_and_host(url: &str) -> (&str, &str) {
-    let (scheme, rest) = url.trim().split_once("://").unwrap_or(("", ""));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-    let host = match host_port.strip_prefix('[') {
-        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
-        None => host_port.split(':').next().unwrap_or_default(),
-    };
-    (scheme, host)
+/// A URL's scheme and host as reqwest reads it (the `url` crate, WHATWG's rules).
+fn url_parts(url: &str) -> Option<(String, String)> {
+    let parsed = reqwest::Url::parse(url.trim()).ok()?;
+    Some((parsed.scheme().to_owned(), parsed.host_str()?.to_owned()))
 }
 
-/// Whether `url`'s host is loopback (see [`is_loopback`]).
+/// Whether `url`'s host is loopback, as reqwest reads the URL.
 #[must_use]
 pub fn url_is_loopback(url: &str) -> bool {
-    is_loopback(scheme_and_host(url).1)
+    url_parts(url).is_some_and(|(_, host)| is_loopback(&host))
 }
 
-/// Whether a URL's host is this machine: `localhost`, or an IPv4 address in 127.0.0.0/8, or `::1` (also IPv4-mapped).
+/// Whether a URL's host is this machine: `localhost`, or an IPv4 address in 127.0.0.0/8, or
+/// `::1` (also IPv4-mapped; with or without brackets).
 #[must_use]
 pub fn is_loopback(host: &str) -> bool {
-    if host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost.") {
-        return true;
-    }
-    match host.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
-        Ok(std::net::IpAddr::V6(ip)) => {
-            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
-        Err(_) => false,
-    }
+    verity_core::provider::http::is_loopback_host(host)
 }
 
 #[cfg(test)]
@@ -274,6 +246,61 @@ mod tests {
             bytes.extend(chunk);
         }
         assert_eq!(bytes, b"slow!");
+    }
+
+    /// A loopback server that counts the connections it accepts and answers each with a 200.
+    fn counting_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = std::sync::Arc::clone(&count);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut buffer = [0; 4096];
+                let _ = stream.read(&mut buffer);
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}");
+            }
+        });
+        (port, count)
+    }
+
+    /// A request carrying `x-api-key` answered with a 307 to another port: the redirect is not
+    /// followed (the other server sees no connection, so no key), and the 307 is the answer.
+    #[tokio::test]
+    async fn a_redirect_is_not_followed_so_a_key_goes_nowhere_else() {
+        let (target, reached) = counting_server();
+        let reply = format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:{target}/v1\r\n\
+             content-length: 0\r\nconnection: close\r\n\r\n"
+        );
+        let port = serve_once(Box::leak(reply.into_bytes().into_boxed_slice()));
+        let mut request = post(format!("http://127.0.0.1:{port}/v1"), Some(5_000));
+        request.headers.push(("x-api-key".to_owned(), "sk-ant-secret".to_owned()));
+        let (head, _) = ReqwestClient::without_waits().send(&request).await.unwrap();
+        assert_eq!(head.status, 307);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(
+            reached.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "the redirect was followed"
+        );
+    }
+
+    /// The client itself refuses a credential over plain HTTP off loopback, reading the URL as
+    /// it connects: `http://evil\@127.0.0.1/` is host `evil` to reqwest.
+    #[tokio::test]
+    async fn the_client_refuses_a_key_in_the_clear_before_connecting() {
+        let client = ReqwestClient::without_waits();
+        for url in ["http://10.1.2.3:9/v1", "http://evil\\@127.0.0.1:9/v1"] {
+            let mut request = post(url.to_owned(), Some(1_000));
+            request.headers.push(("authorization".to_owned(), "Bearer sk-secret".to_owned()));
+            let Err(HttpFailure::Network(message)) = client.send(&request).await else {
+                panic!("{url}: a key in the clear was not refused");
+            };
+            assert!(message.contains("refusing") && !message.contains("sk-secret"), "{message}");
+        }
     }
 
     #[tokio::test]
@@ -372,9 +399,11 @@ mod key_tests {
             "http://[::ffff:10.0.0.1]/v1",
             "http://[2001:db8::1]:8080/v1",
             "127.0.0.1:8080/v1",
+            // WHATWG (and reqwest) read the host as `evil`: a backslash ends the authority.
+            "http://evil\\@127.0.0.1/v1",
         ] {
             let refused = refuse_key_in_the_clear(&openai(url, true)).expect_err(url);
-            assert!(refused.contains("plain HTTP"), "{refused}");
+            assert!(refused.contains("plain HTTP") || refused.contains("not a URL"), "{refused}");
             assert!(!refused.contains(KEY), "{refused}");
         }
         // Without a key anything goes (a remote Ollama needs none).

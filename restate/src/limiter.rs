@@ -69,21 +69,21 @@ pub fn next_slot(grants: &[Grant], window: &Window, earliest: u64, tokens: u64) 
     {
         // Enough grants must have left that fewer than `limit` remain: the one `limit` back
         // from the newest.
-        at = at.max(grants[grants.len() - count].at_ms + length);
+        at = at.max(grants[grants.len() - count].at_ms.saturating_add(length));
     }
     if let Some(limit) = window.tokens.filter(|limit| *limit > 0) {
         let mut held: u64 = grants
             .iter()
-            .filter(|grant| grant.at_ms + length > at)
+            .filter(|grant| grant.at_ms.saturating_add(length) > at)
             .map(|grant| grant.tokens)
             .fold(tokens, u64::saturating_add);
         for grant in grants {
             if held <= limit {
                 break;
             }
-            if grant.at_ms + length > at {
-                held -= grant.tokens;
-                at = at.max(grant.at_ms + length);
+            if grant.at_ms.saturating_add(length) > at {
+                held = held.saturating_sub(grant.tokens);
+                at = at.max(grant.at_ms.saturating_add(length));
             }
         }
     }
@@ -168,7 +168,7 @@ impl RateLimiter {
         let now: u64 = ctx.run(|| async { Ok::<_, HandlerError>(now_ms()) }).name("now").await?;
         // Grants that left every window a new grant can be in (it is at `now` or later).
         let length = request.window.window_ms.max(1);
-        grants.retain(|grant| grant.at_ms + length > now);
+        grants.retain(|grant| grant.at_ms.saturating_add(length) > now);
         let at = next_slot(&grants, &request.window, now.max(hold), request.tokens);
         grants.push(Grant { id: request.id, at_ms: at, tokens: request.tokens });
         ctx.set(GRANTS, Json(grants));
@@ -243,7 +243,7 @@ pub async fn wait_for_slot(
             ctx.sleep(Duration::from_millis(at - now)).await?;
             now = clock(ctx, format!("woke {call} {attempt}")).await?;
         }
-        if now <= at + LATE_MS {
+        if now <= at.saturating_add(LATE_MS) {
             return Ok(id);
         }
     }
@@ -254,8 +254,17 @@ fn terminal_error(message: &str) -> HandlerError {
     TerminalError::new(message).into()
 }
 
+/// Until when a provider's "retry after `wait` ms", seen at `now`, holds a batch back: at most
+/// `cap` ms (the job's `retry.retryAfterCapMs`, which also bounds the check's own wait), so a
+/// server (or a proxy in front of it) cannot stop a batch for days with one header.
+#[must_use]
+pub fn hold_until(now: u64, wait: u64, cap: u64) -> u64 {
+    now.saturating_add(wait.min(cap))
+}
+
 /// Tells the limiter of `rate` what the request of slot `slot` (model call `call`) used, and,
-/// when its response asks to retry after a while, to hold the batch back until then.
+/// when its response asks to retry after a while, to hold the batch back until then (see
+/// [`hold_until`]).
 ///
 /// # Errors
 /// Restate's.
@@ -265,6 +274,7 @@ pub async fn report(
     slot: String,
     call: u64,
     response: &verity_core::AssistantMessage,
+    retry_after_cap_ms: u64,
 ) -> Result<(), HandlerError> {
     let client = ctx.object_client::<RateLimiterClient>(rate.key.clone());
     let tokens = response.usage.input.saturating_add(response.usage.output);
@@ -273,7 +283,7 @@ pub async fn report(
     }
     if let Some(wait) = response.error.as_ref().and_then(|error| error.retry_after_ms) {
         let now = clock(ctx, format!("retry after {call}")).await?;
-        client.hold(now.saturating_add(wait)).send();
+        client.hold(hold_until(now, wait, retry_after_cap_ms)).send();
     }
     Ok(())
 }
@@ -362,5 +372,27 @@ mod tests {
             let tokens: u64 = inside.iter().map(|g| g.tokens).sum();
             assert!(tokens <= 900, "{tokens} tokens in the window ending {}", grant.at_ms);
         }
+    }
+
+    /// Instants and token counts at the ends of `u64` (a clock, a usage or a window from a job
+    /// config) saturate instead of overflowing (a panic in debug builds, a grant in the past in
+    /// release ones).
+    #[test]
+    fn limits_near_u64_max_saturate() {
+        let both = Window { requests: Some(1), tokens: Some(10), window_ms: u64::MAX };
+        let late = grants(&[(u64::MAX - 5, u64::MAX)]);
+        assert_eq!(next_slot(&late, &both, u64::MAX - 5, u64::MAX), u64::MAX);
+        assert_eq!(next_slot(&late, &both, 0, 1), u64::MAX);
+        let tokens = Window { requests: None, tokens: Some(u64::MAX), window_ms: u64::MAX };
+        assert_eq!(next_slot(&grants(&[(7, u64::MAX), (8, 3)]), &tokens, 9, u64::MAX), 9);
+        assert_eq!(super::hold_until(u64::MAX - 1, u64::MAX, u64::MAX), u64::MAX);
+    }
+
+    /// A `Retry-After` of a year holds the batch back no longer than the job's cap.
+    #[test]
+    fn a_retry_after_holds_the_batch_at_most_the_cap() {
+        let year = 365 * 24 * 3_600_000;
+        assert_eq!(super::hold_until(1_000, year, 60_000), 61_000);
+        assert_eq!(super::hold_until(1_000, 2_000, 60_000), 3_000);
     }
 }

@@ -8,6 +8,10 @@
 //!   comma-separated): answer only requests signed by a Restate server holding the matching
 //!   private key. Register it with any Restate server:
 //!   `restate deployments register http://HOST:P` or `POST /deployments` on the admin API.
+//!   A non-loopback `--bind` needs an identity key (or `--allow-unsigned`). Corpus files: only
+//!   under `--corpus-root DIR`, URLs only under `--corpus-url PREFIX` (repeatable), neither by
+//!   default, each at most `--corpus-max-bytes` (256 MiB). `--allow-steps`: run `kind: "step"`
+//!   jobs too (off by default: a step is a model call on the worker's key).
 //! - `balance --port P WORKER...`: an HTTP/2 balancer over worker addresses.
 //! - `batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] [--workers N]
 //!   [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] [--retries N]
@@ -38,12 +42,13 @@ mod native {
 
     use serde_json::{Map, Value, json};
     use verity_restate::batch::{self, Options};
-    use verity_restate::corpus::CorpusSource;
+    use verity_restate::corpus::{CorpusPolicy, CorpusSource};
     use verity_restate::host::{Host, Model};
     use verity_restate::workflow::{CheckInput, Limits, build_job};
 
     const USAGE: &str = "usage: verity-restate worker --port P|--bind ADDR:PORT [--provider CONFIG.json] \
-        [--identity-key KEY]... \
+        [--identity-key KEY]... [--allow-unsigned] [--corpus-root DIR] [--corpus-url PREFIX]... \
+        [--corpus-max-bytes N] [--allow-steps] \
         | balance --port P WORKER... | batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] \
         [--workers N] [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] \
         [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY]";
@@ -75,8 +80,22 @@ mod native {
         let mut address: Option<SocketAddr> = None;
         let mut model = Model::Offline;
         let mut identity_keys: Vec<String> = Vec::new();
+        let mut policy = CorpusPolicy::none();
+        let (mut allow_steps, mut allow_unsigned) = (false, false);
         while let Some(arg) = args.next() {
             match arg.as_str() {
+                "--corpus-root" => {
+                    policy = policy.with_root(&value::<PathBuf>(&mut args, "--corpus-root")?)?;
+                }
+                "--corpus-url" => {
+                    policy =
+                        policy.with_url_prefix(&value::<String>(&mut args, "--corpus-url")?)?;
+                }
+                "--corpus-max-bytes" => {
+                    policy = policy.with_max_bytes(value(&mut args, "--corpus-max-bytes")?);
+                }
+                "--allow-steps" => allow_steps = true,
+                "--allow-unsigned" => allow_unsigned = true,
                 "--port" => {
                     let port: u16 = value(&mut args, "--port")?;
                     address = Some(SocketAddr::from(([127, 0, 0, 1], port)));
@@ -99,7 +118,19 @@ mod native {
                 keys.split([',', ' ', '\n', '\t']).filter(|k| !k.is_empty()).map(str::to_owned),
             );
         }
-        let endpoint = verity_restate::endpoint(Arc::new(Host::new(model)), &identity_keys)?;
+        if !address.ip().is_loopback() && identity_keys.is_empty() && !allow_unsigned {
+            return Err(format!(
+                "refusing to serve {address} without --identity-key: any host that reaches it \
+                 could run jobs on this worker's model and corpora. Give the Restate server's \
+                 request-identity public key (or --allow-unsigned, behind a network that only \
+                 the server reaches)"
+            ));
+        }
+        let mut host = Host::with_corpus_policy(model, policy);
+        if allow_steps {
+            host = host.allowing_steps();
+        }
+        let endpoint = verity_restate::endpoint(Arc::new(host), &identity_keys)?;
         runtime()?
             .block_on(verity_restate::serve_worker(endpoint, address))
             .map_err(|e| format!("{address}: {e}"))
@@ -158,7 +189,7 @@ mod native {
             progress: false,
         };
         let (input, _) = batch::batch_input(&options, &rows)?;
-        let host = Host::new(Model::Offline);
+        let host = Host::with_corpus_policy(Model::Offline, batch::corpus_policy(&input)?);
         let runtime = runtime()?;
         let mut done = 0usize;
         for row in &input.claims {

@@ -22,6 +22,7 @@ use std::time::Duration;
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use verity_core::retry::RetryPolicy;
 use verity_core::{
     AssistantMessage, Job, JobFailed, Session, SessionOutput, Spent, ToolCall, ToolOutput, Tools,
 };
@@ -104,6 +105,13 @@ impl CheckResult {
 /// As above.
 pub async fn build_job(host: &Host, input: &CheckInput) -> Result<Job, Result<JobFailed, String>> {
     let mut config = input.job.clone();
+    let kind = config.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if kind != "claim" && !host.allow_steps {
+        return Err(Err(format!(
+            "this worker runs only claim jobs, not {kind:?} (its operator starts it with \
+             --allow-steps to run steps on its model)"
+        )));
+    }
     let mut corpora = Vec::new();
     if let Some(source) = &input.corpus {
         let corpus = host.corpus(source).await.map_err(Err)?;
@@ -126,7 +134,7 @@ async fn drive_durably(
     ctx: &WorkflowContext<'_>,
     host: &Arc<Host>,
     job: Job,
-    rate: Option<&RateRef>,
+    rate: Option<(&RateRef, u64)>,
 ) -> Result<CheckResult, HandlerError> {
     let check = ctx.key().to_owned();
     let mut session = Session::start(job).map_err(terminal)?;
@@ -139,7 +147,7 @@ async fn drive_durably(
                     ctx.sleep(Duration::from_millis(delay_ms)).await?;
                 }
                 let slot = match rate {
-                    Some(rate) => {
+                    Some((rate, _)) => {
                         Some(limiter::wait_for_slot(ctx, rate, &check, id.0, &request).await?)
                     }
                     None => None,
@@ -152,8 +160,8 @@ async fn drive_durably(
                     .name(format!("model {}", id.0))
                     .await?
                     .into_inner();
-                if let (Some(rate), Some(slot)) = (rate, slot) {
-                    limiter::report(ctx, rate, slot, id.0, &response).await?;
+                if let (Some((rate, cap)), Some(slot)) = (rate, slot) {
+                    limiter::report(ctx, rate, slot, id.0, &response, cap).await?;
                 }
                 session.record_response(id, response).map_err(terminal)?;
             }
@@ -242,7 +250,15 @@ impl ClaimCheck {
             Err(Ok(failure)) => return Ok(Json(CheckResult::of(Err(failure), Spent::default()))),
             Err(Err(refused)) => return Err(terminal(refused)),
         };
-        drive_durably(&ctx, &self.host, job, input.rate.as_ref()).await.map(Json)
+        // The job's own cap on a `Retry-After` (the config was just read, so it parses).
+        let retry_after_cap_ms = input
+            .job
+            .get("retry")
+            .and_then(|retry| serde_json::from_value::<RetryPolicy>(retry.clone()).ok())
+            .unwrap_or_default()
+            .retry_after_cap_ms;
+        let rate = input.rate.as_ref().map(|rate| (rate, retry_after_cap_ms));
+        drive_durably(&ctx, &self.host, job, rate).await.map(Json)
     }
 }
 
@@ -479,8 +495,10 @@ impl Batch {
             progress.running -= 1;
             progress.done += 1;
             progress.failed += u64::from(result.is_failure());
-            progress.requests += u64::from(result.spent.requests);
-            progress.tokens += result.spent.usage.input + result.spent.usage.output;
+            progress.requests = progress.requests.saturating_add(u64::from(result.spent.requests));
+            progress.tokens = progress
+                .tokens
+                .saturating_add(result.spent.usage.input.saturating_add(result.spent.usage.output));
             progress.cost += result.spent.usage.cost;
             ctx.set(PROGRESS, Json(progress));
             // Kept in the order they finished, for `finished` (results as they arrive).

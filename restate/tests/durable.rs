@@ -137,7 +137,10 @@ fn in_process(provider: &Path, input: &BatchInput) -> Vec<Result<Value, verity_c
                 scope.spawn(move || {
                     let runtime =
                         tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                    let host = Host::new(Model::provider(batch::read_provider(provider).unwrap()));
+                    let host = Host::with_corpus_policy(
+                        Model::provider(batch::read_provider(provider).unwrap()),
+                        batch::corpus_policy(input).unwrap(),
+                    );
                     let mut job = input.job.clone();
                     job.insert("kind".into(), json!("claim"));
                     job.insert("claim".into(), json!(row.claim));
@@ -220,7 +223,12 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
     };
     let ports = Ports::free();
     let mut server = Server::start(&dir.join("data"), ports).unwrap();
-    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let args = vec![
+        "--provider".to_owned(),
+        provider.display().to_string(),
+        "--corpus-root".to_owned(),
+        dir.display().to_string(),
+    ];
     let mut workers = Workers::start(&binary(), 2, &args, &[]).unwrap();
     cluster::register(&server.admin_url(), &workers.url()).unwrap();
     let key = "survives";
@@ -365,7 +373,8 @@ fn a_tool_interrupted_between_its_start_and_its_result_comes_back_as_an_unknown_
     let provider = provider_file(&dir, &mock);
     let count = dir.join("count");
     let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
-    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let args =
+        vec!["--provider".to_owned(), provider.display().to_string(), "--allow-steps".to_owned()];
     let env = [
         ("VERITY_TALLY_FILE".to_owned(), count.display().to_string()),
         ("VERITY_TALLY_HOLD_MS".to_owned(), "60000".to_owned()),
@@ -525,7 +534,9 @@ fn a_corpus_whose_hash_does_not_match_is_refused_by_the_workers() {
     let wrong = sha256_hex(b"another corpus");
     corpus.sha256.clone_from(&wrong);
     let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
-    let workers = Workers::start(&binary(), 1, &[], &[]).unwrap();
+    let workers =
+        Workers::start(&binary(), 1, &["--corpus-root".to_owned(), dir.display().to_string()], &[])
+            .unwrap();
     cluster::register(&server.admin_url(), &workers.url()).unwrap();
     let input = BatchInput {
         corpus: Some(corpus.clone()),
@@ -574,6 +585,78 @@ fn a_corpus_whose_hash_does_not_match_is_refused_by_the_workers() {
         assert!(start.elapsed() < Duration::from_secs(60));
         std::thread::sleep(Duration::from_millis(50));
     }
+
+    // A file outside the worker's --corpus-root, named with its real hash (what a caller who
+    // reaches the ingress would try, to read the worker's files), and a URL it was not given
+    // are refused before they are read; a step job (the worker's model as a free proxy) is
+    // refused on a worker not started with --allow-steps.
+    let secret = dir.parent().unwrap().join(format!("secret-{}.txt", std::process::id()));
+    std::fs::write(&secret, "{\"id\": \"s\", \"text\": \"The password is hunter2.\"}\n").unwrap();
+    let hash = sha256_hex(&std::fs::read(&secret).unwrap());
+    let (url, served) = corpus_server("{\"id\": \"u\", \"text\": \"x\"}\n".to_owned(), usize::MAX);
+    let attempts = [
+        (
+            "outside",
+            json!({"kind": "claim", "claim": "c"}),
+            Some(CorpusFile { path: secret.display().to_string(), sha256: hash }),
+        ),
+        (
+            "url",
+            json!({"kind": "claim", "claim": "c"}),
+            Some(CorpusFile { path: url, sha256: sha256_hex(b"x") }),
+        ),
+        ("step", json!({"kind": "step", "prompt": "Say hi.", "schema": {"type": "object"}}), None),
+    ];
+    for (key, job, corpus) in attempts {
+        let check = CheckInput { job, corpus: corpus.map(CorpusSource::File), rate: None };
+        cluster::submit(
+            &server.ingress_url(),
+            "ClaimCheck",
+            key,
+            &serde_json::to_value(&check).unwrap(),
+        )
+        .unwrap();
+        let start = Instant::now();
+        let message = loop {
+            match cluster::output(&server.ingress_url(), "ClaimCheck", key) {
+                Outcome::Failed(message) => break message,
+                Outcome::Done(value) => panic!("{key}: the worker ran it: {value}"),
+                Outcome::Pending => {}
+            }
+            assert!(start.elapsed() < Duration::from_secs(60));
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let expected = if key == "step" { "--allow-steps" } else { "refused" };
+        assert!(message.contains(expected), "{key}: {message}");
+        assert!(!message.contains("hunter2"), "{key}: {message}");
+    }
+    assert_eq!(*served.lock().unwrap(), 0, "the worker fetched a URL it was not given");
+    std::fs::remove_file(&secret).ok();
+}
+
+/// A worker bound to an address others reach, without an identity key, would run jobs for
+/// anyone: it refuses to start unless told `--allow-unsigned`.
+#[test]
+fn a_worker_on_a_non_loopback_address_needs_an_identity_key() {
+    let output = std::process::Command::new(binary())
+        .args(["worker", "--bind", "0.0.0.0:1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("--identity-key"), "{stderr}");
+    assert!(stderr.contains("--allow-unsigned"), "{stderr}");
+    // With the flag it gets past the check (and fails only to bind port 1 unprivileged, or
+    // serves: either way not the refusal).
+    let mut child = std::process::Command::new(binary())
+        .args(["worker", "--bind", "0.0.0.0:1", "--allow-unsigned"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().ok();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("refusing to serve"), "{stderr}");
 }
 
 #[test]
@@ -666,7 +749,8 @@ fn a_retry_after_wait_is_a_durable_timer_that_a_worker_restart_does_not_reset() 
     let mock = Aimock::start(&fixture("retry.json")).unwrap();
     let provider = provider_file(&dir, &mock);
     let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
-    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let args =
+        vec!["--provider".to_owned(), provider.display().to_string(), "--allow-steps".to_owned()];
     let mut workers = Workers::start(&binary(), 1, &args, &[]).unwrap();
     cluster::register(&server.admin_url(), &workers.url()).unwrap();
     let step = CheckInput {
@@ -759,7 +843,12 @@ fn every_model_request_of_a_batch_waits_for_the_shared_rate_limiter() {
         },
     };
     let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
-    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let args = vec![
+        "--provider".to_owned(),
+        provider.display().to_string(),
+        "--corpus-root".to_owned(),
+        dir.display().to_string(),
+    ];
     let workers = Workers::start(&binary(), 2, &args, &[]).unwrap();
     cluster::register(&server.admin_url(), &workers.url()).unwrap();
     cluster::submit(&server.ingress_url(), "Batch", "rate", &serde_json::to_value(&input).unwrap())
@@ -873,9 +962,10 @@ fn a_corpus_by_url_is_fetched_checked_and_refused_when_its_hash_does_not_match()
     assert_eq!(input.corpus.as_ref().unwrap().path, url);
     assert_eq!(input.corpus.as_ref().unwrap().sha256, local.sha256);
 
-    // A wrong hash is refused by the workers, naming the URL and both hashes.
+    // A wrong hash is refused by the workers, naming the URL and the hash it was given, not the one it read.
     let server = Server::start(&dir.join("data2"), Ports::free()).unwrap();
-    let workers = Workers::start(&binary(), 1, &[], &[]).unwrap();
+    let workers =
+        Workers::start(&binary(), 1, &["--corpus-url".to_owned(), url.clone()], &[]).unwrap();
     cluster::register(&server.admin_url(), &workers.url()).unwrap();
     let wrong = sha256_hex(b"another corpus");
     let input = BatchInput {
@@ -897,7 +987,10 @@ fn a_corpus_by_url_is_fetched_checked_and_refused_when_its_hash_does_not_match()
     .unwrap();
     let error = batch::wait(&server.ingress_url(), "wrong", false).unwrap_err();
     assert!(error.contains("refused") && error.contains(&wrong), "{error}");
-    assert!(error.contains(&local.sha256) && error.contains(&url), "{error}");
+    assert!(
+        !error.contains(&local.sha256) && error.contains(&url),
+        "the refusal leaks the hash: {error}"
+    );
     drop(workers);
 }
 
@@ -911,7 +1004,8 @@ fn a_check_that_ends_with_an_error_is_its_claims_failure_not_the_batchs() {
     // other worker's checks cannot fetch it (404) and end with a terminal error.
     let (url, _) = corpus_server(text, 1);
     let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
-    let workers = Workers::start(&binary(), 2, &[], &[]).unwrap();
+    let workers =
+        Workers::start(&binary(), 2, &["--corpus-url".to_owned(), url.clone()], &[]).unwrap();
     cluster::register(&server.admin_url(), &workers.url()).unwrap();
     const CLAIMS: usize = 8;
     let input = BatchInput {
@@ -1034,7 +1128,12 @@ fn a_retry_after_seen_by_one_check_holds_the_whole_batch_back() {
         limits: Limits { concurrency: 2, requests_per_minute: Some(1_000), ..Limits::default() },
     };
     let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
-    let args = vec!["--provider".to_owned(), provider.display().to_string()];
+    let args = vec![
+        "--provider".to_owned(),
+        provider.display().to_string(),
+        "--corpus-root".to_owned(),
+        dir.display().to_string(),
+    ];
     let workers = Workers::start(&binary(), 1, &args, &[]).unwrap();
     cluster::register(&server.admin_url(), &workers.url()).unwrap();
     cluster::submit(&server.ingress_url(), "Batch", "hold", &serde_json::to_value(&input).unwrap())

@@ -43,18 +43,19 @@ fn main() {
     }
 
     // Another host: through the proxy, which sees the absolute URL.
-    let bytes = verity_restate::corpus::load_bytes("http://corpus.example/c.txt").unwrap();
+    let bytes =
+        verity_restate::corpus::load_bytes("http://corpus.example/c.txt", u64::MAX).unwrap();
     assert_eq!(bytes, b"from the proxy\n");
     let proxied = through_proxy.lock().unwrap().clone();
     assert_eq!(proxied, ["GET http://corpus.example/c.txt HTTP/1.1"], "{proxied:?}");
 
     // Loopback: direct, the proxy sees nothing more.
     let url = format!("http://127.0.0.1:{direct_port}/c.txt");
-    assert_eq!(verity_restate::corpus::load_bytes(&url).unwrap(), b"direct\n");
+    assert_eq!(verity_restate::corpus::load_bytes(&url, u64::MAX).unwrap(), b"direct\n");
     assert_eq!(direct.lock().unwrap().as_slice(), ["GET /c.txt HTTP/1.1"]);
     assert_eq!(through_proxy.lock().unwrap().len(), 1);
     let url = format!("http://localhost:{direct_port}/c.txt");
-    assert_eq!(verity_restate::corpus::load_bytes(&url).unwrap(), b"direct\n");
+    assert_eq!(verity_restate::corpus::load_bytes(&url, u64::MAX).unwrap(), b"direct\n");
     assert_eq!(through_proxy.lock().unwrap().len(), 1);
     println!("proxy: other hosts through HTTP_PROXY, loopback direct: ok");
 }
