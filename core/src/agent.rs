@@ -150,6 +150,14 @@ pub trait Hooks {
     /// Called for every call of a response, in the model's order, before any host call runs.
     fn settle(&mut self, call: &ToolCall) -> Option<ToolOutput>;
 
+    /// The host's result for `call` (one it ran), as the model will read it: a policy may
+    /// rewrite it (a host-answered lookup is delimited as data like the core's own). By
+    /// default it is kept as the host gave it.
+    fn host_result(&mut self, call: &ToolCall, output: ToolOutput) -> ToolOutput {
+        let _ = call;
+        output
+    }
+
     /// `call` was refused because the response was cut off (stop reason `length`).
     fn refused(&mut self, call: &ToolCall) {
         let _ = call;
@@ -676,7 +684,10 @@ impl<H: Hooks> Agent<H> {
                 .enumerate()
                 .position(|(i, call)| call.id == settled.call_id && filled[i].is_none());
             match position {
-                Some(i) => filled[i] = Some(result_for(&host_calls[i], settled.output)),
+                Some(i) => {
+                    let output = self.hooks.host_result(&host_calls[i], settled.output);
+                    filled[i] = Some(result_for(&host_calls[i], output));
+                }
                 None => {
                     return Err(Misuse::new(
                         MisuseKind::WrongCalls,

@@ -132,6 +132,7 @@ fn checked(id: String, text: String) -> Result<Passage, String> {
     if id.trim().is_empty() {
         return Err("the id is empty".to_owned());
     }
+    crate::corpus::check_id(&id)?;
     if text.trim().is_empty() {
         return Err(format!("the text of {id:?} is empty"));
     }

@@ -61,6 +61,35 @@ impl Hooks for Lookup {
         let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
         Some(lookup_evidence(self.corpus.corpus(), &search(&self.corpus, &self.retriever, query)))
     }
+
+    /// A host's answer to `lookup_evidence` is data for the model like the core's own: its
+    /// hits the corpus has are written from the corpus, delimited (`details.hits` keeps only
+    /// those); an answer without such hits (an error, a note) is delimited whole. The host's
+    /// own text never reaches the prompt outside the markers.
+    fn host_result(&mut self, call: &ToolCall, mut output: ToolOutput) -> ToolOutput {
+        if call.name != LOOKUP_EVIDENCE {
+            return output;
+        }
+        let corpus = self.corpus.corpus();
+        let hits: Vec<usize> = output
+            .details
+            .get("hits")
+            .and_then(Value::as_array)
+            .map(|ids| {
+                ids.iter().filter_map(Value::as_str).filter_map(|id| corpus.position(id)).collect()
+            })
+            .unwrap_or_default();
+        if output.is_error || hits.is_empty() {
+            output.content = prompt::host_result_text(&output.content);
+            return output;
+        }
+        let rebuilt = lookup_evidence(corpus, &hits);
+        output.content = rebuilt.content;
+        if let Some(details) = output.details.as_object_mut() {
+            details.insert("hits".to_owned(), rebuilt.details["hits"].clone());
+        }
+        output
+    }
 }
 
 impl Lookup {

@@ -89,6 +89,7 @@ const CLAIM: &str = "claim";
 const EVIDENCE: &str = "evidence";
 const ASSESSMENT: &str = "assessment";
 const PASSAGE: &str = "passage";
+const RESULT: &str = "result";
 
 /// The marker that opens an item: `<<<begin LABEL CODE>>>`.
 fn begin_marker(label: &str, code: &str) -> String {
@@ -109,6 +110,22 @@ fn delimit(label: &str, code: &str, text: &str) -> String {
 fn write_items(out: &mut String, code: &str, label: &str, items: &[(String, &str)]) {
     for (name, text) in items {
         let _ = writeln!(out, "[{name}] {}", delimit(label, code, text));
+    }
+}
+
+/// Writes passages as delimited data, each passage's id inside its markers on the first line
+/// (`[id]`): an id comes from the corpus, so it is data like the text, never a line of the
+/// prompt of its own.
+fn write_passages(out: &mut String, code: &str, passages: &[(&str, &str)]) {
+    for (id, text) in passages {
+        let _ = writeln!(
+            out,
+            "{}\n[{}]\n{}\n{}",
+            begin_marker(PASSAGE, code),
+            Shown::of(id).0,
+            Shown::of(text).0,
+            end_marker(PASSAGE, code)
+        );
     }
 }
 
@@ -194,10 +211,17 @@ pub fn lookup_text(hits: &[(&str, &str)]) -> String {
     }
     let code = boundary_code(hits.iter().flat_map(|(id, text)| [*id, *text]));
     let mut out = String::new();
-    let items: Vec<(String, &str)> =
-        hits.iter().map(|(id, text)| (Shown::of(id).0, *text)).collect();
-    write_items(&mut out, &code, PASSAGE, &items);
+    write_passages(&mut out, &code, hits);
     out
+}
+
+/// The text of a host's answer to a tool call the model sees as data (a host-answered
+/// `lookup_evidence` without hits the corpus has): delimited like the core's own results, so
+/// nothing a host relays can stand outside the markers.
+#[must_use]
+pub fn host_result_text(text: &str) -> String {
+    let code = boundary_code(std::iter::once(text));
+    format!("{}\n", delimit(RESULT, &code, text))
 }
 
 #[cfg(test)]
