@@ -71,13 +71,28 @@ impl fmt::Debug for Secrets {
     }
 }
 
+/// The shortest cut-off part of a secret that redaction finds: a run of at least this many
+/// bytes that begins the secret (text cut after it) or ends it (text cut before it).
+const MIN_SECRET_PART: usize = 8;
+
 /// `message` with every secret replaced by `<redacted>` in its error text and kept raw body:
 /// a server (or a host client) may echo the request's credentials back.
+///
+/// The texts were cut before they reach here (a body's description at 120 bytes, a raw body at
+/// [`RAW_BODY_LIMIT`], a stream's kept bytes), and a cut may fall inside a secret: so a run of
+/// [`MIN_SECRET_PART`] bytes or more that starts or ends a secret is redacted too, wherever it
+/// stands. This is the same as redacting before cutting, for every cut, including cuts a host
+/// made.
 pub(crate) fn redact(mut message: AssistantMessage, secrets: &Secrets) -> AssistantMessage {
     let scrub = |text: &mut String| {
         for secret in &secrets.0 {
             if text.contains(secret.as_str()) {
                 *text = text.replace(secret.as_str(), http::REDACTED);
+            }
+        }
+        for secret in &secrets.0 {
+            if let Some(scrubbed) = without_secret_parts(text, secret) {
+                *text = scrubbed;
             }
         }
     };
@@ -88,6 +103,60 @@ pub(crate) fn redact(mut message: AssistantMessage, secrets: &Secrets) -> Assist
         scrub(raw);
     }
     message
+}
+
+/// `text` with every run that begins or ends `secret` (at least [`MIN_SECRET_PART`] bytes, or
+/// the whole secret when it is shorter) replaced by `<redacted>`; `None` when there is none.
+fn without_secret_parts(text: &str, secret: &str) -> Option<String> {
+    let (bytes, key) = (text.as_bytes(), secret.as_bytes());
+    let least = MIN_SECRET_PART.min(key.len());
+    if least == 0 || bytes.len() < least {
+        return None;
+    }
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let head = &key[..least];
+    let tail = &key[key.len() - least..];
+    for start in 0..=bytes.len() - least {
+        if bytes[start..].starts_with(head) {
+            // Forwards while the text goes on as the secret does.
+            let length = bytes[start..].iter().zip(key).take_while(|(a, b)| a == b).count();
+            runs.push((start, start + length));
+        }
+        if bytes[start..].starts_with(tail) {
+            // Backwards from the end of this match while the text is the secret's end.
+            let end = start + least;
+            let length =
+                bytes[..end].iter().rev().zip(key.iter().rev()).take_while(|(a, b)| a == b).count();
+            runs.push((end - length, end));
+        }
+    }
+    if runs.is_empty() {
+        return None;
+    }
+    runs.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut written = 0;
+    for (mut start, mut end) in runs {
+        // A run may stop inside a character of a non-ASCII secret: widen it to whole ones.
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        if end <= written {
+            continue;
+        }
+        if start > written {
+            out.push_str(&text[written..start]);
+        }
+        if start >= written {
+            out.push_str(http::REDACTED);
+        }
+        written = end;
+    }
+    out.push_str(&text[written..]);
+    Some(out)
 }
 
 pub(crate) fn failure(message: String, error: ProviderError) -> AssistantMessage {
@@ -273,6 +342,34 @@ mod tests {
     use crate::message::StopReason;
     use crate::provider::testing::{KEY, assert_failed_without_key, keyed};
     use serde_json::json;
+
+    /// A server that echoes a 160-character key in a body that is not a provider error: the
+    /// message's description of the body is cut at 120 bytes, inside the key. No part of the
+    /// key of 8 or more characters survives in the message, the raw body or a stream's kept
+    /// bytes, whichever provider and wherever the cut falls.
+    #[test]
+    fn a_key_cut_by_a_truncation_leaves_no_part_of_itself() {
+        let key: String = ('a'..='z').chain('A'..='Z').cycle().take(160).collect();
+        let secrets = secrets(Some(&key), &[]);
+        for before in [0, 40, 80, 113, 119] {
+            let body = format!("{}{key} and the rest", "x".repeat(before));
+            let response =
+                HttpResponse { status: 502, headers: Vec::new(), body: body.clone().into_bytes() };
+            let failed = redact(http_error(&response), &secrets);
+            let shown = format!("{failed:?} {}", serde_json::to_string(&failed).unwrap());
+            for start in 0..key.len() - 8 {
+                let part = &key[start..start + 8];
+                assert!(!shown.contains(part), "{before}: {part:?} of the key shows: {shown}");
+            }
+            // A kept prefix of the body (a stream's raw bytes are cut at a limit) too.
+            for cut in [before + 8, before + 100] {
+                let failed =
+                    redact(interrupted(200, &body.as_bytes()[..cut], "the body ended"), &secrets);
+                let raw = failed.error.unwrap().raw_body.unwrap();
+                assert!(!raw.contains(&key[..8]), "{cut}: {raw}");
+            }
+        }
+    }
 
     #[test]
     fn error_bodies_of_every_shape_are_read() {
