@@ -6,6 +6,8 @@
 //! every result in the order the model asked, then the run ends when every result of the batch
 //! terminates, when the turn bound is reached, or goes on.
 
+use std::collections::{HashMap, VecDeque};
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -25,6 +27,11 @@ pub const REFUSED_LENGTH: &str =
 pub const NOT_RUN_ENDING: &str = "not run: the step is ending";
 /// Result text for a call settled by a cancel (POLICY.md D6).
 pub const ABORTED: &str = "aborted: the run was cancelled before this call finished";
+/// The most tool calls one response may make; the calls after them are answered with
+/// [`TOO_MANY_CALLS`] and not run (a model, or a server, could otherwise send millions).
+pub const MAX_TOOL_CALLS: usize = 64;
+/// Result text for a call beyond [`MAX_TOOL_CALLS`].
+pub const TOO_MANY_CALLS: &str = "not run: a response may make at most 64 tool calls";
 
 /// A tool the host runs: what the model sees, the compiled schema its arguments must satisfy,
 /// and how it may be scheduled. It serializes as its spec; deserializing compiles the schema.
@@ -263,6 +270,35 @@ enum Phase {
     Ended(End),
 }
 
+impl Phase {
+    /// A phase read from saved state, refused (not trusted to index with) unless its tool
+    /// batch is consistent: one slot per call, each host call's slot in range, distinct and
+    /// open, every other slot settled.
+    fn checked<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let phase = Self::deserialize(deserializer)?;
+        if let Phase::AwaitTools { slots, host_calls, host_slots, host_replay_safe, .. } = &phase {
+            let refuse =
+                |why: &str| Err(serde::de::Error::custom(format!("a saved tool batch {why}")));
+            if host_slots.len() != host_calls.len() || host_replay_safe.len() != host_calls.len() {
+                return refuse("has a different number of host calls, slots and flags");
+            }
+            let mut open = vec![false; slots.len()];
+            for &slot in host_slots {
+                match slots.get(slot) {
+                    Some(None) if !open[slot] => open[slot] = true,
+                    Some(None) => return refuse("gives two host calls one slot"),
+                    Some(Some(_)) => return refuse("has a host call in a settled slot"),
+                    None => return refuse("has a host call's slot out of range"),
+                }
+            }
+            if slots.iter().zip(&open).any(|(slot, open)| slot.is_none() && !open) {
+                return refuse("has an open slot no host call fills");
+            }
+        }
+        Ok(phase)
+    }
+}
+
 /// The bounded agent loop, generic over its core-side policy.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -275,6 +311,8 @@ pub struct Agent<H> {
     max_turns: u32,
     spent: Spent,
     next_id: u64,
+    /// Checked when restored: a saved state is untrusted input.
+    #[serde(deserialize_with = "Phase::checked")]
     phase: Phase,
     hooks: H,
     #[serde(default)]
@@ -495,7 +533,7 @@ impl<H: Hooks> Agent<H> {
     /// never reuses an id. Only meaningful before the first input.
     pub(crate) fn starting_at(mut self, first: u64) -> Self {
         self.phase = Phase::AwaitModel { call: CallId(first), delay_ms: 0, retry: 0 };
-        self.next_id = first + 1;
+        self.next_id = first.saturating_add(1);
         self
     }
 
@@ -506,7 +544,7 @@ impl<H: Hooks> Agent<H> {
 
     fn fresh_id(&mut self) -> CallId {
         let id = CallId(self.next_id);
-        self.next_id += 1;
+        self.next_id = self.next_id.saturating_add(1);
         id
     }
 
@@ -531,7 +569,7 @@ impl<H: Hooks> Agent<H> {
                 None => return false,
             }
         };
-        self.spent.requests += 1;
+        self.spent.requests = self.spent.requests.saturating_add(1);
         self.spent.retries = attempt;
         self.spent.usage.add(&response.usage);
         self.events.push(Event::Retry {
@@ -555,8 +593,8 @@ impl<H: Hooks> Agent<H> {
         if self.retry_failure(&response) {
             return;
         }
-        self.spent.requests += 1;
-        self.spent.turns += 1;
+        self.spent.requests = self.spent.requests.saturating_add(1);
+        self.spent.turns = self.spent.turns.saturating_add(1);
         self.spent.usage.add(&response.usage);
         let stop = response.stop_reason();
         let failure = stop.is_failure().then(|| response.failure_message());
@@ -585,8 +623,10 @@ impl<H: Hooks> Agent<H> {
         let mut host_slots = Vec::new();
         let mut host_replay_safe = Vec::new();
         let mut sequential = false;
-        for call in calls {
-            let settled = if stop == StopReason::Length {
+        for (position, call) in calls.into_iter().enumerate() {
+            let settled = if position >= MAX_TOOL_CALLS {
+                Some(ToolOutput::error(TOO_MANY_CALLS))
+            } else if stop == StopReason::Length {
                 self.hooks.refused(&call);
                 Some(ToolOutput::error(REFUSED_LENGTH))
             } else if let Some(output) = self.hooks.settle(&call) {
@@ -676,13 +716,15 @@ impl<H: Hooks> Agent<H> {
         if *expected != batch {
             return Err(unexpected(&self.phase, &format!("a seal for {batch}")));
         }
-        // Match results to calls by id (a multiset: a model may repeat an id).
+        // Match results to calls by id (a multiset: a model may repeat an id): each id's
+        // positions in order, taken one per result.
         let mut filled: Vec<Option<ToolResult>> = vec![None; host_calls.len()];
+        let mut by_id: HashMap<&str, VecDeque<usize>> = HashMap::new();
+        for (i, call) in host_calls.iter().enumerate() {
+            by_id.entry(call.id.as_str()).or_default().push_back(i);
+        }
         for settled in results {
-            let position = host_calls
-                .iter()
-                .enumerate()
-                .position(|(i, call)| call.id == settled.call_id && filled[i].is_none());
+            let position = by_id.get_mut(settled.call_id.as_str()).and_then(VecDeque::pop_front);
             match position {
                 Some(i) => {
                     let output = self.hooks.host_result(&host_calls[i], settled.output);

@@ -131,13 +131,50 @@ impl From<Misuse> for SessionError {
 }
 
 /// An append-only tree of entries.
+///
+/// Entry ids increase in the order entries were appended (each driver appends the next id, and
+/// a log that breaks this is refused as corrupt), so an entry is found by binary search and
+/// nothing a log does is quadratic in its length.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "LogRepr")]
 pub struct Log {
+    entries: Vec<Entry>,
+    head: Option<u64>,
+    /// Where the current lease is in `entries`, kept as entries are appended.
+    #[serde(skip_serializing)]
+    lease_at: Option<usize>,
+}
+
+/// A log as serialized: its entries and head (the lease's place is found again).
+#[derive(Deserialize)]
+struct LogRepr {
     entries: Vec<Entry>,
     head: Option<u64>,
 }
 
+impl From<LogRepr> for Log {
+    fn from(repr: LogRepr) -> Self {
+        let lease_at =
+            repr.entries.iter().rposition(|entry| matches!(entry.record, Record::Lease(_)));
+        Self { entries: repr.entries, head: repr.head, lease_at }
+    }
+}
+
 impl Log {
+    /// Where entry `id` is, if the log has it.
+    fn position(&self, id: u64) -> Option<usize> {
+        self.entries.binary_search_by_key(&id, |entry| entry.id).ok()
+    }
+
+    /// Appends `entry` (its id already checked to follow on), keeping the lease's place.
+    fn append_entry(&mut self, entry: Entry) {
+        if matches!(entry.record, Record::Lease(_)) {
+            self.lease_at = Some(self.entries.len());
+        }
+        self.head = Some(entry.id);
+        self.entries.push(entry);
+    }
+
     /// Every entry, in the order appended.
     #[must_use]
     pub fn entries(&self) -> &[Entry] {
@@ -153,10 +190,10 @@ impl Log {
     /// The current lease: the most recent one appended, on any branch.
     #[must_use]
     pub fn lease(&self) -> Option<&Lease> {
-        self.entries.iter().rev().find_map(|entry| match &entry.record {
+        match &self.entries.get(self.lease_at?)?.record {
             Record::Lease(lease) => Some(lease),
             _ => None,
-        })
+        }
     }
 
     /// Checks that `lease` (if any) is the current one. Without a lease, appends are refused
@@ -185,16 +222,15 @@ impl Log {
     }
 
     pub(crate) fn push(&mut self, record: Record) -> u64 {
-        let id = self.entries.last().map_or(0, |entry| entry.id + 1);
-        self.entries.push(Entry { id, parent: self.head, record });
-        self.head = Some(id);
+        let id = self.entries.last().map_or(0, |entry| entry.id.saturating_add(1));
+        self.append_entry(Entry { id, parent: self.head, record });
         id
     }
 
     /// Takes the session over for `holder`: a new lease whose epoch is one more than the
     /// current one. Writes with any older lease are refused from now on.
     pub fn take_lease(&mut self, holder: impl Into<String>) -> Lease {
-        let epoch = self.lease().map_or(1, |lease| lease.epoch + 1);
+        let epoch = self.lease().map_or(1, |lease| lease.epoch.saturating_add(1));
         let lease = Lease { holder: holder.into(), epoch };
         self.push(Record::Lease(lease.clone()));
         lease
@@ -206,7 +242,7 @@ impl Log {
     /// # Errors
     /// [`SessionError::Corrupt`] when no entry has that id.
     pub fn checkout(&mut self, id: u64) -> Result<(), SessionError> {
-        if !self.entries.iter().any(|entry| entry.id == id) {
+        if self.position(id).is_none() {
             return Err(SessionError::Corrupt(format!("no entry {id}")));
         }
         self.head = Some(id);
@@ -232,34 +268,38 @@ impl Log {
     ) -> Result<(), SessionError> {
         let takeover = match (entries.first().map(|entry| &entry.record), lease) {
             (Some(Record::Lease(taken)), Some(held)) => {
-                taken == held && held.epoch == self.lease().map_or(1, |current| current.epoch + 1)
+                taken == held
+                    && held.epoch
+                        == self.lease().map_or(1, |current| current.epoch.saturating_add(1))
             }
             _ => false,
         };
         if !takeover {
             self.check_lease(lease)?;
         }
-        let mut known: Vec<u64> = self.entries.iter().map(|entry| entry.id).collect();
-        for entry in entries {
-            if known.contains(&entry.id) {
+        // Checked whole before anything is appended: ids follow on (each above the last),
+        // and each parent is an entry of this log or of `entries` before it.
+        let mut last = self.entries.last().map(|entry| entry.id);
+        for (n, entry) in entries.iter().enumerate() {
+            if last.is_some_and(|last| entry.id <= last) {
                 return Err(SessionError::Corrupt(format!(
                     "entry {} was written by another driver",
                     entry.id
                 )));
             }
             if let Some(parent) = entry.parent
-                && !known.contains(&parent)
+                && self.position(parent).is_none()
+                && entries[..n].binary_search_by_key(&parent, |entry| entry.id).is_err()
             {
                 return Err(SessionError::Corrupt(format!(
                     "entry {} follows unknown entry {parent}",
                     entry.id
                 )));
             }
-            known.push(entry.id);
+            last = Some(entry.id);
         }
-        self.entries.extend_from_slice(entries);
-        if let Some(last) = entries.last() {
-            self.head = Some(last.id);
+        for entry in entries {
+            self.append_entry(entry.clone());
         }
         Ok(())
     }
@@ -270,7 +310,7 @@ impl Log {
         let mut path = Vec::new();
         let mut next = self.head;
         while let Some(id) = next {
-            let Some(entry) = self.entries.iter().rev().find(|entry| entry.id == id) else { break };
+            let Some(entry) = self.position(id).map(|at| &self.entries[at]) else { break };
             path.push(entry);
             next = entry.parent;
         }
@@ -310,19 +350,22 @@ impl Log {
                 continue;
             }
             let entry: Entry = serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
-            if log.entries.iter().any(|e| e.id == entry.id) {
-                return Err(corrupt(format!("repeated id {}", entry.id)));
+            if log.entries.last().is_some_and(|last| entry.id <= last.id) {
+                return Err(corrupt(if log.position(entry.id).is_some() {
+                    format!("repeated id {}", entry.id)
+                } else {
+                    format!("entry {} comes after a higher id", entry.id)
+                }));
             }
             if let Some(parent) = entry.parent
-                && !log.entries.iter().any(|e| e.id == parent)
+                && log.position(parent).is_none()
             {
                 return Err(corrupt(format!(
                     "parent {parent} does not come before entry {}",
                     entry.id
                 )));
             }
-            log.head = Some(entry.id);
-            log.entries.push(entry);
+            log.append_entry(entry);
         }
         Ok(log)
     }

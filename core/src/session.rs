@@ -638,13 +638,30 @@ where
         Ok(())
     }
 
-    /// Cancels the run: no further model call; open calls are recorded as aborted.
+    /// Cancels the run: no further model call; open calls are recorded as aborted, except
+    /// those of the open batch whose results the host already recorded, which keep them (the
+    /// batch is sealed with them first; should that seal end the run by its own rules, the run
+    /// ends so and nothing is cancelled).
     ///
     /// # Errors
     /// A stale lease, or a machine that has already finished.
     pub fn cancel(&mut self, reason: impl Into<String>) -> Result<(), SessionError> {
         self.log.check_lease(self.lease.as_ref())?;
         let reason = reason.into();
+        if let Some((batch, calls)) = open_calls(&mut self.machine) {
+            self.batch.for_batch(batch);
+            if !self.batch.settled.is_empty() {
+                for (index, (call_id, _)) in calls.iter().enumerate() {
+                    if !self.batch.is_settled(index) {
+                        let aborted = ToolOutput::error(crate::agent::ABORTED);
+                        self.settle_at(batch, index, call_id, aborted, calls.len())?;
+                    }
+                }
+                if matches!(self.machine.poll_output(), Output::Done) {
+                    return Ok(());
+                }
+            }
+        }
         self.machine.handle_input(Input::Cancel { reason: reason.clone() })?;
         self.log.push(Record::Cancelled { reason });
         self.batch = OpenBatch::default();

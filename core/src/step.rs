@@ -151,7 +151,7 @@ impl<T: DeserializeOwned> Hooks for Submit<T> {
         }
         Some(match self.judge(&call.arguments) {
             Err(text) => {
-                self.failed += 1;
+                self.failed = self.failed.saturating_add(1);
                 ToolOutput::error(text)
             }
             Ok(()) if self.value.is_none() => {
@@ -168,7 +168,7 @@ impl<T: DeserializeOwned> Hooks for Submit<T> {
 
     fn refused(&mut self, call: &ToolCall) {
         if call.name == SUBMIT {
-            self.failed += 1;
+            self.failed = self.failed.saturating_add(1);
         }
     }
 

@@ -103,6 +103,15 @@ fn a_bad_configuration_names_the_field_and_why() {
             "retriever: unknown variant `bm26`",
         ),
         (
+            json!({"kind": "claim", "claim": "c", "corpus": corpus.id(),
+                   "retriever": {"bm25": {"k": 1_000_000_000u64}}}),
+            "retriever.bm25.k: must be 1 to 100, not 1000000000",
+        ),
+        (
+            json!({"kind": "claim", "claim": "c", "corpus": corpus.id(), "retriever": {"bm25": {"k": 0}}}),
+            "retriever.bm25.k: must be 1 to 100, not 0",
+        ),
+        (
             json!({"kind": "claim", "claim": "c", "corpus": corpus.id(), "researchTurns": 0}),
             "researchTurns: must be a positive integer",
         ),
@@ -520,4 +529,129 @@ fn events_are_camel_case_json() {
         Event::ToolSettled { call_id: "c".into(), tool: "t".into(), is_error: true, host: true };
     let wire = serde_json::to_value(&settled).unwrap();
     assert_eq!((wire["callId"].clone(), wire["isError"].clone()), (json!("c"), json!(true)));
+}
+
+/// Every object in `value` that has `key`, each replaced by `edit`.
+fn edit_all(value: &mut Value, key: &str, edit: &dyn Fn(&mut Value)) -> usize {
+    let mut found = 0;
+    match value {
+        Value::Object(fields) => {
+            if let Some(field) = fields.get_mut(key) {
+                edit(field);
+                found += 1;
+            }
+            for field in fields.values_mut() {
+                found += edit_all(field, key, edit);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                found += edit_all(item, key, edit);
+            }
+        }
+        _ => {}
+    }
+    found
+}
+
+/// A step job waiting for two host calls, saved: the state a tampered store would hand back.
+fn saved_with_open_tools() -> String {
+    let config = json!({"kind": "step", "prompt": "p", "schema": answer_schema(),
+        "tools": [{"name": "probe", "parameters": {"type": "object"}}]});
+    let mut job = Job::from_json(&config.to_string(), &[]).unwrap();
+    let Output::CallModel(call) = job.poll_output() else { panic!("a model call first") };
+    let id = call.id;
+    let response = AssistantMessage::from_content(vec![
+        verity_core::ContentBlock::ToolCall(verity_core::ToolCall {
+            id: "p1".into(),
+            name: "probe".into(),
+            arguments: json!({}),
+        }),
+        verity_core::ContentBlock::ToolCall(verity_core::ToolCall {
+            id: "p2".into(),
+            name: "probe".into(),
+            arguments: json!({}),
+        }),
+    ]);
+    job.handle_input(Input::ModelResponse { call: id, response }).unwrap();
+    assert!(matches!(job.poll_output(), Output::RunTools(_)));
+    job.save()
+}
+
+/// A saved state is untrusted (IndexedDB, the component's `restore`): a tool batch whose slots
+/// do not match its calls is refused with an error, never indexed with; counters at their
+/// maximum saturate instead of overflowing.
+#[test]
+fn a_tampered_saved_state_is_refused_or_saturates_never_traps() {
+    let saved: Value = serde_json::from_str(&saved_with_open_tools()).unwrap();
+    type Edit<'a> = (&'a str, &'a dyn Fn(&mut Value));
+    let tampered: [Edit; 5] = [
+        ("host_slots", &|slots| *slots = json!([0, 99])),
+        ("host_slots", &|slots| *slots = json!([0, 0])),
+        ("host_slots", &|slots| *slots = json!([0])),
+        ("host_replay_safe", &|flags| *flags = json!([])),
+        ("slots", &|slots| *slots = json!([null, null, null])),
+    ];
+    for (key, edit) in tampered {
+        let mut state = saved.clone();
+        assert_eq!(edit_all(&mut state, key, edit), 1, "{key}");
+        let refused = Job::restore(&state.to_string(), &[]).expect_err(key);
+        assert!(refused.to_string().contains("tool batch"), "{key}: {refused}");
+    }
+
+    let mut state = saved.clone();
+    assert!(edit_all(&mut state, "nextId", &|id| *id = json!(u64::MAX)) > 0);
+    assert!(edit_all(&mut state, "requests", &|n| *n = json!(u32::MAX)) > 0);
+    assert!(edit_all(&mut state, "turns", &|n| *n = json!(u32::MAX - 1)) > 0);
+    let mut job = Job::restore(&state.to_string(), &[]).unwrap();
+    let Output::RunTools(batch) = job.poll_output() else { panic!("the batch is open") };
+    let (id, calls) = (batch.id, batch.calls);
+    let results = calls
+        .iter()
+        .map(|c| Settled { call_id: c.id.clone(), output: ToolOutput::ok("ok", json!({})) })
+        .collect();
+    job.handle_input(Input::Seal { batch: id, results }).unwrap();
+    while let Output::CallModel(call) = job.poll_output() {
+        let id = call.id;
+        let response = AssistantMessage::tool_call("s", "submit", json!({"answer": "x"}));
+        job.handle_input(Input::ModelResponse { call: id, response }).unwrap();
+    }
+    let spent = job.spent();
+    assert_eq!(spent.requests, u32::MAX);
+}
+
+/// A response with a million tool calls: the first 64 are judged, the rest answered "not run"
+/// without being looked at, and the whole response is handled in one linear pass.
+#[test]
+fn a_response_with_a_million_tool_calls_is_capped() {
+    let config = json!({"kind": "step", "prompt": "p", "schema": answer_schema(),
+        "tools": [{"name": "probe", "parameters": {"type": "object"}}]});
+    let mut job = Job::from_json(&config.to_string(), &[]).unwrap();
+    let Output::CallModel(call) = job.poll_output() else { panic!("a model call first") };
+    let id = call.id;
+    let calls = (0..1_000_000)
+        .map(|n| {
+            verity_core::ContentBlock::ToolCall(verity_core::ToolCall {
+                id: format!("c{}", n % 7),
+                name: "probe".into(),
+                arguments: json!({}),
+            })
+        })
+        .collect();
+    job.handle_input(Input::ModelResponse {
+        call: id,
+        response: AssistantMessage::from_content(calls),
+    })
+    .unwrap();
+    let Output::RunTools(batch) = job.poll_output() else {
+        panic!("the host runs the first calls")
+    };
+    assert_eq!(batch.calls.len(), verity_core::agent::MAX_TOOL_CALLS);
+    let (id, calls) = (batch.id, batch.calls);
+    let results = calls
+        .iter()
+        .map(|c| Settled { call_id: c.id.clone(), output: ToolOutput::ok("ok", json!({})) })
+        .collect();
+    job.handle_input(Input::Seal { batch: id, results }).unwrap();
+    assert!(matches!(job.poll_output(), Output::CallModel(_)));
 }

@@ -149,6 +149,36 @@ fn the_head_follows_appends_and_checkouts() {
     assert_eq!(log.head(), Some(0), "a failed checkout moves nothing");
 }
 
+/// A log is untrusted when read back: ids that do not increase (a repeated id, one that goes
+/// back) are refused as corrupt, and a log of many entries (its lease at the start, as a
+/// driver's is) keeps its lease and path by its ordered ids, not by scanning.
+#[test]
+fn a_log_whose_ids_do_not_increase_is_corrupt() {
+    use verity_core::Log;
+    use verity_core::log::Record;
+    let mut log = Log::default();
+    let lease = log.take_lease("driver");
+    for _ in 0..10_000 {
+        log.append(Record::Cancelled { reason: "x".into() }, Some(&lease)).unwrap();
+    }
+    assert_eq!(log.lease(), Some(&lease));
+    assert_eq!(log.path().len(), 10_001);
+    let text = log.to_jsonl();
+    let read = Log::from_jsonl(&text).unwrap();
+    assert_eq!((read.lease(), read.path().len()), (Some(&lease), 10_001));
+    let lines: Vec<&str> = text.lines().collect();
+    // Ids that go back, every parent known: was read as a log.
+    let back = [
+        lines[0].to_owned(),
+        r#"{"id": 5, "parent": 0, "type": "cancelled", "reason": "x"}"#.to_owned(),
+        r#"{"id": 3, "parent": 0, "type": "cancelled", "reason": "x"}"#.to_owned(),
+    ]
+    .join("\n");
+    assert!(Log::from_jsonl(&back).unwrap_err().to_string().contains("after a higher id"));
+    let repeated = [lines[0], lines[1], lines[1]].join("\n");
+    assert!(Log::from_jsonl(&repeated).unwrap_err().to_string().contains("repeated id"));
+}
+
 // ---- session.rs ----
 
 fn lookup_step() -> verity_core::Step<serde_json::Value> {

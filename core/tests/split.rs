@@ -237,6 +237,45 @@ fn a_started_call_without_a_result_is_an_unknown_outcome_unless_replay_safe() {
     assert_eq!(resumed.finish().unwrap(), json!({"answer": "42"}));
 }
 
+/// A cancel in the middle of a batch keeps what finished: a call whose result the host
+/// recorded keeps that result in the transcript (it ran, and may have cost something), the
+/// others are aborted; a resumed copy of the log reads the same.
+#[test]
+fn a_cancel_keeps_the_results_of_calls_that_finished() {
+    let model = ScriptedModel::new(script());
+    let tools = Counting::default();
+    let mut session = past_the_first_response(&model);
+    let SessionOutput::RunTools { batch, pending, .. } = session.poll() else { panic!() };
+    let l1 = pending[0].call.clone();
+    session.start_tool(batch, "l1").unwrap();
+    session.settle_tool(batch, "l1", tools.output(&l1)).unwrap();
+    session.start_tool(batch, "p1").unwrap();
+    session.cancel("the user pressed stop").unwrap();
+    assert!(matches!(session.poll(), SessionOutput::Done));
+    let results = |messages: &[Message]| -> Vec<(String, String)> {
+        messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::ToolResult(r) => Some((r.call_id.clone(), r.output.content.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let aborted = verity_core::agent::ABORTED.to_owned();
+    let expected = [
+        ("l1".to_owned(), "lookup ran for l1".to_owned()),
+        ("p1".to_owned(), aborted.clone()),
+        ("l2".to_owned(), aborted),
+    ];
+    assert_eq!(results(session.machine().messages()), expected);
+    let resumed: Session<ValueStep> =
+        Session::resume(Log::from_jsonl(&session.log().to_jsonl()).unwrap(), None).unwrap();
+    assert_eq!(results(resumed.machine().messages()), expected);
+    assert_eq!(session.finish().unwrap_err().kind(), FailureKind::Cancelled);
+    assert_eq!(resumed.finish().unwrap_err().kind(), FailureKind::Cancelled);
+    assert_eq!(model.requests(), 1);
+}
+
 #[test]
 fn abandon_leaves_a_session_that_can_be_stepped_again_or_cancelled() {
     for then_cancel in [false, true] {

@@ -235,6 +235,8 @@ pub(crate) struct Blocks {
     /// Where each call's block is, by its key: a piece finds its call in constant time, so a
     /// stream of many calls is not quadratic. Blocks are only ever appended.
     calls: HashMap<usize, usize>,
+    /// Where the latest reasoning block is: a signature piece finds it in constant time.
+    thinking_at: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -263,6 +265,7 @@ impl Blocks {
         if let Some(Partial::Thinking(text, None)) = self.blocks.last_mut() {
             text.push_str(piece);
         } else {
+            self.thinking_at = Some(self.blocks.len());
             self.blocks.push(Partial::Thinking(piece.to_owned(), None));
         }
     }
@@ -274,7 +277,7 @@ impl Blocks {
             return;
         }
         if let Some(Partial::Thinking(_, signature)) =
-            self.blocks.iter_mut().rev().find(|block| matches!(block, Partial::Thinking(..)))
+            self.thinking_at.and_then(|at| self.blocks.get_mut(at))
         {
             signature.get_or_insert_with(String::new).push_str(piece);
         }

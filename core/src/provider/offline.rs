@@ -218,8 +218,20 @@ fn summarize(task: &str) -> String {
     }
 }
 
-/// The smallest value a schema describes, from its common keywords.
+/// The most characters and items the offline model writes in one answer: a schema (a job
+/// config's, untrusted) may ask for a `minLength` or `minItems` of 10^15. Past it the value
+/// falls short of the schema, and validation says so (a typed failure, not an allocation).
+pub const MINIMAL_VALUE_BUDGET: u64 = 64 * 1024;
+
+/// The smallest value a schema describes, from its common keywords, within
+/// [`MINIMAL_VALUE_BUDGET`].
 fn minimal_value(schema: &Value) -> Value {
+    let mut budget = MINIMAL_VALUE_BUDGET;
+    minimal_within(schema, &mut budget)
+}
+
+/// [`minimal_value`] that spends `budget` (characters and items) as it writes.
+fn minimal_within(schema: &Value, budget: &mut u64) -> Value {
     if let Some(value) = schema.get("const") {
         return value.clone();
     }
@@ -230,7 +242,7 @@ fn minimal_value(schema: &Value) -> Value {
         .iter()
         .find_map(|k| schema.get(*k).and_then(Value::as_array).and_then(|v| v.first()))
     {
-        return minimal_value(first);
+        return minimal_within(first, budget);
     }
     let kind = match &schema["type"] {
         Value::Array(kinds) => kinds.first().and_then(Value::as_str).unwrap_or("null"),
@@ -244,17 +256,29 @@ fn minimal_value(schema: &Value) -> Value {
             for name in
                 schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str)
             {
-                object.insert(name.to_owned(), minimal_value(&schema["properties"][name]));
+                if *budget == 0 {
+                    break;
+                }
+                *budget -= 1;
+                object.insert(name.to_owned(), minimal_within(&schema["properties"][name], budget));
             }
             Value::Object(object)
         }
         "array" => {
-            let count = schema["minItems"].as_u64().unwrap_or(0);
-            Value::Array((0..count).map(|_| minimal_value(&schema["items"])).collect())
+            let mut items = Vec::new();
+            for _ in 0..schema["minItems"].as_u64().unwrap_or(0) {
+                if *budget == 0 {
+                    break;
+                }
+                *budget -= 1;
+                items.push(minimal_within(&schema["items"], budget));
+            }
+            Value::Array(items)
         }
         "string" => {
-            let length = usize::try_from(schema["minLength"].as_u64().unwrap_or(0)).unwrap_or(0);
-            Value::String("x".repeat(length))
+            let length = schema["minLength"].as_u64().unwrap_or(0).min(*budget);
+            *budget -= length;
+            Value::String("x".repeat(usize::try_from(length).unwrap_or(0)))
         }
         "integer" | "number" => schema.get("minimum").cloned().unwrap_or(json!(0)),
         "boolean" => json!(false),
@@ -297,5 +321,18 @@ mod tests {
             "score": {"type": "integer", "minimum": 1},
             "tags": {"type": "array", "items": {"type": "string", "minLength": 2}, "minItems": 1}}});
         assert_eq!(minimal_value(&schema), json!({"severity": "low", "score": 1, "tags": ["xx"]}));
+    }
+
+    /// A schema that asks for 10^15 items of 10^12 characters each gets an answer of at most
+    /// the budget, at once (it used to allocate what it asked).
+    #[test]
+    fn a_huge_minimum_is_not_allocated() {
+        let schema = json!({"type": "object", "required": ["a", "b"], "properties": {
+            "a": {"type": "array", "minItems": 1_000_000_000_000_000u64,
+                  "items": {"type": "string", "minLength": 1_000_000_000_000u64}},
+            "b": {"type": "string", "minLength": u64::MAX}}});
+        let value = minimal_value(&schema);
+        let size = serde_json::to_string(&value).unwrap().len() as u64;
+        assert!(size < 2 * MINIMAL_VALUE_BUDGET + 64, "{size} bytes");
     }
 }

@@ -26,13 +26,28 @@ pub use tokenize::bm25_terms;
 #[non_exhaustive]
 pub enum Retriever {
     /// The design's keyword heuristic ([`keyword_search`]): every passage sharing a word of
-    /// more than three characters with the query, in corpus order, unbounded.
+    /// more than three characters with the query, in corpus order, the first
+    /// [`MAX_RETRIEVED`] of them.
     Keyword,
     /// BM25 ranking ([`Bm25Index::search`]): at most `k` passages, best first.
     Bm25 {
-        /// The most passages returned.
+        /// The most passages returned: 1 to [`MAX_RETRIEVED`].
+        #[serde(deserialize_with = "bounded_k")]
         k: usize,
     },
+}
+
+/// The most passages one retrieval returns (a config's `k`, and the keyword heuristic's
+/// matches, which are cut there): every one of them goes into a prompt, paid for.
+pub const MAX_RETRIEVED: usize = 100;
+
+fn bounded_k<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
+    let k = usize::deserialize(deserializer)?;
+    if (1..=MAX_RETRIEVED).contains(&k) {
+        Ok(k)
+    } else {
+        Err(serde::de::Error::custom(format!("must be 1 to {MAX_RETRIEVED}, not {k}")))
+    }
 }
 
 impl Default for Retriever {
@@ -55,8 +70,13 @@ pub fn retrieve(
     query: &str,
 ) -> Vec<usize> {
     match *retriever {
-        Retriever::Keyword => keyword_search(corpus, query),
+        Retriever::Keyword => {
+            let mut hits = keyword_search(corpus, query);
+            hits.truncate(MAX_RETRIEVED);
+            hits
+        }
         Retriever::Bm25 { k } => {
+            let k = k.min(MAX_RETRIEVED);
             let ranked = match index {
                 Some(index) => {
                     debug_assert_eq!(index.len(), corpus.len(), "an index of another corpus");
