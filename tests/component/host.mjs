@@ -36,6 +36,9 @@ function networkFailure(error, clocks) {
  * The request's two clocks: the deadline of the whole exchange (`timeoutMs`) and the longest
  * wait for the next bytes (`idleTimeoutMs`, re-armed by `progress()`), both aborting `signal`.
  */
+/** A timer's delay: Node fires a delay over 2^31 - 1 ms at once (1 ms), so it is capped. */
+const delayOf = (ms) => Math.min(Number(ms), 2_147_483_647);
+
 function clocksOf(request) {
   const controller = new AbortController();
   const clocks = { signal: controller.signal, stalled: false, timedOut: false, idle: undefined };
@@ -45,14 +48,14 @@ function clocksOf(request) {
       : setTimeout(() => {
           clocks.timedOut = true;
           controller.abort();
-        }, Number(request.timeoutMs));
+        }, delayOf(request.timeoutMs));
   clocks.progress = () => {
     clearTimeout(clocks.idle);
     if (request.idleTimeoutMs === undefined) return;
     clocks.idle = setTimeout(() => {
       clocks.stalled = true;
       controller.abort();
-    }, Number(request.idleTimeoutMs));
+    }, delayOf(request.idleTimeoutMs));
   };
   clocks.stop = () => {
     clearTimeout(deadline);

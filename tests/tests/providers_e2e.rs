@@ -502,6 +502,24 @@ fn prices_apply_to_dated_snapshots_and_the_usage_adds_up() {
     assert!(close(price.cost(&usage), 0.8));
 }
 
+/// A configuration's `timeoutMs` and `idleTimeoutMs` of `u64::MAX` (a job config is
+/// untrusted) are a request without a practical deadline, not a panic when the client adds
+/// them to the present instant.
+#[test]
+fn the_largest_timeouts_a_config_can_give_do_not_panic() {
+    let body = br#"{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Hi."}}]}"#;
+    let server =
+        CannedServer::start(vec![reply("200 OK", &[("content-type", "application/json")], body)]);
+    let provider: Provider = serde_json::from_value(json!({
+        "api": "openai", "baseUrl": format!("{}/v1", server.url()), "model": MODEL,
+        "timeoutMs": u64::MAX, "idleTimeoutMs": u64::MAX
+    }))
+    .unwrap();
+    let transport = ProviderTransport::new(provider, BlockingClient::new());
+    let response = complete(&transport, "hello?");
+    assert_eq!(response.text_content(), "Hi.", "{response:?}");
+}
+
 #[test]
 fn a_request_past_its_deadline_times_out_as_a_retryable_failure() {
     let server = RawServer::start(silent(Duration::from_secs(20)));
