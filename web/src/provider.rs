@@ -1,5 +1,7 @@
 //! The Provider section: the offline baseline (the default), an OpenAI-compatible endpoint with
-//! presets, or Anthropic; the API key stays in memory unless "Remember on this device" is ticked.
+//! presets, or Anthropic. API keys belong to an endpoint (the kind and its base URL): the key
+//! field shows, and a check sends, only the key typed for the endpoint in use. Keys stay in
+//! memory unless "Remember on this device" is ticked.
 
 use leptos::prelude::*;
 use serde::Serialize;
@@ -75,8 +77,11 @@ pub struct ProviderSettings {
     pub anthropic_model: String,
     /// The Anthropic API's base URL (before `/v1/messages`); empty means [`ANTHROPIC_BASE_URL`].
     pub anthropic_base_url: String,
-    /// The API key (stored only when `remember`).
+    /// The API key (stored only when `remember`), for [`ProviderSettings::key_endpoint`] alone.
     pub api_key: String,
+    /// The endpoint ([`ProviderSettings::endpoint`]) the key was typed for: switching preset,
+    /// base URL or kind never sends it to another.
+    pub key_endpoint: String,
     /// Keep the key in this browser's localStorage.
     pub remember: bool,
     /// Constrained output (`"output": "json-schema"`) for an OpenAI-compatible endpoint: set
@@ -95,6 +100,7 @@ impl Default for ProviderSettings {
             anthropic_model: ANTHROPIC_MODEL.to_owned(),
             anthropic_base_url: String::new(),
             api_key: String::new(),
+            key_endpoint: String::new(),
             remember: false,
             constrained: false,
         }
@@ -112,9 +118,32 @@ impl ProviderSettings {
         }
     }
 
+    /// The endpoint requests go to, which the key field belongs to: the kind and base URL.
+    pub fn endpoint(&self) -> String {
+        let (kind, base_url) = match self.kind {
+            ProviderKind::Anthropic => match self.anthropic_base_url.trim() {
+                "" => ("anthropic ", ANTHROPIC_BASE_URL),
+                base_url => ("anthropic ", base_url),
+            },
+            _ => ("openai ", self.base_url.trim()),
+        };
+        kind.to_owned() + base_url
+    }
+
+    /// The key typed for the endpoint in use (empty when none was).
+    pub fn api_key(&self) -> &str {
+        if self.key_endpoint == self.endpoint() { &self.api_key } else { "" }
+    }
+
+    /// Keeps `key` for the endpoint in use.
+    pub fn set_api_key(&mut self, key: String) {
+        self.api_key = key;
+        self.key_endpoint = self.endpoint();
+    }
+
     /// The engine's provider, or what is missing.
     pub fn choice(&self) -> Result<ProviderChoice, String> {
-        let key = self.api_key.trim();
+        let key = self.api_key().trim();
         let mut config = Map::new();
         match self.kind {
             ProviderKind::Offline => return Ok(ProviderChoice::Offline),
@@ -205,9 +234,14 @@ impl ProviderSettings {
         text("openaiModel", &mut settings.openai_model);
         text("anthropicModel", &mut settings.anthropic_model);
         text("anthropicBaseUrl", &mut settings.anthropic_base_url);
-        text("apiKey", &mut settings.api_key);
         settings.constrained = stored.get("constrained").and_then(Value::as_bool).unwrap_or(false);
         settings.remember = stored.get("remember").and_then(Value::as_bool).unwrap_or(false);
+        text("apiKey", &mut settings.api_key);
+        // An older page kept one key for every endpoint: it belongs to the one it was saved with.
+        if !settings.api_key.is_empty() {
+            settings.key_endpoint = settings.endpoint();
+        }
+        text("keyEndpoint", &mut settings.key_endpoint);
         settings
     }
 
@@ -367,14 +401,14 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                             autocomplete="off"
                             spellcheck="false"
                             aria-describedby="provider-key-note"
-                            prop:value=move || settings.with(|s| s.api_key.clone())
+                            prop:value=move || settings.with(|s| s.api_key().to_owned())
                             on:input=move |ev| {
                                 let value = event_target_value(&ev);
-                                settings.update(|s| s.api_key = value);
+                                settings.update(|s| s.set_api_key(value));
                             }
                         />
                         <p class="hint" id="provider-key-note">
-                            "Sent only to the endpoint above. Kept in this tab's memory unless you tick the box."
+                            "Sent only to the endpoint above, and kept for it alone: another endpoint has its own key. In this tab's memory unless you tick the box."
                         </p>
                     </div>
                     <div class="field check">
@@ -419,13 +453,12 @@ mod tests {
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
         assert_eq!(config["output"], "json-schema");
         settings.apply_preset("ollama");
-        settings.api_key = " sk-1 ".into();
+        settings.set_api_key(" sk-1 ".into());
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
         assert_eq!(config["apiKey"], "sk-1");
         settings.kind = ProviderKind::Anthropic;
-        settings.api_key.clear();
-        assert!(settings.choice().is_err(), "Anthropic needs a key");
-        settings.api_key = "k".into();
+        assert!(settings.choice().is_err(), "Anthropic needs a key (Ollama's is not Anthropic's)");
+        settings.set_api_key("k".into());
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
         assert_eq!(
             config,
@@ -440,13 +473,14 @@ mod tests {
     fn an_anthropic_base_url_is_passed_only_when_given() {
         let mut settings = ProviderSettings {
             kind: ProviderKind::Anthropic,
-            api_key: "k".into(),
             anthropic_base_url: "  ".into(),
             ..Default::default()
         };
+        settings.set_api_key("k".into());
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
         assert!(config.get("baseUrl").is_none(), "empty means the core's default");
         settings.anthropic_base_url = " http://127.0.0.1:4010 ".into();
+        settings.set_api_key("k".into());
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
         assert_eq!(
             config,
@@ -471,6 +505,7 @@ mod tests {
             anthropic_model: "a".into(),
             anthropic_base_url: "http://127.0.0.1:8/".into(),
             api_key: "k".into(),
+            key_endpoint: "openai http://127.0.0.1:9/v1".into(),
             remember: true,
             constrained: true,
         };
@@ -484,9 +519,46 @@ mod tests {
 
     #[test]
     fn the_key_is_stored_only_when_remembered() {
-        let mut settings = ProviderSettings { api_key: "secret".into(), ..Default::default() };
-        assert_eq!(settings.stored().api_key, "");
+        let mut settings = ProviderSettings { kind: ProviderKind::OpenAi, ..Default::default() };
+        settings.set_api_key("secret".into());
+        assert_eq!(settings.stored().api_key(), "");
         settings.remember = true;
-        assert_eq!(settings.stored().api_key, "secret");
+        assert_eq!(settings.stored().api_key(), "secret");
+    }
+
+    #[test]
+    fn a_key_belongs_to_its_endpoint() {
+        let mut settings = ProviderSettings { kind: ProviderKind::OpenAi, ..Default::default() };
+        settings.set_api_key("sk-openai".into());
+        let sent = |settings: &ProviderSettings| match settings.choice() {
+            Ok(ProviderChoice::Network { config }) => config.get("apiKey").cloned(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(sent(&settings), Some(json!("sk-openai")));
+        // Another preset, another base URL, another kind: none sends OpenAI's key.
+        settings.apply_preset("ollama");
+        assert_eq!((settings.api_key(), sent(&settings)), ("", None));
+        settings.base_url = "http://127.0.0.1:4010/v1".into();
+        assert_eq!(sent(&settings), None);
+        settings.kind = ProviderKind::Anthropic;
+        assert!(settings.choice().is_err(), "no key for Anthropic");
+        // Back at its endpoint, the key is there again.
+        settings.kind = ProviderKind::OpenAi;
+        settings.apply_preset("openai");
+        assert_eq!(sent(&settings), Some(json!("sk-openai")));
+        // A key typed for another endpoint replaces it (one key is kept, with its endpoint).
+        settings.kind = ProviderKind::Anthropic;
+        settings.set_api_key("sk-ant".into());
+        settings.kind = ProviderKind::OpenAi;
+        assert_eq!(sent(&settings), None);
+        settings.kind = ProviderKind::Anthropic;
+        assert_eq!(settings.api_key(), "sk-ant");
+        // A key an older page stored (one for all) belongs to the endpoint stored with it.
+        let old = ProviderSettings::read(&json!({"kind": "openai", "preset": "ollama",
+            "baseUrl": "http://localhost:11434/v1", "apiKey": "sk-old", "remember": true}));
+        assert_eq!(old.api_key(), "sk-old");
+        let mut elsewhere = old.clone();
+        elsewhere.apply_preset("openai");
+        assert_eq!(elsewhere.api_key(), "");
     }
 }
