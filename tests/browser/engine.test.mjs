@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
-import { serve, browser, screenshot, aimock, silentServer, ROOT } from './harness.mjs';
+import { serve, browser, screenshot, aimock, silentServer, recordingServer, ROOT } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -420,6 +420,115 @@ test('a keyed check interrupted by a reload, its key not remembered, ends saying
     await card.filter({ hasText: 'cancelled' }).waitFor({ timeout: 30000 });
     assert.match(await card.innerText(), /Remember on this device/);
     await screenshot(page, 'keyed-reload-not-remembered');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
+test('a model request follows no redirect: a 307 to another origin reaches nothing there, and the check says why', async () => {
+  // The key's server answers every model request with a redirect to a server on another port
+  // (another origin), which must see no request at all: not the key, not even a preflight.
+  const elsewhere = await recordingServer();
+  const redirecting = await recordingServer((request, response) => {
+    response.writeHead(307, { 'access-control-allow-origin': '*', location: `${elsewhere.url}/v1/chat/completions` }).end();
+  });
+  const { page, errors, close } = await open();
+  try {
+    await loadEiffel(page);
+    await useOpenAi(page, `${redirecting.url}/v1`);
+    await page.fill(id('provider-key'), 'sk-test-0123456789');
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('failure-message')).waitFor({ timeout: 30000 });
+    assert.match(await card.locator(id('failure-message')).innerText(), /redirected the request; redirects are not followed/);
+    const posts = redirecting.requests.filter((request) => request.method === 'POST');
+    assert.ok(posts.length >= 1 && posts.every((request) => request.headers.authorization), 'the key went to its own server');
+    assert.deepEqual(elsewhere.requests, [], 'the redirect target got nothing');
+    await screenshot(page, 'failure-redirect');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    await elsewhere.close();
+    await redirecting.close();
+  }
+});
+
+test('a key goes over plain HTTP only to loopback: http://10.1.2.3 and http://evil\\@127.0.0.1 are refused before any request, 127.0.0.1 is used', async () => {
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'));
+  // WHATWG reads http://evil\@127.0.0.1:PORT/ as host `evil`: a check that read 127.0.0.1
+  // there would send the key to `evil`. This server on PORT must get nothing either way.
+  const loopback = await recordingServer();
+  const { context, page, errors, close } = await open();
+  const offLoopback = [];
+  await context.route(/^http:\/\/(10\.1\.2\.3|evil)[/:]/, (route) => {
+    offLoopback.push(route.request().url());
+    return route.abort();
+  });
+  try {
+    await loadEiffel(page);
+    const refused = [['http://10.1.2.3/v1', '"10.1.2.3"'], [`http://evil\\@127.0.0.1:${loopback.port}/v1`, '"evil"']];
+    for (const [index, [baseUrl, host]] of refused.entries()) {
+      await useOpenAi(page, baseUrl);
+      await page.fill(id('provider-key'), 'sk-test-in-the-clear');
+      await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+      await page.click(id('run'));
+      const card = page.locator(id(`check-${index + 1}`));
+      await card.locator(id('failure-message')).waitFor({ timeout: 30000 });
+      const message = await card.locator(id('failure-message')).innerText();
+      assert.match(message, /refusing to send the API key over plain HTTP/);
+      assert.ok(message.includes(`to ${host}, which is not loopback`), message);
+      assert.ok(!message.includes('sk-test-in-the-clear'), message);
+      assert.match(await card.locator(id('failure-kind')).innerText(), /config/);
+      if (index === 0) await screenshot(page, 'failure-key-in-the-clear');
+    }
+    assert.deepEqual(offLoopback, [], 'no request left for a host off loopback');
+    assert.deepEqual(loopback.requests, []);
+    // Plain HTTP to loopback carries the key.
+    await useOpenAi(page, `${mock.url}/v1`);
+    await page.fill(id('provider-key'), 'sk-test-loopback');
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-3'));
+    await card.locator(id('verdict')).waitFor({ timeout: 30000 });
+    const entries = await journal(mock);
+    assert.ok(entries.length >= 1 && entries.every((entry) => entry.headers.authorization), 'the key went to 127.0.0.1');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    await loopback.close();
+    mock.close();
+  }
+});
+
+test('a key belongs to its endpoint: after switching preset or provider kind, no key typed for another endpoint is sent', async () => {
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'));
+  const { page, errors, close } = await open();
+  try {
+    await loadEiffel(page);
+    // Endpoint A: OpenAI's preset, with its key.
+    await page.selectOption(id('provider-kind'), 'openai');
+    await page.selectOption(id('provider-preset'), 'openai');
+    await page.fill(id('provider-key'), 'sk-test-for-openai');
+    // Endpoint B: another preset, then a base URL the mock serves; and through Anthropic.
+    await page.selectOption(id('provider-preset'), 'openrouter');
+    assert.equal(await page.inputValue(id('provider-key')), '', "OpenRouter's endpoint has no key");
+    await page.selectOption(id('provider-kind'), 'anthropic');
+    assert.equal(await page.inputValue(id('provider-key')), '', "Anthropic's endpoint has no key");
+    await useOpenAi(page, `${mock.url}/v1`);
+    assert.equal(await page.inputValue(id('provider-key')), '');
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
+    const entries = await journal(mock);
+    assert.ok(entries.length >= 1, 'the mock was asked');
+    assert.deepEqual(entries.filter((entry) => entry.headers.authorization || entry.headers['x-api-key']), [], 'B got no key');
+    await screenshot(page, 'provider-key-per-endpoint');
+    // Back at endpoint A, its key is there again.
+    await page.selectOption(id('provider-preset'), 'openai');
+    assert.equal(await page.inputValue(id('provider-key')), 'sk-test-for-openai');
     assert.deepEqual(errors, []);
   } finally {
     await close();

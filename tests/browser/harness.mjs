@@ -25,7 +25,28 @@ const TYPES = {
   '.svg': 'image/svg+xml',
 };
 
-/** Serves `dir` on 127.0.0.1 (a free port); resolves to { url, close }. */
+/** The headers `dir/_headers` (the Netlify / Cloudflare Pages form `cargo xtask dist` writes)
+ * gives `path`: the rules whose pattern is the path, or ends in `*` and prefixes it. */
+function staticHostHeaders(dir, path) {
+  const file = join(dir, '_headers');
+  if (!existsSync(file)) return {};
+  const headers = {};
+  let applies = false;
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line.trim() || line.trim().startsWith('#')) continue;
+    if (!/^\s/.test(line)) {
+      const pattern = line.trim();
+      applies = pattern.endsWith('*') ? path.startsWith(pattern.slice(0, -1)) : path === pattern;
+    } else if (applies) {
+      const colon = line.indexOf(':');
+      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+    }
+  }
+  return headers;
+}
+
+/** Serves `dir` on 127.0.0.1 (a free port), with the security headers the folder ships for
+ * static hosts (its `_headers`), as a deployment would; resolves to { url, close }. */
 export function serve(dir = DIST) {
   if (!existsSync(join(dir, 'index.html'))) {
     throw new Error(`${dir}/index.html is missing: build the app first (cargo xtask dist)`);
@@ -42,6 +63,7 @@ export function serve(dir = DIST) {
       }
     }
     response.writeHead(200, {
+      ...staticHostHeaders(dir, path),
       'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
       'cache-control': 'no-store',
     });
@@ -135,5 +157,31 @@ export function silentServer({ firstBytes } = {}) {
         server.close(done);
       }),
     }));
+  });
+}
+
+/** A server on loopback that allows any origin (it answers the CORS preflight) and records every
+ * request it gets (`requests`: {method, url, headers}); `answer(request, response)` answers the
+ * others (by default an empty 404). Resolves to { url, port, requests, close }. */
+export function recordingServer(answer) {
+  const requests = [];
+  const server = createServer((request, response) => {
+    requests.push({ method: request.method, url: request.url, headers: request.headers });
+    if (request.method === 'OPTIONS') {
+      response.writeHead(204, { 'access-control-allow-origin': '*', 'access-control-allow-headers': '*',
+        'access-control-allow-methods': 'POST' }).end();
+      return;
+    }
+    request.resume();
+    request.on('end', () => {
+      if (answer) answer(request, response);
+      else response.writeHead(404, { 'access-control-allow-origin': '*' }).end();
+    });
+  });
+  return new Promise((ready) => {
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      ready({ url: `http://127.0.0.1:${port}`, port, requests, close: () => new Promise((done) => server.close(done)) });
+    });
   });
 }

@@ -28,6 +28,10 @@ pub trait Host: 'static {
     fn now_ms(&self) -> f64;
     /// A client for one check's requests.
     fn client(&self) -> Self::Client;
+    /// The scheme and host of `url` as [`Host::client`] reads it when it connects (the
+    /// browser's WHATWG parser in a worker), or `None` when it cannot: what
+    /// `refuse_key_in_the_clear` judges a provider's URL by before a check starts.
+    fn url_parts(&self, url: &str) -> Option<(String, String)>;
     /// A new, empty session store for the check `meta` describes (its record is written with
     /// the session's first entries).
     fn new_session(&self, meta: &SessionMeta) -> Self::Store;

@@ -14,6 +14,7 @@ use js_sys::{Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
 use verity_core::corpus::Passage;
 use verity_core::indexed::IndexedCorpus;
+use verity_core::provider::http::refuse_key_in_the_clear;
 use verity_core::{Append, DurableLog, Lease};
 use verity_core::{
     HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead, SessionError, Store,
@@ -23,7 +24,8 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
-    AbortController, DedicatedWorkerGlobalScope, Headers, MessageEvent, ReadableStreamDefaultReader,
+    AbortController, DedicatedWorkerGlobalScope, Headers, MessageEvent,
+    ReadableStreamDefaultReader, RequestRedirect, ResponseType, Url,
 };
 
 use crate::engine::Engine;
@@ -44,6 +46,18 @@ const BLOCKED: &str = "the browser blocked the request or could not connect: che
      OLLAMA_ORIGINS). A page served over https cannot call a plain http:// server other than \
      localhost (mixed content), and one on the public internet reaches a server on the local \
      network only if it allows that (Private Network Access)";
+
+/// Why a model request that the server answered with a redirect failed.
+const REDIRECTED: &str = "the server redirected the request; redirects are not followed (a \
+     model request carries the API key, which goes only to the base URL you set): set the base \
+     URL to the address the server redirects to";
+
+/// The scheme and host of `url` as this worker's `fetch` reads it (WHATWG's parser: it reads
+/// `http://evil\@127.0.0.1/` as host `evil`, where a hand-written split would see loopback).
+fn url_parts(url: &str) -> Option<(String, String)> {
+    let url = Url::new(url).ok()?;
+    Some((url.protocol(), url.hostname()))
+}
 
 fn scope() -> DedicatedWorkerGlobalScope {
     js_sys::global().unchecked_into()
@@ -246,6 +260,10 @@ impl Host for WorkerHost {
         FetchClient
     }
 
+    fn url_parts(&self, url: &str) -> Option<(String, String)> {
+        url_parts(url)
+    }
+
     fn new_session(&self, meta: &SessionMeta) -> IdbStore {
         IdbStore::new(self.db.clone(), meta.clone())
     }
@@ -377,11 +395,14 @@ async fn sleep(ms: u64) {
 struct Abort {
     controller: AbortController,
     timer: Option<(i32, Closure<dyn FnMut()>)>,
-    idle: Option<(Cell<i32>, i32, Closure<dyn FnMut()>)>,
+    idle: Option<IdleTimer>,
     timed_out: Rc<Cell<bool>>,
     stalled: Rc<Cell<bool>>,
     done: bool,
 }
+
+/// The idle clock: the running timer's id, its length in ms, and what it calls.
+type IdleTimer = (Cell<i32>, i32, Closure<dyn FnMut()>);
 
 /// Calls `callback` after `ms` milliseconds; the timer's id.
 fn set_timer(callback: &Closure<dyn FnMut()>, ms: i32) -> i32 {
@@ -493,6 +514,9 @@ impl HttpClient for FetchClient {
     type Body = FetchBody;
 
     async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, FetchBody), HttpFailure> {
+        // Nothing is sent when the key would go in the clear (the engine refused the provider
+        // before the check started; this holds for every request, whoever made it).
+        refuse_key_in_the_clear(request, url_parts).map_err(HttpFailure::Network)?;
         let abort = Abort::new(request.timeout_ms, request.idle_timeout_ms)?;
         let headers = Headers::new()
             .map_err(|e| HttpFailure::Network(format!("headers: {}", describe(&e))))?;
@@ -509,6 +533,8 @@ impl HttpClient for FetchClient {
             .method(method)
             .headers(gloo_net::http::Headers::from_raw(headers))
             .abort_signal(Some(&signal))
+            // A redirect is not followed: the key would go with it to wherever it points.
+            .redirect(RequestRedirect::Manual)
             .body(request.body.as_str())
             .map_err(|e| {
                 HttpFailure::Network(format!("the request to {} cannot be made: {e}", request.url))
@@ -517,6 +543,9 @@ impl HttpClient for FetchClient {
             Ok(response) => response,
             Err(error) => return Err(abort.fetch_failure(&error)),
         };
+        if response.type_() == ResponseType::Opaqueredirect {
+            return Err(HttpFailure::Network(REDIRECTED.to_owned()));
+        }
         abort.progress();
         let head = ResponseHead {
             status: response.status(),

@@ -160,6 +160,14 @@ impl Host for TestHost {
     fn client(&self) -> Canned {
         Canned(Rc::clone(&self.recorded))
     }
+    /// Enough of WHATWG's reading for the tests' URLs (the worker asks the browser's parser):
+    /// the scheme, and the host after any user info, up to a port or a path (`\` is one).
+    fn url_parts(&self, url: &str) -> Option<(String, String)> {
+        let (scheme, rest) = url.split_once("://")?;
+        let authority = rest.split(['/', '\\', '?', '#']).next()?;
+        let host = authority.rsplit('@').next()?.split(':').next()?;
+        Some((format!("{scheme}:"), host.to_owned()))
+    }
     fn new_session(&self, meta: &SessionMeta) -> Shared {
         let store = Shared(Rc::default(), Rc::clone(&self.recorded.gate));
         self.recorded
@@ -601,7 +609,7 @@ fn a_reload_loses_no_queued_check() {
 #[test]
 fn a_keyed_queued_check_waits_for_the_pages_key_after_a_reload() {
     let provider = |key: &str| ProviderChoice::Network {
-        config: json!({"api": "openai", "baseUrl": "http://mock.test/v1", "model": "m",
+        config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
                        "stream": false, "apiKey": key}),
     };
     let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
@@ -718,7 +726,7 @@ fn a_stored_provider_has_no_credentials_and_a_resume_without_them_is_cancelled()
 #[test]
 fn a_keyed_check_resumes_with_the_remembered_key_without_paying_twice() {
     let provider = |key: Option<&str>| {
-        let mut config = json!({"api": "openai", "baseUrl": "http://mock.test/v1", "model": "m",
+        let mut config = json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
                                 "stream": false});
         if let Some(key) = key {
             config["apiKey"] = json!(key);
@@ -1040,4 +1048,56 @@ fn a_step_waiting_for_a_page_tool_is_cancelled_and_bad_configs_fail_typed() {
     };
     assert_eq!(failure["kind"], "config");
     assert!(failure["message"].as_str().unwrap().starts_with("maxTurns"), "{failure}");
+}
+
+/// A key never goes over plain HTTP off loopback: a check or a step whose provider would send
+/// it so is refused before it starts (kind `config`, the reason named, nothing sent), judged by
+/// the host's reading of the URL; loopback and https go ahead.
+#[test]
+fn a_key_over_plain_http_off_loopback_is_refused_before_anything_is_sent() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    let keyed = |base_url: &str| ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": base_url, "model": "m", "stream": false,
+                       "apiKey": "sk-secret"}),
+    };
+    for (id, base_url) in [("lan", "http://10.1.2.3/v1"), ("evil", "http://evil\\@127.0.0.1:9/v1")]
+    {
+        engine.handle(ToWorker::Check {
+            checks: vec![check(id, claim)],
+            provider: keyed(base_url),
+            concurrency: 1,
+            corpus: None,
+        });
+        pool.run_until_stalled();
+        let done = finished(&take(&recorded));
+        let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+        assert_eq!(failure["kind"], "config", "{failure}");
+        let message = failure["message"].as_str().unwrap();
+        assert!(message.contains("plain HTTP") && message.contains("loopback"), "{message}");
+        assert!(!message.contains("sk-secret"), "{message}");
+    }
+    engine.handle(ToWorker::RunStep {
+        id: "s1".into(),
+        config: step_config(),
+        provider: keyed("http://10.1.2.3/v1"),
+    });
+    pool.run_until_stalled();
+    let Some(verity_messages::StepOutcome::Failed { failure }) = step_finished(&take(&recorded))
+    else {
+        panic!("a failure")
+    };
+    assert_eq!(failure["kind"], "config", "{failure}");
+    assert!(recorded.sent.borrow().is_empty(), "nothing was sent");
+    // Loopback over plain HTTP, and https anywhere, are sent (the tests' network then fails).
+    for base_url in ["http://127.0.0.1:9/v1", "https://api.example/v1"] {
+        engine.handle(ToWorker::RunStep {
+            id: base_url.into(),
+            config: step_config(),
+            provider: keyed(base_url),
+        });
+        pool.run_until_stalled();
+    }
+    assert_eq!(recorded.sent.borrow().len(), 2);
 }

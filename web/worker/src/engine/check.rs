@@ -101,11 +101,9 @@ impl<H: Host> Engine<H> {
         let driven = match provider {
             ProviderChoice::Offline => drive_on(&mut session, store, &OfflineModel, options).await,
             ProviderChoice::Network { config } => {
-                let provider: Provider = match serde_json::from_value(config.clone()) {
+                let provider = match self.network_provider(config) {
                     Ok(provider) => provider,
-                    Err(error) => {
-                        return failed(refused(format!("provider: {error}")));
-                    }
+                    Err(why) => return failed(refused(why)),
                 };
                 let transport = ProviderTransport::new(provider, host.client()).with_cancel(cancel);
                 drive_on(&mut session, store, &transport, options).await
@@ -125,6 +123,18 @@ impl<H: Host> Engine<H> {
             Ok(report) => Outcome::Report { report },
             Err(failed_job) => failed(to_value(&failed_job)),
         }
+    }
+}
+
+impl<H: Host> Engine<H> {
+    /// A network provider from its JSON, refused before anything is sent when it would send
+    /// its key over plain HTTP to a host that is not loopback (the URL read as the host's
+    /// client reads it; the client refuses such a request again, each time).
+    pub(super) fn network_provider(&self, config: &Value) -> Result<Provider, String> {
+        let provider: Provider =
+            serde_json::from_value(config.clone()).map_err(|error| format!("provider: {error}"))?;
+        provider.refuse_key_in_the_clear(|url| self.inner.host.url_parts(url))?;
+        Ok(provider)
     }
 }
 

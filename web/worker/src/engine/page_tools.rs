@@ -4,7 +4,7 @@
 use serde_json::Value;
 use verity_core::provider::offline::OfflineModel;
 use verity_core::{
-    Cancel, DriveOptions, Job, JobConfig, Provider, ProviderTransport, ToolCall, ToolOutput, Tools,
+    Cancel, DriveOptions, Job, JobConfig, ProviderTransport, ToolCall, ToolOutput, Tools,
     drive_with,
 };
 use verity_messages::{FromWorker, ProviderChoice, StepOutcome};
@@ -69,13 +69,9 @@ impl<H: Host> Engine<H> {
         let outcome = match provider {
             ProviderChoice::Offline => drive_with(job, &OfflineModel, &tools, options).await,
             ProviderChoice::Network { config } => {
-                let provider: Provider = match serde_json::from_value(config.clone()) {
+                let provider = match self.network_provider(config) {
                     Ok(provider) => provider,
-                    Err(error) => {
-                        let message = format!("provider: {error}");
-                        let failure = refused(message);
-                        return StepOutcome::Failed { failure };
-                    }
+                    Err(why) => return StepOutcome::Failed { failure: refused(why) },
                 };
                 let transport = ProviderTransport::new(provider, host.client()).with_cancel(cancel);
                 drive_with(job, &transport, &tools, options).await
