@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { serve, browser, screenshot, aimock, silentServer, ROOT } from './harness.mjs';
+import { serve, browser, screenshot, aimock, silentServer, recordingServer, ROOT } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -166,6 +166,59 @@ test('markup in the corpus and the claim is shown as text and runs nothing', asy
     assert.deepEqual(errors, []);
   } finally {
     await close();
+  }
+});
+
+test('the provider attribute refuses an API key (page markup every visitor reads) and sends nothing; the provider property takes one', async () => {
+  const target = await recordingServer();
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'));
+  const { page, errors, close } = await open();
+  try {
+    await settled(page, '#inline-check');
+    const key = 'sk-test-in-the-markup';
+    const keyed = [
+      { api: 'openai', baseUrl: `${target.url}/v1`, model: 'm', apiKey: key },
+      { api: 'openai', baseUrl: `${target.url}/v1`, model: 'm', headers: [['Authorization', `Bearer ${key}`]] },
+      { api: 'anthropic', baseUrl: target.url, model: 'm', headers: [['X-Api-Key', key]] },
+      { api: 'openai', baseUrl: `${target.url}/v1`, model: 'm', headers: [['api-key', key]] },
+      { kind: 'network', config: { api: 'openai', baseUrl: `${target.url}/v1`, model: 'm', apiKey: key } },
+    ];
+    const EIFFEL = [{ id: 'eiffel', text: 'The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.' }];
+    const outcome = (provider, property) => page.evaluate(({ provider, property, corpus }) => new Promise((resolve) => {
+      const element = document.createElement('verity-check');
+      element.setAttribute('claim', 'The Eiffel Tower is in Paris.');
+      if (property) element.provider = provider;
+      else element.setAttribute('provider', JSON.stringify(provider));
+      const data = document.createElement('script');
+      data.type = 'application/json';
+      data.textContent = JSON.stringify(corpus);
+      element.append(data);
+      element.addEventListener('verity-error', (event) => resolve({ error: event.detail }));
+      element.addEventListener('verity-result', (event) => resolve({ report: event.detail }));
+      document.querySelector('main').append(element);
+    }), { provider, property, corpus: EIFFEL });
+    for (const provider of keyed) {
+      const { error } = await outcome(provider, false);
+      assert.ok(error, JSON.stringify(provider));
+      assert.equal(error.kind, 'config');
+      assert.match(error.message, /the provider attribute carries an API key \((apiKey|headers: [\w-]+)\)/);
+      assert.match(error.message, /every visitor of this page can read/);
+      assert.match(error.message, /element\.provider = |new Verity\(\{ provider \}\)/);
+      assert.ok(!error.message.includes(key), 'the message does not repeat the key');
+    }
+    assert.deepEqual(target.requests, [], 'nothing was sent');
+    await screenshot(page, 'embed-key-refused');
+    // From script, through the element's provider property, a key is used.
+    const { report } = await outcome({ api: 'openai', baseUrl: `${mock.url}/v1`, model: 'gpt-4o-mini', apiKey: 'sk-test-from-script' }, true);
+    assert.equal(report?.assessment.verdict, 'supported');
+    const journal = await (await fetch(`${mock.url}/__aimock/journal`)).json();
+    const entries = Array.isArray(journal) ? journal : journal.entries ?? [];
+    assert.ok(entries.length >= 1 && entries.every((entry) => entry.headers.authorization), 'the key went with the requests');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    await target.close();
+    mock.close();
   }
 });
 

@@ -89,6 +89,9 @@ export class Verity extends EventTarget {
  * (`detail`: the report) and `verity-error` (`detail`: `{kind, message, spent}`). */
 export class VerityCheckElement extends HTMLElement {
   report: Report | null;
+  /** The provider set by script, used instead of the `provider` attribute; unlike the
+   * attribute (page markup, which refuses an API key) it may carry `apiKey`. Setting it checks again. */
+  provider: ProviderOption | null;
   refresh(): void;
 }
 

@@ -309,6 +309,41 @@ export class Verity extends EventTarget {
 
 const engines = new Map(); // provider JSON -> Verity (one worker per provider, shared by elements)
 
+/** Credential headers (as the core names them): a provider's `headers` may carry a key too. */
+const CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'x-api-key', 'api-key'];
+
+/** The `provider` attribute's provider, refused (a `VerityError` of kind `config`) when it
+ * carries an API key: an attribute is the page's markup, which every visitor can read. */
+function attributeProvider(text) {
+  if (!text) return undefined;
+  let provider;
+  try { provider = JSON.parse(text); } catch (error) {
+    throw new VerityError({ kind: 'config', message: `the provider attribute is not JSON: ${error.message}`, spent: NOTHING_SPENT });
+  }
+  const config = provider?.kind === 'network' ? provider.config : provider;
+  const keys = [];
+  if (config && typeof config === 'object') {
+    for (const [field, value] of Object.entries(config)) {
+      if (/^api[-_]?key$/i.test(field) && value) keys.push(field);
+    }
+    const headers = Array.isArray(config.headers) ? config.headers : Object.entries(config.headers ?? {});
+    for (const header of headers) {
+      const name = String(Array.isArray(header) ? header[0] : header?.name ?? '');
+      if (CREDENTIAL_HEADERS.includes(name.toLowerCase())) keys.push(`headers: ${name}`);
+    }
+  }
+  if (keys.length) {
+    throw new VerityError({
+      kind: 'config',
+      message: `the provider attribute carries an API key (${keys.join(', ')}), which every visitor of this page can read in its markup, so it is refused and nothing was sent. `
+        + 'Give the key from script instead: set the element\'s provider property (element.provider = {api, baseUrl, model, apiKey}), '
+        + 'or call new Verity({ provider }).checkClaim(...)',
+      spent: NOTHING_SPENT,
+    });
+  }
+  return provider;
+}
+
 function engineFor(provider) {
   const key = JSON.stringify(providerChoice(provider));
   let engine = engines.get(key);
@@ -371,7 +406,8 @@ function el(tag, attributes = {}, ...children) {
 
 let elementCount = 0;
 
-/** `<verity-check claim="..." [corpus="same-origin URL"] [provider='{"api": ...}']>`. */
+/** `<verity-check claim="..." [corpus="same-origin URL"] [provider='{"api": ...}']>`; the
+ * `provider` attribute takes no API key (refused, naming why), the `provider` property does. */
 export class VerityCheckElement extends HTMLElement {
   static observedAttributes = ['claim', 'corpus', 'provider'];
 
@@ -380,11 +416,27 @@ export class VerityCheckElement extends HTMLElement {
   #scheduled = false;
   #corpus = null; // { key, engine, corpus }
   #name = `verity-check-${++elementCount}`;
+  #provider = undefined;
 
   constructor() {
     super();
     this.#root = this.attachShadow({ mode: 'open' });
     this.#root.adoptedStyleSheets = [styleSheet()];
+    // A provider set by script before this module defined the element is an own property
+    // that would hide the accessor: take it over.
+    if (Object.hasOwn(this, 'provider')) {
+      const provider = this.provider;
+      delete this.provider;
+      this.provider = provider;
+    }
+  }
+
+  /** The provider set by script (the provider JSON, which may carry `apiKey`), used instead of
+   * the `provider` attribute; `null` when none was set. Setting it checks again. */
+  get provider() { return this.#provider ?? null; }
+  set provider(provider) {
+    this.#provider = provider ?? undefined;
+    if (this.isConnected) this.#schedule();
   }
 
   /** The last report (or `null`). */
@@ -428,7 +480,7 @@ export class VerityCheckElement extends HTMLElement {
     const status = el('p', { class: 'status', part: 'status', role: 'status' }, 'Loading the corpus…');
     this.#show('running', claimLine, status);
     try {
-      const engine = engineFor(this.getAttribute('provider') || undefined);
+      const engine = engineFor(this.#provider ?? attributeProvider(this.getAttribute('provider')));
       const corpus = await this.#loadCorpus(engine, abort.signal);
       if (abort.signal.aborted) return;
       status.textContent = 'Checking…';
