@@ -2,7 +2,7 @@
 // inert, a bad file named by line, the CSP in force, screenshots of the main states.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { serve, browser, screenshot } from './harness.mjs';
+import { serve, browser, screenshot, recordingServer } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -105,6 +105,56 @@ test('the content security policy refuses inline script', async () => {
     assert.deepEqual(errors.filter((e) => !/Executing inline script violates the following Content Security Policy/.test(e)), []);
   } finally {
     await close();
+  }
+});
+
+test('the page and the worker come with the security headers; the worker is under the policy; no page can frame the app', async () => {
+  // The headers the folder ships for static hosts (dist/_headers), on the page, its module
+  // loader, the worker's loader and its glue: a worker takes its policy from its own script's
+  // response, never from the page's meta tag.
+  for (const path of ['', 'boot.js', 'verity-worker_loader.js', 'verity-worker.js']) {
+    const response = await fetch(`${site.url}${path}`);
+    const csp = response.headers.get('content-security-policy') ?? '';
+    assert.match(csp, /script-src 'self' 'wasm-unsafe-eval'/, `${path || 'the page'}: ${csp}`);
+    assert.match(csp, /frame-ancestors 'none'/, path);
+    assert.match(csp, /connect-src \*/, 'the worker reaches whatever endpoint the user sets');
+    assert.equal(response.headers.get('x-content-type-options'), 'nosniff', path);
+    assert.equal(response.headers.get('referrer-policy'), 'no-referrer', path);
+  }
+  const { page, errors, close } = await open();
+  // A page on another origin that frames the app.
+  const framing = await recordingServer((request, response) => {
+    response.writeHead(200, { 'content-type': 'text/html' }).end(`<!doctype html><title>framing</title><iframe src="${site.url}"></iframe>`);
+  });
+  try {
+    const worker = page.workers().find((w) => w.url().includes('verity-worker_loader.js'));
+    assert.ok(worker, 'the engine worker runs');
+    // Inside the worker (which holds the key): no code from strings, no fetch of a data: URL.
+    const inWorker = await worker.evaluate(async () => {
+      const violations = [];
+      self.addEventListener('securitypolicyviolation', (event) => violations.push(event.effectiveDirective));
+      // From a timer, so that the worker's own code tries it (DevTools' evaluation itself is
+      // allowed to make code from strings).
+      const evaluated = await new Promise((resolve) => setTimeout(() => {
+        try { resolve(new Function('return "ran"')()); } catch (error) { resolve(error.name); }
+      }));
+      let fetched;
+      try { fetched = await (await fetch('data:text/plain,ran')).text(); } catch (error) { fetched = error.name; }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return { evaluated, fetched, violations: violations.sort() };
+    });
+    assert.deepEqual(inWorker, { evaluated: 'EvalError', fetched: 'TypeError', violations: ['connect-src', 'script-src'] });
+    // frame-ancestors 'none': the app does not load in another page's frame.
+    await page.goto(`${framing.url}/`);
+    await page.waitForTimeout(1000);
+    const frame = page.frames().find((f) => f !== page.mainFrame());
+    const title = await frame.evaluate(() => document.title).catch(() => null);
+    assert.ok(!/Verity/.test(title ?? ''), `the app loaded in a frame: ${title}`);
+    assert.equal(await frame.locator('#boot-status, .engine-ready').count().catch(() => 0), 0);
+    assert.deepEqual(errors.filter((e) => !/Refused to (frame|evaluate|connect)|violates the following Content Security Policy/.test(e)), []);
+  } finally {
+    await close();
+    await framing.close();
   }
 });
 

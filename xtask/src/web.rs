@@ -39,11 +39,78 @@ const FILES: [(&str, &str); 6] = [
     ("web/embed/verity.d.ts", "verity.d.ts"),
 ];
 
-/// The Content-Security-Policy the page's meta tag states, sent as a header by `serve` (with
-/// `frame-ancestors`, which only a header can carry) for the page and the worker's scripts.
+/// The Content-Security-Policy the page's meta tag states, with `frame-ancestors` (which only a
+/// header can carry). As a header it covers the engine worker too, which holds the key and
+/// makes the requests: a worker takes its policy from its script's response, never from the
+/// page's meta tag. `connect-src *` because the worker must reach whatever provider endpoint
+/// the user configures (https, or plain http on loopback or a keyless local network server;
+/// the worker itself refuses to send a key over plain http off loopback).
 const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; \
                    connect-src *; img-src 'self' data:; worker-src 'self'; object-src 'none'; \
                    base-uri 'none'; frame-ancestors 'none'";
+
+/// The security headers of every file of the app: sent by `serve` and by the browser tests'
+/// server, and written by `dist` in the forms static hosts read ([`HOST_HEADER_FILES`]).
+/// `Referrer-Policy: no-referrer`: a provider learns nothing of the page's address.
+/// `X-Frame-Options` is `frame-ancestors 'none'` for browsers that predate it.
+const HEADERS: [(&str, &str); 4] = [
+    ("Content-Security-Policy", CSP),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Frame-Options", "DENY"),
+];
+
+/// The files `dist` writes so that a static host sends [`HEADERS`] (the README says which host
+/// reads which): (name, how it is written).
+const HOST_HEADER_FILES: [(&str, HeaderFile); 4] = [
+    // Netlify and Cloudflare Pages.
+    ("_headers", netlify_headers),
+    ("vercel.json", vercel_json),
+    // A snippet to include in nginx's `server` or `location` block.
+    ("nginx.conf", nginx_snippet),
+    // Apache with mod_headers.
+    (".htaccess", apache_htaccess),
+];
+
+/// Writes one of [`HOST_HEADER_FILES`].
+type HeaderFile = fn() -> String;
+
+fn netlify_headers() -> String {
+    let mut text = String::from("/*\n");
+    for (name, value) in HEADERS {
+        text.push_str(&format!("  {name}: {value}\n"));
+    }
+    text
+}
+
+fn vercel_json() -> String {
+    let headers: Vec<String> = HEADERS
+        .iter()
+        .map(|(name, value)| format!("        {{\"key\": \"{name}\", \"value\": \"{value}\"}}"))
+        .collect();
+    format!(
+        "{{\n  \"headers\": [\n    {{\n      \"source\": \"/(.*)\",\n      \"headers\": [\n{}\n      ]\n    }}\n  ]\n}}\n",
+        headers.join(",\n")
+    )
+}
+
+fn nginx_snippet() -> String {
+    let mut text = String::from(
+        "# Verity's security headers: include this file in the server block serving dist/.\n",
+    );
+    for (name, value) in HEADERS {
+        text.push_str(&format!("add_header {name} \"{value}\" always;\n"));
+    }
+    text
+}
+
+fn apache_htaccess() -> String {
+    let mut text = String::from("# Verity's security headers (Apache with mod_headers).\n");
+    for (name, value) in HEADERS {
+        text.push_str(&format!("Header always set {name} \"{value}\"\n"));
+    }
+    text
+}
 
 /// `cargo xtask dist [--dev]`: builds the app into `dist/` (release, wasm-opt'd, unless
 /// `--dev`), installing wasm-bindgen-cli and the npm tools when missing.
@@ -103,6 +170,10 @@ fn build(release: bool) -> Result {
         copy(&root().join(from), &staging.join(to))?;
     }
     copy_dir(&root().join("examples"), &staging.join("examples"))?;
+    for (name, write) in HOST_HEADER_FILES {
+        let file = staging.join(name);
+        std::fs::write(&file, write()).map_err(|e| format!("{}: {e}", file.display()))?;
+    }
     let dist = dist_dir();
     if dist.exists() {
         std::fs::remove_dir_all(&dist).map_err(|e| format!("{}: {e}", dist.display()))?;
@@ -225,12 +296,15 @@ fn answer(mut stream: TcpStream) -> Result {
             ("405 Method Not Allowed", "text/plain; charset=utf-8", b"GET or HEAD only\n".to_vec())
         }
     };
-    let header = format!(
+    let mut header = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
-         Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\
-         Content-Security-Policy: {CSP}\r\nConnection: close\r\n\r\n",
+         Cache-Control: no-store\r\nConnection: close\r\n",
         body.len()
     );
+    for (name, value) in HEADERS {
+        header.push_str(&format!("{name}: {value}\r\n"));
+    }
+    header.push_str("\r\n");
     stream.write_all(header.as_bytes()).map_err(|e| e.to_string())?;
     if method != "HEAD" {
         stream.write_all(&body).map_err(|e| e.to_string())?;
@@ -287,6 +361,11 @@ pub fn size(_args: &[String]) -> Result {
         let raw = std::fs::metadata(file).map_err(|e| e.to_string())?.len();
         let gzip = gzip_size(file)?;
         let name = file.strip_prefix(&dir).unwrap_or(file).to_string_lossy().into_owned();
+        // The headers for static hosts are read by the server, never by a browser.
+        if HOST_HEADER_FILES.iter().any(|(file, _)| *file == name) {
+            println!("{raw:>10} {:>10}  {name}  (headers for static hosts, not loaded)", "-");
+            continue;
+        }
         // The embedding module and the example page are in the folder for other pages to use;
         // the app's page does not load them.
         let embedded = name.starts_with("examples") || name.starts_with("verity.");
