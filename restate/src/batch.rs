@@ -1,7 +1,7 @@
 //! `verity-restate batch`: a claim file checked as one durable batch on a local Restate
 //! server, with worker processes, a progress line, results as JSONL and the `eval` summary.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,9 @@ use crate::corpus::{
 };
 pub use crate::summary::Row;
 use crate::summary::{LABELS, Tally, gold_text, retriever_of};
-use crate::workflow::{BatchInput, BatchResult, CheckResult, ClaimResult, ClaimRow, Limits};
+use crate::workflow::{
+    BatchInput, BatchProgress, BatchResult, CheckResult, ClaimResult, ClaimRow, Limits, part_key,
+};
 
 /// Reads a claim file. Every line is checked before anything is submitted; an id given twice
 /// is refused (the results would not tell the two apart).
@@ -24,13 +26,21 @@ use crate::workflow::{BatchInput, BatchResult, CheckResult, ClaimResult, ClaimRo
 /// The first bad line, by number (`FILE:LINE: why`).
 pub fn read_claims(path: &Path) -> Result<Vec<Row>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_claims(&path.display().to_string(), &text)
+}
+
+/// Reads the text of a claim file named `name` (see [`read_claims`]).
+///
+/// # Errors
+/// The first bad line, by number (`NAME:LINE: why`).
+pub fn parse_claims(name: &str, text: &str) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let at = |why: String| format!("{}:{}: {why}", path.display(), n + 1);
+        let at = |why: String| format!("{name}:{}: {why}", n + 1);
         let row: Row = serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
         if row.claim.trim().is_empty() {
             return Err(at("the claim is empty".to_owned()));
@@ -48,7 +58,7 @@ pub fn read_claims(path: &Path) -> Result<Vec<Row>, String> {
         rows.push(row);
     }
     if rows.is_empty() {
-        return Err(format!("{} has no claims", path.display()));
+        return Err(format!("{name} has no claims"));
     }
     Ok(rows)
 }
@@ -96,6 +106,10 @@ pub struct Options {
     pub binary: PathBuf,
     /// Print a progress line to stderr.
     pub progress: bool,
+    /// Claims per part of the batch (see `workflow::DEFAULT_PART_SIZE`).
+    pub part_size: Option<u64>,
+    /// Give up after this long without progress (see [`Watch`]).
+    pub stall_after: Option<Duration>,
 }
 
 /// The batch's input: the rows and the corpus reference (with its hash, computed here from
@@ -137,35 +151,56 @@ pub fn batch_input(
             rows[n].id
         ));
     }
-    let claims = rows
-        .iter()
+    // The claims go by reference (the claim file, its path and hash): the batch's input stays
+    // the same size however many claims it has.
+    let path = std::fs::canonicalize(&options.claims)
+        .map_err(|e| format!("{}: {e}", options.claims.display()))?;
+    let bytes = load_bytes(&path.display().to_string(), u64::MAX)?;
+    let claims_file = CorpusFile { path: path.display().to_string(), sha256: sha256_hex(&bytes) };
+    let input = BatchInput {
+        corpus,
+        claims: Vec::new(),
+        claims_file: Some(claims_file),
+        job: options.job.clone(),
+        limits: options.limits,
+        part_size: options.part_size,
+    };
+    Ok((input, shared))
+}
+
+/// The rows of `rows` as a batch carries them inline (a small batch submitted by hand).
+#[must_use]
+pub fn inline_rows(rows: &[Row]) -> Vec<ClaimRow> {
+    rows.iter()
         .map(|row| ClaimRow {
             id: row.id.clone(),
             claim: row.claim.clone(),
             corpus: row.corpus.clone(),
         })
-        .collect();
-    Ok((BatchInput { corpus, claims, job: options.job.clone(), limits: options.limits }, shared))
+        .collect()
 }
 
-/// The workers' corpus arguments for `input`: the shared corpus's directory as their
-/// `--corpus-root` (a URL as their one `--corpus-url`), and a cap that fits it; none without
-/// a shared corpus (inline passages need no file).
+/// The workers' corpus arguments for `input`: the directories of its shared corpus and its
+/// claim file as their `--corpus-root`s (a URL as a `--corpus-url`), and a cap that fits both;
+/// none without files (inline passages and claims need none).
 #[must_use]
 pub fn corpus_worker_args(input: &BatchInput) -> Vec<String> {
-    let Some(file) = &input.corpus else { return Vec::new() };
-    if is_url(&file.path) {
-        return vec!["--corpus-url".to_owned(), file.path.clone()];
+    let mut args = Vec::new();
+    let mut largest = DEFAULT_MAX_CORPUS_BYTES;
+    for file in input.corpus.iter().chain(&input.claims_file) {
+        if is_url(&file.path) {
+            args.extend(["--corpus-url".to_owned(), file.path.clone()]);
+            continue;
+        }
+        let path = Path::new(&file.path);
+        largest = largest.max(std::fs::metadata(path).map_or(0, |meta| meta.len()));
+        let root = path.parent().map_or_else(|| ".".to_owned(), |dir| dir.display().to_string());
+        args.extend(["--corpus-root".to_owned(), root]);
     }
-    let path = Path::new(&file.path);
-    let size = std::fs::metadata(path).map_or(0, |meta| meta.len());
-    let root = path.parent().map_or_else(|| ".".to_owned(), |dir| dir.display().to_string());
-    vec![
-        "--corpus-root".to_owned(),
-        root,
-        "--corpus-max-bytes".to_owned(),
-        size.max(DEFAULT_MAX_CORPUS_BYTES).to_string(),
-    ]
+    if !args.is_empty() {
+        args.extend(["--corpus-max-bytes".to_owned(), largest.to_string()]);
+    }
+    args
 }
 
 /// The corpus policy of a worker started with [`corpus_worker_args`] (for a host in this
@@ -227,9 +262,13 @@ pub fn run(options: &Options) -> Result<Value, String> {
     // Results go out as they finish (in that order); the file is rewritten in the batch's
     // order at the end.
     let mut arrived = ResultsFile::create(&options.out, &rows)?;
-    let result = wait_streaming(&server.ingress_url(), &key, options.progress, &mut |finished| {
-        arrived.append(finished)
-    })?;
+    let watch = Watch {
+        ingress: server.ingress_url(),
+        admin: Some(server.admin_url()),
+        show: options.progress,
+        stall_after: options.stall_after,
+    };
+    let result = watch.wait(&key, &mut |finished| arrived.append(finished))?;
     let elapsed = started.elapsed();
     drop(workers);
     server.stop();
@@ -260,73 +299,224 @@ pub fn run(options: &Options) -> Result<Value, String> {
 /// # Errors
 /// The batch's terminal error.
 pub fn wait(ingress: &str, key: &str, show: bool) -> Result<BatchResult, String> {
-    wait_streaming(ingress, key, show, &mut |_| Ok(()))
+    let watch = Watch { ingress: ingress.to_owned(), admin: None, show, stall_after: None };
+    watch.wait(key, &mut |_| Ok(()))
 }
 
-/// Waits for batch `key`, printing its progress and handing `sink` the results as they finish
-/// (each once, in the order they finished); the result.
+/// The results of batch `key` finished so far, from its parts, in the batch's order.
 ///
 /// # Errors
-/// The batch's terminal error, or the sink's.
-pub fn wait_streaming(
-    ingress: &str,
-    key: &str,
-    show: bool,
-    sink: &mut dyn FnMut(&[ClaimResult]) -> Result<(), String>,
-) -> Result<BatchResult, String> {
-    let mut last = String::new();
-    let mut received: u64 = 0;
-    loop {
-        if let Ok(value) =
-            cluster::query_with(ingress, "Batch", key, "finished", Some(&json!(received)))
-            && let Ok(finished) = serde_json::from_value::<Vec<ClaimResult>>(value)
-            && !finished.is_empty()
-        {
-            sink(&finished)?;
-            received += finished.len() as u64;
-        }
-        match cluster::output(ingress, "Batch", key) {
-            Outcome::Done(value) => {
-                if show {
-                    eprintln!();
+/// A server that does not answer.
+pub fn results(ingress: &str, key: &str) -> Result<Vec<ClaimResult>, String> {
+    let progress = batch_progress(ingress, key)?;
+    let mut results = Vec::new();
+    for n in 0..progress.started {
+        results.extend(part_results(ingress, key, n, 0)?);
+    }
+    results.sort_by_key(|result| result.index);
+    Ok(results)
+}
+
+/// The live progress of batch `key` (its `progress` handler).
+///
+/// # Errors
+/// A server that does not answer, or an answer that is not a batch's progress.
+pub fn batch_progress(ingress: &str, key: &str) -> Result<BatchProgress, String> {
+    let value = cluster::query(ingress, "Batch", key, "progress")?;
+    serde_json::from_value(value).map_err(|e| format!("the batch's progress: {e}"))
+}
+
+/// The results part `n` of batch `key` finished, from its `from`-th on.
+fn part_results(ingress: &str, key: &str, n: u64, from: u64) -> Result<Vec<ClaimResult>, String> {
+    let value = cluster::query_with(
+        ingress,
+        "BatchPart",
+        &part_key(key, n),
+        "finished",
+        Some(&json!(from)),
+    )?;
+    serde_json::from_value(value).map_err(|e| format!("part {n}'s results: {e}"))
+}
+
+/// How the CLI waits for a batch: where the server is, whether a person watches (a progress
+/// line, redrawn only on a terminal), and when silence means something is wrong.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    /// The ingress URL.
+    pub ingress: String,
+    /// The admin URL: with it, a batch that has stopped moving is explained by the server's
+    /// own view of its invocations (paused, retrying, and the last error).
+    pub admin: Option<String>,
+    /// Print progress to stderr.
+    pub show: bool,
+    /// Give up (an error, so the command exits non-zero) after this long without progress.
+    pub stall_after: Option<Duration>,
+}
+
+impl Watch {
+    /// Waits for batch `key`, handing `sink` the results as they finish (each once; the parts
+    /// in turn, each part's in the order they finished); the result, in the batch's order.
+    ///
+    /// # Errors
+    /// The batch's terminal error, a paused invocation or a stall (with what the server says),
+    /// or the sink's error.
+    pub fn wait(
+        &self,
+        key: &str,
+        sink: &mut dyn FnMut(&[ClaimResult]) -> Result<(), String>,
+    ) -> Result<BatchResult, String> {
+        let terminal = self.show && std::io::stderr().is_terminal();
+        let mut received: Vec<u64> = Vec::new();
+        let mut all: Vec<ClaimResult> = Vec::new();
+        let (mut last_line, mut last_printed) = (String::new(), Instant::now());
+        let (mut last_moved, mut last_seen) = (Instant::now(), (0u64, 0u64));
+        let mut last_server_check = Instant::now();
+        let end_line = |shown: bool| {
+            if shown && terminal {
+                eprintln!();
+            }
+        };
+        loop {
+            let progress = batch_progress(&self.ingress, key).ok();
+            if let Some(progress) = &progress {
+                received
+                    .resize(usize::try_from(progress.started).unwrap_or(0).max(received.len()), 0);
+                for (n, from) in received.iter_mut().enumerate() {
+                    if let Ok(finished) = part_results(&self.ingress, key, n as u64, *from)
+                        && !finished.is_empty()
+                    {
+                        sink(&finished)?;
+                        *from += finished.len() as u64;
+                        all.extend(finished);
+                    }
                 }
-                return serde_json::from_value(value)
-                    .map_err(|e| format!("the batch's result: {e}"));
             }
-            Outcome::Failed(message) => {
-                if show {
-                    eprintln!();
+            match cluster::output(&self.ingress, "Batch", key) {
+                Outcome::Done(value) => {
+                    end_line(self.show);
+                    let done: BatchProgress = serde_json::from_value(value)
+                        .map_err(|e| format!("the batch's result: {e}"))?;
+                    // Whatever arrived after the last look.
+                    for n in 0..done.started {
+                        let from = received.get(n as usize).copied().unwrap_or(0);
+                        let finished = part_results(&self.ingress, key, n, from)?;
+                        sink(&finished)?;
+                        all.extend(finished);
+                    }
+                    all.sort_by_key(|result| result.index);
+                    return Ok(BatchResult { results: all, progress: done.progress });
                 }
-                return Err(format!("the batch failed: {message}"));
+                Outcome::Failed(message) => {
+                    end_line(self.show);
+                    return Err(format!("the batch failed: {message}"));
+                }
+                Outcome::Pending => {}
             }
-            Outcome::Pending => {}
-        }
-        if show && let Ok(progress) = cluster::query(ingress, "Batch", key, "progress") {
-            let line = progress_line(&progress);
-            if line != last {
-                eprint!("\r{line}");
-                std::io::stderr().flush().ok();
-                last = line;
+            let seen =
+                progress.as_ref().map_or(last_seen, |p| (p.progress.done, p.progress.tokens));
+            if seen != last_seen {
+                (last_moved, last_seen) = (Instant::now(), seen);
             }
+            // The server's view, every few seconds: a paused invocation is an error at once.
+            if let Some(admin) = &self.admin
+                && last_server_check.elapsed() >= Duration::from_secs(5)
+            {
+                last_server_check = Instant::now();
+                if let Some(paused) = paused_invocations(admin, key) {
+                    end_line(self.show);
+                    return Err(format!("the batch is paused on the server: {paused}"));
+                }
+            }
+            if let Some(limit) = self.stall_after
+                && last_moved.elapsed() >= limit
+            {
+                end_line(self.show);
+                let said = self
+                    .admin
+                    .as_deref()
+                    .and_then(|admin| stuck_invocations(admin, key))
+                    .unwrap_or_else(|| "nothing (no invocation reports an error)".to_owned());
+                return Err(format!(
+                    "the batch has made no progress for {} s; the server says: {said}",
+                    limit.as_secs()
+                ));
+            }
+            if self.show
+                && let Some(progress) = &progress
+            {
+                let line = progress_line(progress);
+                if terminal && line != last_line {
+                    eprint!("\r{line}");
+                    std::io::stderr().flush().ok();
+                    last_line = line;
+                } else if !terminal && last_printed.elapsed() >= Duration::from_secs(10) {
+                    // In a log: a line now and then, not one per redraw.
+                    eprintln!("{line}");
+                    last_printed = Instant::now();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
         }
-        std::thread::sleep(Duration::from_millis(250));
     }
 }
 
-fn progress_line(progress: &Value) -> String {
-    let n = |field: &str| progress[field].as_u64().unwrap_or(0);
-    let total = n("total").max(1);
-    let done = n("done");
+/// The invocations of batch `key` (its own, its parts', its checks') the server has paused,
+/// with their last error; `None` when there are none (or the server does not say).
+fn paused_invocations(admin: &str, key: &str) -> Option<String> {
+    let rows = cluster::admin_query(
+        admin,
+        &format!(
+            "SELECT target, last_failure FROM sys_invocation WHERE status = 'paused' AND \
+             (target_service_key = '{key}' OR target_service_key LIKE '{key}.%') LIMIT 5"
+        ),
+    )
+    .ok()?;
+    describe_invocations(&rows)
+}
+
+/// The invocations of batch `key` that are retrying or paused, with their last error.
+fn stuck_invocations(admin: &str, key: &str) -> Option<String> {
+    let rows = cluster::admin_query(
+        admin,
+        &format!(
+            "SELECT target, status, last_failure FROM sys_invocation WHERE status <> 'completed' \
+             AND last_failure IS NOT NULL AND (target_service_key = '{key}' OR \
+             target_service_key LIKE '{key}.%') LIMIT 5"
+        ),
+    )
+    .ok()?;
+    describe_invocations(&rows)
+}
+
+fn describe_invocations(rows: &[Value]) -> Option<String> {
+    if rows.is_empty() {
+        return None;
+    }
+    Some(
+        rows.iter()
+            .map(|row| {
+                let text = |field: &str| row[field].as_str().unwrap_or_default().to_owned();
+                format!("{} {}: {}", text("target"), text("status"), text("last_failure"))
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
+fn progress_line(batch: &BatchProgress) -> String {
+    let progress = &batch.progress;
+    let total = progress.total.max(1);
+    let done = progress.done;
     let width = 30;
     let filled = usize::try_from(done * width / total).unwrap_or(0);
     format!(
         "batch [{}{}] {done}/{total} done, {} failed, {} running, {} tokens, ${:.4}",
         "#".repeat(filled),
         ".".repeat(usize::try_from(width).unwrap_or(30) - filled.min(30)),
-        n("failed"),
-        n("running"),
-        n("tokens"),
-        progress["cost"].as_f64().unwrap_or(0.0)
+        progress.failed,
+        progress.running,
+        progress.tokens,
+        progress.cost
     )
 }
 

@@ -11,6 +11,8 @@ use sha2::{Digest, Sha256};
 use verity_core::corpus::Corpus;
 use verity_core::indexed::IndexedCorpus;
 
+use crate::workflow::ClaimRow;
+
 /// A corpus file by reference: where it is and the SHA-256 of its bytes (64 hex digits). A
 /// worker refuses a file whose bytes hash otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -70,8 +72,8 @@ pub const DEFAULT_MAX_CORPUS_BYTES: u64 = 256 << 20;
 #[derive(Debug, Clone)]
 pub struct CorpusPolicy {
     /// Canonical: every path is canonicalized (symbolic links and `..` resolved) and must lie
-    /// under it.
-    root: Option<std::path::PathBuf>,
+    /// under one of them.
+    roots: Vec<std::path::PathBuf>,
     /// Parsed and normalized: a URL must have the same origin and start with one of them.
     url_prefixes: Vec<reqwest::Url>,
     max_bytes: u64,
@@ -79,7 +81,7 @@ pub struct CorpusPolicy {
 
 impl Default for CorpusPolicy {
     fn default() -> Self {
-        Self { root: None, url_prefixes: Vec::new(), max_bytes: DEFAULT_MAX_CORPUS_BYTES }
+        Self { roots: Vec::new(), url_prefixes: Vec::new(), max_bytes: DEFAULT_MAX_CORPUS_BYTES }
     }
 }
 
@@ -90,7 +92,7 @@ impl CorpusPolicy {
         Self::default()
     }
 
-    /// Also files under `dir` (which must exist).
+    /// Also files under `dir` (which must exist; repeatable).
     ///
     /// # Errors
     /// `dir` is not a directory.
@@ -99,7 +101,7 @@ impl CorpusPolicy {
         if !root.is_dir() {
             return Err(format!("{} is not a directory", dir.display()));
         }
-        self.root = Some(root);
+        self.roots.push(root);
         Ok(self)
     }
 
@@ -155,14 +157,16 @@ impl CorpusPolicy {
             });
             return if under { Ok(url.to_string()) } else { Err(refused()) };
         }
-        let Some(root) = &self.root else {
+        if self.roots.is_empty() {
             return Err(format!(
                 "corpus {location} refused: this worker reads no local corpus files (start it \
                  with --corpus-root DIR)"
             ));
-        };
+        }
         match std::fs::canonicalize(location) {
-            Ok(path) if path.starts_with(root) && path.is_file() => Ok(path.display().to_string()),
+            Ok(path) if self.roots.iter().any(|root| path.starts_with(root)) && path.is_file() => {
+                Ok(path.display().to_string())
+            }
             _ => Err(format!(
                 "corpus {location} refused: not a file under this worker's corpus root"
             )),
@@ -282,13 +286,23 @@ pub struct Corpora {
     files: Mutex<HashMap<String, Slot>>,
     loads: AtomicUsize,
     policy: CorpusPolicy,
+    /// Claim files (a batch's claims by reference), read once each like corpora.
+    claims: Mutex<HashMap<String, ClaimsSlot>>,
 }
+
+/// One claim file's slot: empty until its first read succeeds.
+type ClaimsSlot = Arc<tokio::sync::OnceCell<Arc<Vec<ClaimRow>>>>;
 
 impl Corpora {
     /// No corpus loaded yet; files as `policy` allows.
     #[must_use]
     pub fn new(policy: CorpusPolicy) -> Self {
-        Self { files: Mutex::default(), loads: AtomicUsize::new(0), policy }
+        Self {
+            files: Mutex::default(),
+            loads: AtomicUsize::new(0),
+            policy,
+            claims: Mutex::default(),
+        }
     }
 
     /// The indexed corpus of `source`: a file is loaded (and its hash checked) on first use
@@ -333,6 +347,28 @@ impl Corpora {
         }
     }
 
+    /// The rows of a claim file (a batch's claims by reference): read (or fetched) under the
+    /// same policy and cap as a corpus, its hash checked, parsed once per process and kept.
+    ///
+    /// # Errors
+    /// Why it cannot be used (refused, unreadable, another hash, a bad line).
+    pub async fn claims(&self, file: &CorpusFile) -> Result<Arc<Vec<ClaimRow>>, String> {
+        self.policy.admit(&file.path)?;
+        let hash = file.sha256.trim().to_ascii_lowercase();
+        let slot: ClaimsSlot = Arc::clone(
+            self.claims.lock().unwrap_or_else(PoisonError::into_inner).entry(hash).or_default(),
+        );
+        let rows = slot
+            .get_or_try_init(|| async {
+                let (owned, policy) = (file.clone(), self.policy.clone());
+                tokio::task::spawn_blocking(move || read_claims_file(&owned, &policy))
+                    .await
+                    .map_err(|e| format!("claims {}: the read failed: {e}", file.path))?
+            })
+            .await?;
+        Ok(Arc::clone(rows))
+    }
+
     /// How many files are loaded.
     #[must_use]
     pub fn files_loaded(&self) -> usize {
@@ -350,6 +386,28 @@ impl Corpora {
     pub fn loads_started(&self) -> usize {
         self.loads.load(Ordering::Relaxed)
     }
+}
+
+/// Reads (or fetches) a claim file `policy` admits, checks its hash and parses its rows.
+fn read_claims_file(
+    file: &CorpusFile,
+    policy: &CorpusPolicy,
+) -> Result<Arc<Vec<ClaimRow>>, String> {
+    let location = policy.admit(&file.path)?;
+    let bytes = load_bytes(&location, policy.max_bytes())?;
+    if !sha256_hex(&bytes).eq_ignore_ascii_case(file.sha256.trim()) {
+        return Err(format!(
+            "claims {} refused: its bytes do not have the SHA-256 the batch names ({})",
+            file.path, file.sha256
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| format!("claims {}: {e}", file.path))?;
+    let rows = crate::batch::parse_claims(&file.path, &text)?;
+    Ok(Arc::new(
+        rows.into_iter()
+            .map(|row| ClaimRow { id: row.id, claim: row.claim, corpus: row.corpus })
+            .collect(),
+    ))
 }
 
 /// Reads (or fetches), checks, parses and indexes `file`, BM25 included, so that no check pays

@@ -163,6 +163,17 @@ impl Host {
         self
     }
 
+    /// The rows of a claim file (see [`Corpora::claims`]).
+    ///
+    /// # Errors
+    /// Why it cannot be used.
+    pub async fn claims(
+        &self,
+        file: &crate::corpus::CorpusFile,
+    ) -> Result<Arc<Vec<crate::workflow::ClaimRow>>, String> {
+        self.corpora.claims(file).await
+    }
+
     /// The indexed corpus of `source` (see [`Corpora::get`]).
     ///
     /// # Errors

@@ -40,7 +40,8 @@ use restate_sdk::prelude::Endpoint;
 pub fn endpoint(host: Arc<host::Host>, identity_keys: &[String]) -> Result<Endpoint, String> {
     let mut builder = Endpoint::builder()
         .bind(workflow::ClaimCheck::new(Arc::clone(&host)))
-        .bind(workflow::Batch::new(host))
+        .bind(workflow::Batch::new(Arc::clone(&host)))
+        .bind(workflow::BatchPart::new(host))
         .bind(limiter::RateLimiter);
     for key in identity_keys {
         builder = builder.identity_key(key.trim()).map_err(|e| {

@@ -15,7 +15,8 @@
 //! - `balance --port P WORKER...`: an HTTP/2 balancer over worker addresses.
 //! - `batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] [--workers N]
 //!   [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] [--retries N]
-//!   [--out FILE] [--data-dir DIR] [--batch-id KEY]`: starts a Restate server and N workers,
+//!   [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N] [--stall-after SECONDS]`:
+//!   starts a Restate server and N workers,
 //!   checks the claims as one batch (keyed by its input, so the same command run again
 //!   attaches to it; the data directory, `target/restate/data` by default, is kept), writes
 //!   the results (JSONL, as they finish) and prints the summary.
@@ -51,7 +52,7 @@ mod native {
         [--corpus-max-bytes N] [--allow-steps] \
         | balance --port P WORKER... | batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] \
         [--workers N] [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] \
-        [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY]";
+        [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N] [--stall-after SECONDS]";
 
     fn value<T: std::str::FromStr>(
         args: &mut impl Iterator<Item = String>,
@@ -187,12 +188,14 @@ mod native {
             batch_id: None,
             binary: PathBuf::new(),
             progress: false,
+            part_size: None,
+            stall_after: None,
         };
         let (input, _) = batch::batch_input(&options, &rows)?;
         let host = Host::with_corpus_policy(Model::Offline, batch::corpus_policy(&input)?);
         let runtime = runtime()?;
         let mut done = 0usize;
-        for row in &input.claims {
+        for row in &batch::inline_rows(&rows) {
             let mut job = input.job.clone();
             job.insert("kind".to_owned(), json!("claim"));
             job.insert("claim".to_owned(), json!(row.claim));
@@ -221,6 +224,8 @@ mod native {
         let mut out = None;
         let mut data_dir = None;
         let mut batch_id = None;
+        let mut part_size = None;
+        let mut stall_after = std::time::Duration::from_secs(600);
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--corpus" => corpus = Some(value::<String>(&mut args, "--corpus")?),
@@ -235,6 +240,11 @@ mod native {
                 "--out" => out = Some(value::<PathBuf>(&mut args, "--out")?),
                 "--data-dir" => data_dir = Some(value::<PathBuf>(&mut args, "--data-dir")?),
                 "--batch-id" => batch_id = Some(value::<String>(&mut args, "--batch-id")?),
+                "--part-size" => part_size = Some(value::<u64>(&mut args, "--part-size")?.max(1)),
+                "--stall-after" => {
+                    stall_after =
+                        std::time::Duration::from_secs(value(&mut args, "--stall-after")?);
+                }
                 other if other.starts_with('-') => {
                     return Err(format!("unknown flag {other}\n{USAGE}"));
                 }
@@ -268,6 +278,8 @@ mod native {
             job,
             binary: std::env::current_exe().map_err(|e| e.to_string())?,
             progress: true,
+            part_size,
+            stall_after: Some(stall_after),
         };
         let summary: Value = batch::run(&options)?;
         println!("{summary:#}");

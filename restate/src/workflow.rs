@@ -326,14 +326,107 @@ pub struct BatchInput {
     /// The shared corpus, for rows without their own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corpus: Option<CorpusFile>,
-    /// The claims.
+    /// The claims, inline (a small batch; the input grows with them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<ClaimRow>,
+    /// The claims as a file the workers read (a claim file, JSONL, by path or URL and
+    /// SHA-256, under the workers' corpus policy like a corpus): a batch of any size in a
+    /// message of constant size. Its rows come after the inline ones, if both are given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims_file: Option<CorpusFile>,
     /// The claim job's other fields (`retriever`, `retry`, `researchTurns`, `lookup`).
     #[serde(default)]
     pub job: serde_json::Map<String, Value>,
     /// Concurrency and rate limits.
     #[serde(default)]
     pub limits: Limits,
+    /// Claims per part (a `BatchPart` workflow of its own): [`DEFAULT_PART_SIZE`] unless given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_size: Option<u64>,
+}
+
+/// Claims per part of a batch unless the batch says otherwise: a part's state (its results)
+/// and journal stay bounded however large the batch.
+pub const DEFAULT_PART_SIZE: u64 = 1_000;
+
+/// Parts of a batch in flight at once (each with half the batch's concurrency).
+pub const PARTS_IN_FLIGHT: usize = 2;
+
+/// Where a part's claims are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum PartClaims {
+    /// Given inline.
+    Rows(Vec<ClaimRow>),
+    /// Rows `start..end` (counted without blank lines) of a claim file.
+    File {
+        /// The file.
+        file: CorpusFile,
+        /// The first row.
+        start: u64,
+        /// One past the last row.
+        end: u64,
+    },
+}
+
+/// What a `BatchPart` workflow is given: a slice of its batch's claims.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PartInput {
+    /// The batch's shared corpus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<CorpusFile>,
+    /// The part's claims.
+    pub claims: PartClaims,
+    /// The batch index of its first claim.
+    pub offset: u64,
+    /// The claim job's other fields.
+    #[serde(default)]
+    pub job: serde_json::Map<String, Value>,
+    /// Checks in flight at once in this part.
+    pub concurrency: u32,
+    /// The batch's rate limiter, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateRef>,
+    /// The batch's key (its checks are keyed `{batch}.{index}`).
+    pub batch: String,
+}
+
+/// The key of part `n` of batch `batch`.
+#[must_use]
+pub fn part_key(batch: &str, n: u64) -> String {
+    format!("{batch}.part{n}")
+}
+
+/// A batch's progress as its parent keeps it: the totals of its finished parts, and which
+/// parts there are and which run (see [`BatchProgress`] for the live view).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchState {
+    /// The totals of the finished parts (`total` is the whole batch's).
+    pub progress: Progress,
+    /// Parts in the batch.
+    pub parts: u64,
+    /// Parts started so far (the first `started`).
+    pub started: u64,
+    /// Of those, the ones still running.
+    pub running: Vec<u64>,
+}
+
+/// What the `Batch` workflow answers for `progress` and ends with: the totals (its finished
+/// parts' and, live, its running parts'), the parts, and which run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchProgress {
+    /// Claims in the batch, checks finished, failed and running, requests, tokens and cost.
+    #[serde(flatten)]
+    pub progress: Progress,
+    /// Parts in the batch.
+    pub parts: u64,
+    /// Parts started so far.
+    pub started: u64,
+    /// The parts still running.
+    pub running_parts: Vec<u64>,
 }
 
 /// A batch's progress, answered at any time by the `progress` handler.
@@ -406,6 +499,20 @@ pub fn check_key(batch: &str, index: usize) -> String {
     format!("{batch}.{index}")
 }
 
+impl Progress {
+    /// Adds `other`'s counts (not its total) to these, saturating.
+    fn add(&mut self, other: &Progress) {
+        self.done = self.done.saturating_add(other.done);
+        self.failed = self.failed.saturating_add(other.failed);
+        self.running = self.running.saturating_add(other.running);
+        self.requests = self.requests.saturating_add(other.requests);
+        self.tokens = self.tokens.saturating_add(other.tokens);
+        self.cost += other.cost;
+    }
+}
+
+const STATE: &str = "batch";
+
 #[restate_sdk::workflow(
     name = "Batch",
     invocation_retry_policy(
@@ -417,19 +524,50 @@ pub fn check_key(batch: &str, index: usize) -> String {
     )
 )]
 impl Batch {
-    /// Checks every claim, at most `limits.concurrency` at once; with rate limits, every model
-    /// request of every check waits for the batch's [`RateLimiter`](crate::limiter) first. The
-    /// result holds one result per claim: a check that ends with an error of its own is that
-    /// claim's failure (`refused`), not the batch's. A shared corpus whose hash does not match,
-    /// or a row with no corpus at all, ends the batch with a terminal error before any check
-    /// starts.
+    /// Checks every claim: in parts of `partSize` claims (`BatchPart` workflows keyed
+    /// `{batch}.part{n}`), [`PARTS_IN_FLIGHT`] at once, each with its share of
+    /// `limits.concurrency`; with rate limits, every model request of every check waits for the
+    /// batch's [`RateLimiter`](crate::limiter) first. The batch keeps only its finished parts'
+    /// totals and which parts run, so neither its state nor its journal grows with its claims;
+    /// the results are the parts' (see `batch::results`). A check that ends with an error of
+    /// its own is that claim's failure (`refused`), not the batch's. A shared corpus or claim
+    /// file the workers refuse, or a row with no corpus at all, ends the batch with a terminal
+    /// error before any check starts.
     #[handler]
     async fn run(
         &self,
         ctx: WorkflowContext<'_>,
         input: Json<BatchInput>,
-    ) -> Result<Json<BatchResult>, HandlerError> {
+    ) -> Result<Json<BatchProgress>, HandlerError> {
         let input = input.into_inner();
+        if let Some(file) = &input.corpus {
+            let host = Arc::clone(&self.host);
+            let source = CorpusSource::File(file.clone());
+            ctx.run(|| async move { host.corpus(&source).await.map(drop).map_err(terminal) })
+                .name("corpus")
+                .await?;
+        }
+        // The claim file's rows, counted (and checked to have a corpus) by a worker once.
+        let from_file: u64 = match &input.claims_file {
+            Some(file) => {
+                let (host, file, shared) =
+                    (Arc::clone(&self.host), file.clone(), input.corpus.is_some());
+                ctx.run(|| async move {
+                    let rows = host.claims(&file).await.map_err(terminal)?;
+                    if !shared && let Some(n) = rows.iter().position(|row| row.corpus.is_none()) {
+                        return Err(terminal(format!(
+                            "claim {} of the claim file has no corpus of its own and the batch \
+                             names none",
+                            n + 1
+                        )));
+                    }
+                    Ok(rows.len() as u64)
+                })
+                .name("claims")
+                .await?
+            }
+            None => 0,
+        };
         if let Some(n) = input.claims.iter().position(|row| row.corpus.is_none())
             && input.corpus.is_none()
         {
@@ -438,41 +576,191 @@ impl Batch {
                 n + 1
             )));
         }
-        if let Some(file) = &input.corpus {
-            let host = Arc::clone(&self.host);
-            let source = CorpusSource::File(file.clone());
-            ctx.run(|| async move { host.corpus(&source).await.map(drop).map_err(terminal) })
-                .name("corpus")
-                .await?;
-        }
+        let inline = input.claims.len() as u64;
+        let total = inline + from_file;
+        let part_size = input.part_size.unwrap_or(DEFAULT_PART_SIZE).max(1);
+        // The inline rows' parts, then the claim file's.
+        let inline_parts = inline.div_ceil(part_size);
         let key = ctx.key().to_owned();
         let rate = input.limits.window().map(|window| RateRef { key: key.clone(), window });
-        let total = input.claims.len();
+        let concurrency = input.limits.concurrency.max(1);
+        let mut state = BatchState {
+            progress: Progress { total, ..Progress::default() },
+            parts: inline_parts + from_file.div_ceil(part_size),
+            ..BatchState::default()
+        };
+        ctx.set(STATE, Json(state.clone()));
+        // Launch slots: a part takes one, and the slots split the concurrency between them.
+        let slots = PARTS_IN_FLIGHT.min(concurrency as usize).max(1);
+        let share = |slot: usize| {
+            let (slots, slot) = (slots as u32, slot as u32);
+            concurrency / slots + u32::from(slot < concurrency % slots)
+        };
+        let mut free: Vec<usize> = (0..slots).rev().collect();
+        let mut in_flight = DurableFuturesUnordered::new();
+        let mut part_of: BTreeMap<usize, (u64, usize)> = BTreeMap::new();
+        while state.started < state.parts || !in_flight.is_empty() {
+            if state.started < state.parts
+                && let Some(slot) = free.pop()
+            {
+                let n = state.started;
+                let (claims, offset) = if n < inline_parts {
+                    let (start, end) = (n * part_size, ((n + 1) * part_size).min(inline));
+                    (PartClaims::Rows(input.claims[start as usize..end as usize].to_vec()), start)
+                } else {
+                    let m = n - inline_parts;
+                    let (start, end) = (m * part_size, ((m + 1) * part_size).min(from_file));
+                    let file = input.claims_file.clone().expect("file parts come from a file");
+                    (PartClaims::File { file, start, end }, inline + start)
+                };
+                let part = PartInput {
+                    corpus: input.corpus.clone(),
+                    claims,
+                    offset,
+                    job: input.job.clone(),
+                    concurrency: share(slot),
+                    rate: rate.clone(),
+                    batch: key.clone(),
+                };
+                let future = ctx
+                    .workflow_client::<BatchPartClient>(part_key(&key, n))
+                    .run(Json(part))
+                    .call();
+                part_of.insert(in_flight.push(future), (n, slot));
+                state.started += 1;
+                state.running.push(n);
+                ctx.set(STATE, Json(state.clone()));
+                continue;
+            }
+            let Some((future, outcome)) = in_flight.next().await? else { continue };
+            let (n, slot) = part_of.remove(&future).expect("every future names its part");
+            free.push(slot);
+            let finished: Progress =
+                outcome.map_err(|e| terminal(format!("part {n}: {e}")))?.into_inner();
+            state.progress.add(&Progress { running: 0, ..finished });
+            state.running.retain(|running| *running != n);
+            ctx.set(STATE, Json(state.clone()));
+        }
+        Ok(Json(BatchProgress {
+            progress: state.progress,
+            parts: state.parts,
+            started: state.started,
+            running_parts: Vec::new(),
+        }))
+    }
+
+    /// Done, failed, running, tokens and cost so far: the finished parts' totals and the
+    /// running parts' own progress (at most [`PARTS_IN_FLIGHT`] queries).
+    #[handler]
+    async fn progress(
+        &self,
+        ctx: SharedWorkflowContext<'_>,
+    ) -> Result<Json<BatchProgress>, HandlerError> {
+        let state =
+            ctx.get::<Json<BatchState>>(STATE).await?.map(Json::into_inner).unwrap_or_default();
+        let mut progress = state.progress;
+        let key = ctx.key().to_owned();
+        for &n in &state.running {
+            let part: Progress = ctx
+                .workflow_client::<BatchPartClient>(part_key(&key, n))
+                .progress()
+                .call()
+                .await?
+                .into_inner();
+            progress.add(&part);
+        }
+        Ok(Json(BatchProgress {
+            progress,
+            parts: state.parts,
+            started: state.started,
+            running_parts: state.running,
+        }))
+    }
+}
+
+/// The `BatchPart` workflow: a slice of a batch.
+#[derive(Debug, Clone)]
+pub struct BatchPart {
+    host: Arc<Host>,
+}
+
+impl BatchPart {
+    /// The workflow over `host`.
+    #[must_use]
+    pub fn new(host: Arc<Host>) -> Self {
+        Self { host }
+    }
+}
+
+#[restate_sdk::workflow(
+    name = "BatchPart",
+    invocation_retry_policy(
+        initial_interval = "100ms",
+        factor = 2.0,
+        max_interval = "2s",
+        max_attempts = 10000,
+        on_max_attempts = "pause",
+    )
+)]
+impl BatchPart {
+    /// Checks the part's claims, at most `concurrency` at once (each a `ClaimCheck` workflow
+    /// keyed `{batch}.{index}`), keeping each result as it finishes; ends with the part's
+    /// totals.
+    #[handler]
+    async fn run(
+        &self,
+        ctx: WorkflowContext<'_>,
+        input: Json<PartInput>,
+    ) -> Result<Json<Progress>, HandlerError> {
+        let input = input.into_inner();
+        let rows: Vec<ClaimRow> = match &input.claims {
+            PartClaims::Rows(rows) => rows.clone(),
+            PartClaims::File { file, start, end } => {
+                let (host, file, range) = (Arc::clone(&self.host), file.clone(), (*start, *end));
+                ctx.run(|| async move {
+                    let rows = host.claims(&file).await.map_err(terminal)?;
+                    let (start, end) = (range.0 as usize, (range.1 as usize).min(rows.len()));
+                    Ok(Json(rows.get(start..end).map(<[ClaimRow]>::to_vec).unwrap_or_default()))
+                })
+                .name("claims")
+                .await?
+                .into_inner()
+            }
+        };
+        let total = rows.len();
         let mut progress = Progress { total: total as u64, ..Progress::default() };
         ctx.set(PROGRESS, Json(progress));
-        let mut results: Vec<Option<CheckResult>> = vec![None; total];
         let mut in_flight = DurableFuturesUnordered::new();
         let mut claim_of: BTreeMap<usize, usize> = BTreeMap::new();
         let mut next = 0;
-        let concurrency = input.limits.concurrency.max(1) as usize;
+        let concurrency = input.concurrency.max(1) as usize;
         while next < total || !in_flight.is_empty() {
             let mut launched = false;
             if next < total && in_flight.len() < concurrency {
-                let row = &input.claims[next];
+                let row = &rows[next];
                 let mut job = input.job.clone();
                 job.insert("kind".to_owned(), Value::from("claim"));
                 job.insert("claim".to_owned(), Value::from(row.claim.clone()));
                 let corpus = match &row.corpus {
                     Some(passages) => CorpusSource::Passages(passages.clone()),
-                    None => CorpusSource::File(input.corpus.clone().expect("checked above")),
+                    None => match &input.corpus {
+                        Some(file) => CorpusSource::File(file.clone()),
+                        None => {
+                            return Err(terminal(format!(
+                                "claim {} has no corpus of its own and the batch names none",
+                                input.offset + next as u64 + 1
+                            )));
+                        }
+                    },
                 };
                 let check = CheckInput {
                     job: Value::Object(job),
                     corpus: Some(corpus),
-                    rate: rate.clone(),
+                    rate: input.rate.clone(),
                 };
+                let index = input.offset as usize + next;
                 let future = ctx
-                    .workflow_client::<ClaimCheckClient>(check_key(&key, next))
+                    .workflow_client::<ClaimCheckClient>(check_key(&input.batch, index))
                     .run(Json(check))
                     .call();
                 claim_of.insert(in_flight.push(future), next);
@@ -485,7 +773,7 @@ impl Batch {
                 continue;
             }
             let Some((slot, outcome)) = in_flight.next().await? else { continue };
-            let index = claim_of.remove(&slot).expect("every slot names its claim");
+            let local = claim_of.remove(&slot).expect("every slot names its claim");
             let result = match outcome {
                 Ok(result) => result.into_inner(),
                 // A check that ended with an error (its corpus refused by its worker, or
@@ -493,30 +781,24 @@ impl Batch {
                 Err(error) => CheckResult::refused(error),
             };
             progress.running -= 1;
-            progress.done += 1;
-            progress.failed += u64::from(result.is_failure());
-            progress.requests = progress.requests.saturating_add(u64::from(result.spent.requests));
-            progress.tokens = progress
-                .tokens
-                .saturating_add(result.spent.usage.input.saturating_add(result.spent.usage.output));
-            progress.cost += result.spent.usage.cost;
+            progress.add(&Progress {
+                done: 1,
+                failed: u64::from(result.is_failure()),
+                requests: u64::from(result.spent.requests),
+                tokens: result.spent.usage.input.saturating_add(result.spent.usage.output),
+                cost: result.spent.usage.cost,
+                ..Progress::default()
+            });
             ctx.set(PROGRESS, Json(progress));
             // Kept in the order they finished, for `finished` (results as they arrive).
-            let finished =
-                ClaimResult { index, id: input.claims[index].id.clone(), result: result.clone() };
+            let finished = ClaimResult {
+                index: input.offset as usize + local,
+                id: rows[local].id.clone(),
+                result,
+            };
             ctx.set(&finished_key(progress.done - 1), Json(finished));
-            results[index] = Some(result);
         }
-        let results = results
-            .into_iter()
-            .enumerate()
-            .map(|(index, result)| ClaimResult {
-                index,
-                id: input.claims[index].id.clone(),
-                result: result.expect("every claim has a result"),
-            })
-            .collect();
-        Ok(Json(BatchResult { results, progress }))
+        Ok(Json(progress))
     }
 
     /// The results finished so far, in the order they finished, from the `from`-th on.

@@ -220,6 +220,9 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
             .collect(),
         job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
         limits: Limits { concurrency: 4, ..Limits::default() },
+        claims_file: None,
+        // Three parts (25, 25, 10): the crash and the restart fall inside and between parts.
+        part_size: Some(25),
     };
     let ports = Ports::free();
     let mut server = Server::start(&dir.join("data"), ports).unwrap();
@@ -266,19 +269,29 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
         assert!(rationale.ends_with(&format!("(check {index}).")), "claim {index}: {rationale}");
     }
     assert_eq!(result.progress.done, CLAIMS as u64);
-    // The results as they finished (what the batch command appends while it waits): each
-    // claim once.
-    let finished =
-        cluster::query_with(&server.ingress_url(), "Batch", key, "finished", Some(&json!(0)))
-            .unwrap();
-    let mut indexes: Vec<u64> =
-        finished.as_array().unwrap().iter().map(|r| r["index"].as_u64().unwrap()).collect();
-    indexes.sort_unstable();
-    assert_eq!(indexes, (0..CLAIMS as u64).collect::<Vec<_>>());
-    let later =
-        cluster::query_with(&server.ingress_url(), "Batch", key, "finished", Some(&json!(55)))
-            .unwrap();
-    assert_eq!(later.as_array().unwrap().len(), CLAIMS - 55);
+    // The results as they finished, part by part (what the batch command appends while it
+    // waits): each claim once, each part holding its own slice only.
+    let finished = batch::results(&server.ingress_url(), key).unwrap();
+    let indexes: Vec<usize> = finished.iter().map(|r| r.index).collect();
+    assert_eq!(indexes, (0..CLAIMS).collect::<Vec<_>>());
+    let part = |n: u64, from: u64| {
+        let part = verity_restate::workflow::part_key(key, n);
+        let value = cluster::query_with(
+            &server.ingress_url(),
+            "BatchPart",
+            &part,
+            "finished",
+            Some(&json!(from)),
+        )
+        .unwrap();
+        value.as_array().unwrap().iter().map(|r| r["index"].as_u64().unwrap()).collect::<Vec<_>>()
+    };
+    let mut second = part(1, 0);
+    second.sort_unstable();
+    assert_eq!(second, (25..50).collect::<Vec<_>>());
+    assert_eq!(part(2, 4).len(), 6);
+    let progress = batch::batch_progress(&server.ingress_url(), key).unwrap();
+    assert_eq!((progress.parts, progress.started, progress.running_parts.len()), (3, 3, 0));
     assert_eq!(result.progress.failed, 0);
     assert_eq!(result.progress.running, 0);
     assert_eq!(result.progress.tokens, CLAIMS as u64 * 680);
@@ -547,6 +560,8 @@ fn a_corpus_whose_hash_does_not_match_is_refused_by_the_workers() {
         }],
         job: Map::new(),
         limits: Limits::default(),
+        claims_file: None,
+        part_size: None,
     };
     cluster::submit(
         &server.ingress_url(),
@@ -683,6 +698,8 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
         batch_id: None,
         binary: binary(),
         progress: false,
+        part_size: None,
+        stall_after: None,
     };
     let summary = batch::run(&options).unwrap();
     assert_eq!(summary["counts"]["claims"], 3);
@@ -841,6 +858,8 @@ fn every_model_request_of_a_batch_waits_for_the_shared_rate_limiter() {
             rate_window_ms: Some(WINDOW_MS),
             ..Limits::default()
         },
+        claims_file: None,
+        part_size: None,
     };
     let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
     let args = vec![
@@ -951,6 +970,8 @@ fn a_corpus_by_url_is_fetched_checked_and_refused_when_its_hash_does_not_match()
         batch_id: None,
         binary: binary(),
         progress: false,
+        part_size: None,
+        stall_after: None,
     };
     let summary = batch::run(&options).unwrap();
     assert_eq!(summary["counts"]["claims"], 2, "{summary}");
@@ -977,6 +998,8 @@ fn a_corpus_by_url_is_fetched_checked_and_refused_when_its_hash_does_not_match()
         }],
         job: Map::new(),
         limits: Limits::default(),
+        claims_file: None,
+        part_size: None,
     };
     cluster::submit(
         &server.ingress_url(),
@@ -1019,6 +1042,8 @@ fn a_check_that_ends_with_an_error_is_its_claims_failure_not_the_batchs() {
             .collect(),
         job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
         limits: Limits { concurrency: 2, ..Limits::default() },
+        claims_file: None,
+        part_size: None,
     };
     cluster::submit(
         &server.ingress_url(),
@@ -1072,6 +1097,8 @@ fn the_same_batch_command_run_again_attaches_to_its_batch_and_pays_nothing_twice
         batch_id: None,
         binary: binary(),
         progress: false,
+        part_size: None,
+        stall_after: None,
     };
     let first = batch::run(&options).unwrap();
     let results = std::fs::read_to_string(&out).unwrap();
@@ -1126,6 +1153,8 @@ fn a_retry_after_seen_by_one_check_holds_the_whole_batch_back() {
         ]),
         // A limit far above what two claims use: only the hold can slow them.
         limits: Limits { concurrency: 2, requests_per_minute: Some(1_000), ..Limits::default() },
+        claims_file: None,
+        part_size: None,
     };
     let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
     let args = vec![
