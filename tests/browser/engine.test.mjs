@@ -517,6 +517,7 @@ test('a key belongs to its endpoint: after switching preset or provider kind, no
     assert.equal(await page.inputValue(id('provider-key')), '', "OpenRouter's endpoint has no key");
     await page.selectOption(id('provider-kind'), 'anthropic');
     assert.equal(await page.inputValue(id('provider-key')), '', "Anthropic's endpoint has no key");
+    await page.fill(id('provider-key'), 'sk-test-for-anthropic');
     await useOpenAi(page, `${mock.url}/v1`);
     assert.equal(await page.inputValue(id('provider-key')), '');
     await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
@@ -526,9 +527,11 @@ test('a key belongs to its endpoint: after switching preset or provider kind, no
     assert.ok(entries.length >= 1, 'the mock was asked');
     assert.deepEqual(entries.filter((entry) => entry.headers.authorization || entry.headers['x-api-key']), [], 'B got no key');
     await screenshot(page, 'provider-key-per-endpoint');
-    // Back at endpoint A, its key is there again.
+    // Back at each endpoint, its own key.
     await page.selectOption(id('provider-preset'), 'openai');
     assert.equal(await page.inputValue(id('provider-key')), 'sk-test-for-openai');
+    await page.selectOption(id('provider-kind'), 'anthropic');
+    assert.equal(await page.inputValue(id('provider-key')), 'sk-test-for-anthropic');
     assert.deepEqual(errors, []);
   } finally {
     await close();

@@ -151,15 +151,7 @@ fn ChecksList(
             engine.notify(None, None, format!("The export failed: {error}"));
         }
     };
-    let export_md = move |_| {
-        if let Err(error) = export::download(
-            "verity-results.md",
-            "text/markdown",
-            &export::to_markdown(&engine.results()),
-        ) {
-            engine.notify(None, None, format!("The export failed: {error}"));
-        }
-    };
+    let export_md = move |_| engine.export_markdown();
     view! {
         <section class="panel checks" aria-labelledby="checks-title">
             <div class="panel-head">

@@ -246,21 +246,7 @@ pub fn stage_text(
     }
 }
 
-/// `value` with `decimals` digits after the point, rounded half away from zero.
-///
-/// Written with integers rather than `{:.N}`: Rust's float formatting is about 4 KB gzip of the
-/// page's wasm, and these few figures (a confidence, a cost, a size) need none of it.
-pub fn fixed(value: f64, decimals: u32) -> String {
-    let scale = 10_u64.pow(decimals);
-    let scaled = (value.abs() * scale as f64).round() as u64;
-    let sign = if value < 0.0 && scaled > 0 { "-" } else { "" };
-    let (whole, fraction) = (scaled / scale, scaled % scale);
-    if decimals == 0 {
-        format!("{sign}{whole}")
-    } else {
-        format!("{sign}{whole}.{fraction:0width$}", width = decimals as usize)
-    }
-}
+pub use verity_messages::text::fixed;
 
 /// A wait in words ("1.5 s", "250 ms").
 pub fn wait_text(ms: u64) -> String {
@@ -508,6 +494,13 @@ impl Engine {
             },
             FromWorker::Demo { claims } => self.suggested.set(claims),
             FromWorker::Error { message } => self.notify(None, None, message),
+            FromWorker::Markdown { text } => {
+                if let Err(error) =
+                    crate::export::download("verity-results.md", "text/markdown", &text)
+                {
+                    self.notify(None, None, format!("The export failed: {error}"));
+                }
+            }
             _ => {}
         }
     }
@@ -624,6 +617,12 @@ impl Engine {
                 self.cancel(card);
             }
         }
+    }
+
+    /// Asks the worker for the finished results as Markdown; it answers with
+    /// `FromWorker::Markdown`, which is downloaded.
+    pub fn export_markdown(&self) {
+        self.send(ToWorker::ExportMarkdown { results: self.results() });
     }
 
     /// Forgets finished checks (the running ones stay).

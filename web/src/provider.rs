@@ -77,11 +77,10 @@ pub struct ProviderSettings {
     pub anthropic_model: String,
     /// The Anthropic API's base URL (before `/v1/messages`); empty means [`ANTHROPIC_BASE_URL`].
     pub anthropic_base_url: String,
-    /// The API key (stored only when `remember`), for [`ProviderSettings::key_endpoint`] alone.
-    pub api_key: String,
-    /// The endpoint ([`ProviderSettings::endpoint`]) the key was typed for: switching preset,
-    /// base URL or kind never sends it to another.
-    pub key_endpoint: String,
+    /// The API keys, each with the endpoint ([`ProviderSettings::endpoint`]) it was typed for,
+    /// so switching preset, base URL or kind never sends a key to another endpoint (stored
+    /// only when `remember`).
+    pub api_keys: Vec<(String, String)>,
     /// Keep the key in this browser's localStorage.
     pub remember: bool,
     /// Constrained output (`"output": "json-schema"`) for an OpenAI-compatible endpoint: set
@@ -99,8 +98,7 @@ impl Default for ProviderSettings {
             openai_model: model.to_owned(),
             anthropic_model: ANTHROPIC_MODEL.to_owned(),
             anthropic_base_url: String::new(),
-            api_key: String::new(),
-            key_endpoint: String::new(),
+            api_keys: Vec::new(),
             remember: false,
             constrained: false,
         }
@@ -132,13 +130,17 @@ impl ProviderSettings {
 
     /// The key typed for the endpoint in use (empty when none was).
     pub fn api_key(&self) -> &str {
-        if self.key_endpoint == self.endpoint() { &self.api_key } else { "" }
+        let endpoint = self.endpoint();
+        self.api_keys.iter().find(|(at, _)| *at == endpoint).map_or("", |(_, key)| key)
     }
 
-    /// Keeps `key` for the endpoint in use.
+    /// Keeps `key` for the endpoint in use (an empty key forgets it).
     pub fn set_api_key(&mut self, key: String) {
-        self.api_key = key;
-        self.key_endpoint = self.endpoint();
+        let endpoint = self.endpoint();
+        self.api_keys.retain(|(at, _)| *at != endpoint);
+        if !key.is_empty() {
+            self.api_keys.push((endpoint, key));
+        }
     }
 
     /// The engine's provider, or what is missing.
@@ -201,7 +203,7 @@ impl ProviderSettings {
     pub fn stored(&self) -> Self {
         let mut stored = self.clone();
         if !stored.remember {
-            stored.api_key.clear();
+            stored.api_keys.clear();
         }
         stored
     }
@@ -236,12 +238,19 @@ impl ProviderSettings {
         text("anthropicBaseUrl", &mut settings.anthropic_base_url);
         settings.constrained = stored.get("constrained").and_then(Value::as_bool).unwrap_or(false);
         settings.remember = stored.get("remember").and_then(Value::as_bool).unwrap_or(false);
-        text("apiKey", &mut settings.api_key);
-        // An older page kept one key for every endpoint: it belongs to the one it was saved with.
-        if !settings.api_key.is_empty() {
-            settings.key_endpoint = settings.endpoint();
+        for pair in stored.get("apiKeys").and_then(Value::as_array).into_iter().flatten() {
+            if let (Some(endpoint), Some(key)) =
+                (pair.get(0).and_then(Value::as_str), pair.get(1).and_then(Value::as_str))
+            {
+                settings.api_keys.push((endpoint.to_owned(), key.to_owned()));
+            }
         }
-        text("keyEndpoint", &mut settings.key_endpoint);
+        // An older page kept one key for every endpoint: it belongs to the one it was saved with.
+        if let Some(key) = stored.get("apiKey").and_then(Value::as_str)
+            && settings.api_key().is_empty()
+        {
+            settings.set_api_key(key.to_owned());
+        }
         settings
     }
 
@@ -504,8 +513,10 @@ mod tests {
             openai_model: "m".into(),
             anthropic_model: "a".into(),
             anthropic_base_url: "http://127.0.0.1:8/".into(),
-            api_key: "k".into(),
-            key_endpoint: "openai http://127.0.0.1:9/v1".into(),
+            api_keys: vec![
+                ("openai http://127.0.0.1:9/v1".into(), "k".into()),
+                ("anthropic https://api.anthropic.com".into(), "k2".into()),
+            ],
             remember: true,
             constrained: true,
         };
@@ -542,17 +553,17 @@ mod tests {
         assert_eq!(sent(&settings), None);
         settings.kind = ProviderKind::Anthropic;
         assert!(settings.choice().is_err(), "no key for Anthropic");
-        // Back at its endpoint, the key is there again.
-        settings.kind = ProviderKind::OpenAi;
-        settings.apply_preset("openai");
-        assert_eq!(sent(&settings), Some(json!("sk-openai")));
-        // A key typed for another endpoint replaces it (one key is kept, with its endpoint).
-        settings.kind = ProviderKind::Anthropic;
         settings.set_api_key("sk-ant".into());
         settings.kind = ProviderKind::OpenAi;
         assert_eq!(sent(&settings), None);
+        // Back at each endpoint, its own key.
+        settings.apply_preset("openai");
+        assert_eq!(sent(&settings), Some(json!("sk-openai")));
         settings.kind = ProviderKind::Anthropic;
         assert_eq!(settings.api_key(), "sk-ant");
+        // An empty key forgets the endpoint's key.
+        settings.set_api_key(String::new());
+        assert_eq!(settings.api_keys.len(), 1);
         // A key an older page stored (one for all) belongs to the endpoint stored with it.
         let old = ProviderSettings::read(&json!({"kind": "openai", "preset": "ollama",
             "baseUrl": "http://localhost:11434/v1", "apiKey": "sk-old", "remember": true}));

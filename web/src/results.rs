@@ -4,87 +4,11 @@
 
 use crate::engine_view::fixed;
 use leptos::prelude::*;
-use verity_messages::{
-    CheckResult, FailureView, FromJson, Item, Outcome, ReportView, SpentView, UsageView,
+use verity_messages::{CheckResult, FailureView, FromJson, Item, Outcome, ReportView};
+
+pub use verity_messages::text::{
+    cost_text, count, spent_text, usage_text, verdict_text, what_to_do,
 };
-
-/// A verdict in words.
-pub fn verdict_text(verdict: &str) -> String {
-    match verdict {
-        "supported" => "Supported".to_owned(),
-        "contradicted" => "Contradicted".to_owned(),
-        "insufficient" => "Insufficient evidence".to_owned(),
-        other => other.to_owned(),
-    }
-}
-
-/// The advice for a request that failed: the key, the address, or the browser's CORS check.
-const REQUEST_FAILED: &str = "Check the API key, the base URL and the model name. If the \
-    browser blocked the request (CORS), the server must allow this page's origin: for Ollama \
-    set OLLAMA_ORIGINS; a local server must send Access-Control-Allow-Origin.";
-
-/// What to do after a failure of this kind (the core's `JobFailureKind` names).
-pub fn what_to_do(kind: &str) -> &'static str {
-    match kind {
-        "provider" | "assess-request" => REQUEST_FAILED,
-        "config" => "The check's settings were refused: check the provider's base URL and model.",
-        "cancelled" => "The check was cancelled. Re-run it when you like.",
-        "no-new-evidence" => {
-            "Research found nothing new in the corpus: add evidence that speaks to the claim, \
-             then re-run."
-        }
-        "research-turn-limit" => {
-            "Research used all its turns: add more specific evidence or make the claim narrower."
-        }
-        "citation-not-in-evidence" => {
-            "The model cited text that is not an evidence item: re-run, or use a stronger model."
-        }
-        "assess-prose" | "assess-schema" => {
-            "The model did not record its assessment through the tool as asked: use a model \
-             with reliable tool calling."
-        }
-        "invalid-submissions" | "no-submit" | "turn-limit" => {
-            "The model did not finish its summary in the expected form: re-run, or use a \
-             stronger model."
-        }
-        _ => "See the message above; re-run when it is fixed.",
-    }
-}
-
-/// Tokens and cost in words.
-pub fn usage_text(usage: &UsageView) -> String {
-    format!("{} in / {} out tokens · {}", usage.input, usage.output, cost_text(usage))
-}
-
-/// The cost in words. Tokens spent at no cost mean the provider reported none and no price
-/// was set (the core knows no prices): "not reported", never a reassuring "$0.0000".
-pub fn cost_text(usage: &UsageView) -> String {
-    if usage.cost == 0.0 && usage.input + usage.output > 0 {
-        "cost not reported".to_owned()
-    } else {
-        format!("${}", fixed(usage.cost, 4))
-    }
-}
-
-/// `n` and a noun, plural when `n` is not 1.
-pub fn count(n: u32, noun: &str) -> String {
-    match (n, noun.strip_suffix('y')) {
-        (1, _) => format!("1 {noun}"),
-        (_, Some(stem)) => format!("{n} {stem}ies"),
-        _ => format!("{n} {noun}s"),
-    }
-}
-
-/// What a failure spent, in words.
-pub fn spent_text(spent: &SpentView) -> String {
-    format!(
-        "{}, {}, {} · {}",
-        count(spent.requests, "request"),
-        count(spent.turns, "turn"),
-        count(spent.retries, "retry"),
-        usage_text(&spent.usage)
-    )
-}
 
 /// Splits `text` into pieces, `true` for the pieces some quote covers.
 pub fn highlight(text: &str, quotes: &[String]) -> Vec<(String, bool)> {
@@ -268,7 +192,7 @@ mod tests {
         assert_eq!(what_to_do("cancelled"), "The check was cancelled. Re-run it when you like.");
         assert_eq!(count(2, "retry"), "2 retries");
         assert_eq!(count(1, "request"), "1 request");
-        let mut usage = UsageView::default();
+        let mut usage = verity_messages::UsageView::default();
         assert_eq!(cost_text(&usage), "$0.0000", "nothing spent costs nothing");
         usage.input = 120;
         assert_eq!(cost_text(&usage), "cost not reported");

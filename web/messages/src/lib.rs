@@ -10,7 +10,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod markdown;
 mod read;
+pub mod text;
 pub use read::FromJson;
 
 /// A file the page read, by name and text.
@@ -161,6 +163,12 @@ pub enum ToWorker {
     },
     /// Forget finished results.
     ClearResults,
+    /// `results` as Markdown, answered by [`FromWorker::Markdown`] (added after the first
+    /// version of this contract, so that the page's wasm does not carry the writer).
+    ExportMarkdown {
+        /// The results, in the order the page shows them.
+        results: Vec<CheckResult>,
+    },
     /// Forget one finished result (its card is checked again under a new id, so the old
     /// verdict does not come back after a reload; added after the first version of this
     /// contract).
@@ -272,6 +280,12 @@ pub enum FromWorker {
         id: String,
         /// Its value or typed failure.
         outcome: StepOutcome,
+    },
+    /// The finished results as Markdown ([`ToWorker::ExportMarkdown`]; written by
+    /// [`markdown::to_markdown`]).
+    Markdown {
+        /// The document.
+        text: String,
     },
     /// Something went wrong outside any check (storage unavailable, a bad message).
     Error {
@@ -605,6 +619,7 @@ mod tests {
                 id: "s2".into(),
                 outcome: StepOutcome::Failed { failure: json!({"kind": "turn-limit"}) },
             },
+            FromWorker::Markdown { text: "# Verity results\n".into() },
             FromWorker::Error { message: "storage".into() },
         ]
     }

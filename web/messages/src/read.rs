@@ -209,6 +209,7 @@ impl FromJson for FromWorker {
             "stepFinished" => {
                 FromWorker::StepFinished { id: f.string("id")?, outcome: f.read("outcome")? }
             }
+            "markdown" => FromWorker::Markdown { text: f.string("text")? },
             "error" => FromWorker::Error { message: f.string("message")? },
             other => return Err(format!("message: unknown type `{other}`")),
         })

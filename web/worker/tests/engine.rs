@@ -1101,3 +1101,22 @@ fn a_key_over_plain_http_off_loopback_is_refused_before_anything_is_sent() {
     }
     assert_eq!(recorded.sent.borrow().len(), 2);
 }
+
+/// The Markdown export is the worker's: the page sends its results and gets the document.
+#[test]
+fn results_are_exported_as_markdown_by_the_worker() {
+    let (engine, _pool, recorded) = started();
+    take(&recorded);
+    let result = CheckResult {
+        id: "c1".into(),
+        claim: "See https://evil.example.".into(),
+        outcome: Outcome::Failed { failure: json!({"kind": "cancelled", "message": "stopped"}) },
+        cited: Vec::new(),
+    };
+    engine.handle_json(&json!({"type": "exportMarkdown", "results": [result]}).to_string());
+    let posted = take(&recorded);
+    let [FromWorker::Markdown { text }] = posted.as_slice() else { panic!("{posted:?}") };
+    assert!(text.starts_with("# Verity results\n"), "{text}");
+    assert!(text.contains("## See https\\://evil\\.example\\."), "{text}");
+    assert!(text.contains("**Failed** (`cancelled`): stopped"), "{text}");
+}

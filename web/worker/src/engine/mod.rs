@@ -213,6 +213,11 @@ impl<H: Host> Engine<H> {
                 state.results.clear();
                 self.inner.host.save_results(&state.results);
             }
+            ToWorker::ExportMarkdown { results } => {
+                self.post(&FromWorker::Markdown {
+                    text: verity_messages::markdown::to_markdown(&results),
+                });
+            }
             ToWorker::ForgetResult { id } => {
                 let mut state = self.inner.state.borrow_mut();
                 let before = state.results.len();

@@ -1,0 +1,142 @@
+//! The finished checks as Markdown, written by the worker (`ToWorker::ExportMarkdown`) so
+//! that the page's wasm carries none of it. Everything that came from a claim, a model or the
+//! corpus is escaped (`inline`): it renders as the text it was, never as a link or markup.
+
+use crate::text::{fixed, spent_text, usage_text, verdict_text, what_to_do};
+use crate::{CheckResult, FailureView, FromJson, Outcome, ReportView};
+
+/// Text on one Markdown line, with nothing that Markdown would read as markup or HTML. Beyond
+/// CommonMark's markup (emphasis, code, links, images, HTML, entities, headings, list and quote
+/// markers at the line's start), what its extensions and linkifying renderers read: GFM's
+/// tables, strikethrough and autolinks (a bare `https:` URL, `www.`, an e-mail address), bare
+/// domains (`example.com`), math (`$`) and emoji (`:smile:`). Each such character is
+/// backslash-escaped, which renders as the character itself.
+fn inline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.split_whitespace().collect::<Vec<_>>().join(" ").chars() {
+        if "\\`*_[]<>#|~&$:@.!-+=)".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The results as Markdown: a heading per claim, then its verdict, summary and citations, or
+/// its failure and what to do about it.
+pub fn to_markdown(results: &[CheckResult]) -> String {
+    let mut md = String::from("# Verity results\n");
+    for result in results {
+        md.push_str(&format!("\n## {}\n\n", inline(&result.claim)));
+        match &result.outcome {
+            Outcome::Report { report } => match ReportView::from_json(report) {
+                Ok(report) => {
+                    md.push_str(&format!(
+                        "**{}** ({}% confidence)\n\n{}\n\n",
+                        verdict_text(&report.assessment.verdict),
+                        fixed(report.assessment.confidence * 100.0, 0),
+                        inline(&report.summary)
+                    ));
+                    for citation in &report.assessment.citations {
+                        md.push_str(&format!("> {}\n\n", inline(citation)));
+                    }
+                    md.push_str(&format!(
+                        "Route: {} · {} requests · {}\n",
+                        report.route,
+                        report.requests,
+                        usage_text(&report.usage)
+                    ));
+                }
+                Err(error) => md.push_str(&format!("The report could not be read: {error}\n")),
+            },
+            Outcome::Failed { failure } => match FailureView::from_json(failure) {
+                Ok(failure) => md.push_str(&format!(
+                    "**Failed** (`{}`): {}\n\nWhat to do: {}\n\nSpent: {}\n",
+                    failure.kind,
+                    inline(&failure.message),
+                    what_to_do(&failure.kind),
+                    spent_text(&failure.spent)
+                )),
+                Err(error) => md.push_str(&format!("The failure could not be read: {error}\n")),
+            },
+        }
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn markdown_names_verdicts_and_failures_and_escapes_markup() {
+        let results = vec![
+            CheckResult {
+                id: "c1".into(),
+                claim: "The bridge <b>opened</b> in 1932.".into(),
+                outcome: Outcome::Report {
+                    report: json!({"claim": "x", "assessment": {"verdict": "supported", "confidence": 0.9,
+                        "citations": ["The bridge opened in 1932."]}, "route": "single call",
+                        "summary": "Yes.", "requests": 2, "usage": {"input": 10, "output": 5, "cost": 0.0}}),
+                },
+                cited: Vec::new(),
+            },
+            CheckResult {
+                id: "c2".into(),
+                claim: "Other.".into(),
+                outcome: Outcome::Failed {
+                    failure: json!({"kind": "cancelled", "message": "stopped"}),
+                },
+                cited: Vec::new(),
+            },
+        ];
+        let md = to_markdown(&results);
+        assert!(md.contains("## The bridge \\<b\\>opened\\</b\\> in 1932\\."), "{md}");
+        assert!(md.contains("**Supported** (90% confidence)"), "{md}");
+        assert!(md.contains("> The bridge opened in 1932\\."), "{md}");
+        assert!(md.contains("**Failed** (`cancelled`): stopped"), "{md}");
+    }
+
+    /// Nothing from a claim, a model or a corpus becomes a link, an image, a list, a heading,
+    /// an entity or emphasis in the Markdown: bare URLs, `www.` and bare domains (which GFM and
+    /// linkifying renderers turn into links), e-mail addresses, line-start markers.
+    #[test]
+    fn markdown_makes_no_link_or_markup_from_the_text() {
+        let hostile = "See https://evil.example/x?a=1 or www.evil.example, mail me@evil.example, \
+                       evil.example &amp; ![i](http://x/i.png) ~~gone~~ $x$ :smile:";
+        let results = vec![
+            CheckResult {
+                id: "c1".into(),
+                claim: format!("1. {hostile}"),
+                outcome: Outcome::Report {
+                    report: json!({"claim": "x", "assessment": {"verdict": "supported", "confidence": 0.9,
+                        "citations": [format!("- {hostile}")]}, "route": "single call",
+                        "summary": format!("+ {hostile}"), "requests": 2,
+                        "usage": {"input": 10, "output": 5, "cost": 0.0}}),
+                },
+                cited: Vec::new(),
+            },
+            CheckResult {
+                id: "c2".into(),
+                claim: "2) Other.".into(),
+                outcome: Outcome::Failed {
+                    failure: json!({"kind": "provider", "message": hostile}),
+                },
+                cited: Vec::new(),
+            },
+        ];
+        let md = to_markdown(&results);
+        for bare in ["https:", "www.", "evil.example", "me@", "![", "~~", ":smile:"] {
+            assert!(!md.contains(bare), "{bare:?} left unescaped in:\n{md}");
+        }
+        for escaped in ["me\\@evil", "\\&amp;", "\\!\\[i\\]", "\\~\\~gone", "\\$x\\$"] {
+            assert!(md.contains(escaped), "{escaped:?} in:\n{md}");
+        }
+        assert!(md.contains("https\\://evil\\.example/x?a\\=1"), "{md}");
+        assert!(md.contains("www\\.evil\\.example"), "{md}");
+        for line_start in ["## 1\\. See", "> \\- See", "\n\\+ See", "## 2\\) Other"] {
+            assert!(md.contains(line_start), "{line_start:?} in:\n{md}");
+        }
+    }
+}
