@@ -147,6 +147,9 @@ pub struct Server {
     /// Its data directory.
     pub base_dir: PathBuf,
     log: PathBuf,
+    /// Its arguments and environment, to start it again the same way.
+    args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -169,41 +172,76 @@ impl Server {
         ports: Ports,
         env: &[(String, String)],
     ) -> Result<Self, String> {
+        let args = ["--no-logo", "--node-name", "verity", "--default-num-partitions", "4"];
+        let mut all = vec![
+            ("RESTATE_LISTEN_MODE".to_owned(), "tcp".to_owned()),
+            ("RESTATE_BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.node)),
+            ("RESTATE_ADVERTISED_ADDRESS".to_owned(), format!("http://127.0.0.1:{}/", ports.node)),
+            ("RESTATE_ADMIN__BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.admin)),
+            ("RESTATE_INGRESS__BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.ingress)),
+            ("RESTATE_DISABLE_TELEMETRY".to_owned(), "true".to_owned()),
+        ];
+        all.extend_from_slice(env);
+        let mut server = Self {
+            child: None,
+            ports,
+            base_dir: base_dir.to_owned(),
+            log: base_dir.join("server.log"),
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            env: all,
+        };
+        server.restart()?;
+        Ok(server)
+    }
+
+    /// Starts it again (after [`stop`](Self::stop) or [`kill9`](Self::kill9)) with the same
+    /// data directory, ports, arguments and environment, and waits until it is healthy.
+    ///
+    /// # Errors
+    /// As [`Server::start`].
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.spawn()?;
+        self.wait_ready()
+    }
+
+    /// Starts the process, without waiting for it.
+    fn spawn(&mut self) -> Result<(), String> {
         let binary = server_binary()?;
+        let base_dir = &self.base_dir;
         std::fs::create_dir_all(base_dir).map_err(|e| format!("{}: {e}", base_dir.display()))?;
-        let log = base_dir.join("server.log");
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&log)
-            .map_err(|e| format!("{}: {e}", log.display()))?;
+            .open(&self.log)
+            .map_err(|e| format!("{}: {e}", self.log.display()))?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
         let child = Command::new(&binary)
             .arg("--base-dir")
             .arg(base_dir)
-            .args(["--no-logo", "--node-name", "verity", "--default-num-partitions", "4"])
-            .env("RESTATE_LISTEN_MODE", "tcp")
-            .env("RESTATE_BIND_ADDRESS", format!("127.0.0.1:{}", ports.node))
-            .env("RESTATE_ADVERTISED_ADDRESS", format!("http://127.0.0.1:{}/", ports.node))
-            .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{}", ports.admin))
-            .env("RESTATE_INGRESS__BIND_ADDRESS", format!("127.0.0.1:{}", ports.ingress))
-            .env("RESTATE_DISABLE_TELEMETRY", "true")
-            .envs(env.iter().map(|(k, v)| (k, v)))
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-        let mut server = Self { child: Some(child), ports, base_dir: base_dir.to_owned(), log };
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until the started server's admin API is healthy and its ingress accepts
+    /// connections (stopping it if it does not within a minute).
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let ports = self.ports;
         let health = format!("http://127.0.0.1:{}/health", ports.admin);
         let ready = wait_until("the Restate server", Duration::from_secs(60), || {
             accepts(ports.ingress) && blocking_get(&health).is_ok_and(|(status, _)| status == 200)
         });
         if let Err(error) = ready {
-            server.stop();
-            return Err(format!("{error}; its log is {}", server.log.display()));
+            self.stop();
+            return Err(format!("{error}; its log is {}", self.log.display()));
         }
-        Ok(server)
+        Ok(())
     }
 
     /// `http://127.0.0.1:ADMIN`.
@@ -224,12 +262,186 @@ impl Server {
             terminate(&mut child, Duration::from_secs(20));
         }
     }
+
+    /// `kill -9`: the server dies at once, nothing flushed, mid-whatever.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A Restate cluster on this machine: `size` server processes of one cluster, each with its
+/// own ports and data directory, the metadata store and the log replicated (each log and
+/// partition on 2 nodes, so a cluster of 3 goes on serving with any one node killed). Node 0
+/// provisions the cluster; any node's ingress and admin API serve it.
+#[derive(Debug)]
+pub struct Cluster {
+    /// The nodes, in order.
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    /// Starts `size` nodes with their data under `base_dir` (`n1`, `n2`, ...) and waits until
+    /// each is healthy and the cluster serves (its partitions have leaders: a query of the
+    /// invocation table answers on node 0).
+    ///
+    /// # Errors
+    /// A node that does not come up, or a cluster that does not serve within two minutes.
+    pub fn start(base_dir: &Path, size: usize) -> Result<Self, String> {
+        let ports: Vec<Ports> = (0..size).map(|_| Ports::free()).collect();
+        let peers = ports
+            .iter()
+            .map(|p| format!("\"http://127.0.0.1:{}/\"", p.node))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut pending = Vec::new();
+        for (n, ports) in ports.iter().enumerate() {
+            let name = format!("n{}", n + 1);
+            let env = vec![
+                ("RESTATE_NODE_NAME".to_owned(), name.clone()),
+                ("RESTATE_CLUSTER_NAME".to_owned(), "verity-cluster".to_owned()),
+                ("RESTATE_AUTO_PROVISION".to_owned(), (n == 0).to_string()),
+                ("RESTATE_DEFAULT_REPLICATION".to_owned(), "2".to_owned()),
+                ("RESTATE_BIFROST__DEFAULT_PROVIDER".to_owned(), "replicated".to_owned()),
+                ("RESTATE_METADATA_CLIENT__ADDRESSES".to_owned(), format!("[{peers}]")),
+                (
+                    "RESTATE_ROLES".to_owned(),
+                    r#"["worker","admin","metadata-server","log-server","http-ingress"]"#
+                        .to_owned(),
+                ),
+                ("RESTATE_ROCKSDB_TOTAL_MEMORY_SIZE".to_owned(), "256 MiB".to_owned()),
+                ("RESTATE_LOG_DISABLE_ANSI_CODES".to_owned(), "true".to_owned()),
+            ];
+            pending.push((base_dir.join(&name), *ports, name, env));
+        }
+        // Every node starts before any is waited for: a node's metadata store needs its peers.
+        let mut nodes = Vec::new();
+        for (dir, ports, name, env) in pending {
+            let mut node = Server::unstarted(&dir, ports, &name, env);
+            node.spawn()?;
+            nodes.push(node);
+        }
+        for node in &mut nodes {
+            node.wait_ready()?;
+        }
+        let cluster = Self { nodes };
+        let admin = cluster.nodes[0].admin_url();
+        wait_until("the cluster's partitions", Duration::from_secs(120), || {
+            admin_query(&admin, "SELECT count(*) AS n FROM sys_invocation").is_ok()
+        })?;
+        Ok(cluster)
+    }
+}
+
+impl Cluster {
+    /// When a partition got a new leader, in milliseconds since the Unix epoch, from the
+    /// nodes' logs (`Processor became Leader`): the moments an invocation in flight on the
+    /// old leader is taken over, and a side effect not yet journaled may run again. A new
+    /// cluster moves leaders for its first seconds (the controller spreads them over the
+    /// nodes), and again after a node dies or comes back.
+    #[must_use]
+    pub fn leadership_changes(&self) -> Vec<u64> {
+        let mut changes = Vec::new();
+        for node in &self.nodes {
+            let text = std::fs::read_to_string(&node.log).unwrap_or_default();
+            let mut at = None;
+            for line in text.lines() {
+                if line.starts_with("20") && line.contains("restate_worker::partition::leadership")
+                {
+                    at = line.split_whitespace().next().and_then(epoch_ms_of);
+                } else if line.contains("became Leader")
+                    && let Some(at) = at.take()
+                {
+                    changes.push(at);
+                }
+            }
+        }
+        changes.sort_unstable();
+        changes
+    }
+
+    /// Waits until every node's ingress knows `service` (a deployment registered through one
+    /// node reaches the others' ingress a moment later): its shared `handler` answers there
+    /// for a key nobody uses.
+    ///
+    /// # Errors
+    /// A node that does not know it within a minute.
+    pub fn wait_for_service(&self, service: &str, handler: &str) -> Result<(), String> {
+        for node in &self.nodes {
+            let ingress = node.ingress_url();
+            wait_until(&format!("{service} on {ingress}"), Duration::from_secs(60), || {
+                !matches!(
+                    query(&ingress, service, "verity-probe", handler),
+                    Err(error) if error.contains(" 404 ")
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Server {
+    /// A server not started yet: node `name` of a cluster, configured by `env`.
+    fn unstarted(base_dir: &Path, ports: Ports, name: &str, env: Vec<(String, String)>) -> Self {
+        let mut all = vec![
+            ("RESTATE_LISTEN_MODE".to_owned(), "tcp".to_owned()),
+            ("RESTATE_BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.node)),
+            ("RESTATE_ADVERTISED_ADDRESS".to_owned(), format!("http://127.0.0.1:{}/", ports.node)),
+            ("RESTATE_ADMIN__BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.admin)),
+            (
+                "RESTATE_ADMIN__ADVERTISED_ADDRESS".to_owned(),
+                format!("http://127.0.0.1:{}/", ports.admin),
+            ),
+            ("RESTATE_INGRESS__BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.ingress)),
+            (
+                "RESTATE_INGRESS__ADVERTISED_ADDRESS".to_owned(),
+                format!("http://127.0.0.1:{}/", ports.ingress),
+            ),
+            ("RESTATE_DISABLE_TELEMETRY".to_owned(), "true".to_owned()),
+        ];
+        all.extend(env);
+        Self {
+            child: None,
+            ports,
+            base_dir: base_dir.to_owned(),
+            log: base_dir.join(format!("{name}.log")),
+            args: vec![
+                "--no-logo".to_owned(),
+                "--default-num-partitions".to_owned(),
+                "4".to_owned(),
+            ],
+            env: all,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch of an RFC 3339 UTC timestamp as the server logs them
+/// (`2026-12-02T04:01:08.165009Z`).
+fn epoch_ms_of(stamp: &str) -> Option<u64> {
+    let (date, time) = stamp.strip_suffix('Z')?.split_once('T')?;
+    let mut ymd = date.split('-').map(str::parse::<i64>);
+    let (y, m, d) = (ymd.next()?.ok()?, ymd.next()?.ok()?, ymd.next()?.ok()?);
+    let mut hms = time.split(':');
+    let (h, min) = (hms.next()?.parse::<i64>().ok()?, hms.next()?.parse::<i64>().ok()?);
+    let seconds: f64 = hms.next()?.parse().ok()?;
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let ms = ((days * 86_400 + h * 3_600 + min * 60) as f64 + seconds) * 1_000.0;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Some(ms.round() as u64)
 }
 
 /// Sends SIGTERM and waits up to `grace`, then kills.
@@ -567,4 +779,15 @@ pub fn query_with(
         return Err(format!("{url}: {status} {body}"));
     }
     serde_json::from_str(&body).map_err(|e| format!("{url}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_log_timestamp_is_read_as_epoch_milliseconds() {
+        assert_eq!(super::epoch_ms_of("1970-01-01T00:00:01.5Z"), Some(1_500));
+        assert_eq!(super::epoch_ms_of("2026-12-02T04:01:08.165009Z"), Some(1_796_184_068_165));
+        assert_eq!(super::epoch_ms_of("2000-02-29T00:00:00Z"), Some(951_782_400_000));
+        assert_eq!(super::epoch_ms_of("not a time"), None);
+    }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use verity_core::NoTools;
 use verity_restate::batch::{self, Row};
-use verity_restate::cluster::{self, Outcome, Ports, Server, Workers};
+use verity_restate::cluster::{self, Cluster, Outcome, Ports, Server, Workers};
 use verity_restate::corpus::{CorpusFile, CorpusSource, sha256_hex};
 use verity_restate::host::{Host, Model};
 use verity_restate::workflow::{
@@ -254,7 +254,19 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
     server.stop();
     let stopped = epoch_ms();
     std::thread::sleep(Duration::from_millis(500));
-    server = Server::start(&dir.join("data"), ports).unwrap();
+    server.restart().unwrap();
+    // And kill -9 the server later (nothing flushed), and start it again.
+    wait_for_done(&server, key, before_stop + 10);
+    assert!(
+        progress(&server, key)["done"].as_u64().unwrap() < CLAIMS as u64,
+        "the batch finished before the server was killed"
+    );
+    let server_killed = epoch_ms();
+    server.kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    server.restart().unwrap();
+    let server_back = epoch_ms();
+    let _ = ports;
 
     let result: BatchResult = batch::wait(&server.ingress_url(), key, false).unwrap();
     // Every claim ends with exactly one result, in order.
@@ -302,44 +314,17 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
     // response was not journaled when its worker died or the server stopped: its first
     // occurrence began before the interruption ended, and not so long before it began that its
     // response (streamed in about 15 pieces 25 ms apart, then journaled) was surely in.
-    const IN_FLIGHT_MS: u64 = 1_500;
-    let entries = journal_entries(&mock);
-    let mut first: HashMap<String, u64> = HashMap::new();
-    let mut repeated: Vec<(u64, u64)> = Vec::new();
-    for entry in &entries {
-        let body = entry["body"].to_string();
-        let at = entry["timestamp"].as_u64().expect("a journal entry has a timestamp");
-        match first.get(&body) {
-            Some(earlier) => repeated.push((*earlier, at)),
-            None => {
-                first.insert(body, at);
-            }
-        }
-    }
-    assert_eq!(first.len(), 2 * CLAIMS, "one distinct request per model call");
-    let in_flight_at = |began: u64, interrupted: (u64, u64)| {
-        began <= interrupted.1 && began + IN_FLIGHT_MS >= interrupted.0
-    };
-    let (mut at_kill, mut at_stop) = (0, 0);
-    for (began, again) in &repeated {
-        let kill = in_flight_at(*began, (killed, killed));
-        let stop = in_flight_at(*began, (stopping, stopped));
-        assert!(
-            kill || stop,
-            "a request first made at {began} was made again at {again}, though it was not in \
-             flight at the kill ({killed}) nor at the server's stop ({stopping}..{stopped})"
-        );
-        at_kill += usize::from(kill);
-        at_stop += usize::from(stop && !kill);
-    }
-    eprintln!(
-        "requests: {} for {} model calls; repeated: {} in flight at the kill -9, {} at the \
-         server's stop",
-        entries.len(),
+    let repeats = repeats_only_in_flight(
+        &mock,
         2 * CLAIMS,
-        at_kill,
-        at_stop
+        &[
+            ("the worker's kill -9", killed, killed),
+            ("the server's stop", stopping, stopped),
+            ("the server's kill -9", server_killed, server_back),
+        ],
     );
+    eprintln!("requests repeated: {repeats:?} (kill -9 of a worker, stop, kill -9 of the server)");
+    let first = first_requests(&mock);
     // What "in flight" means here, measured: from a claim's assessment request to its summary
     // request (the assessment streamed, journaled, the summary's slot taken) in the run.
     let mut gaps: Vec<u64> = (0..CLAIMS)
@@ -371,6 +356,114 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
     assert_eq!(result.results.len(), expected.len());
     for (n, (claim, expected)) in result.results.iter().zip(&expected).enumerate() {
         // The value is the whole report: verdict, citations, summary, requests, tokens, cost.
+        let expected = CheckResult::of(expected.clone(), claim.result.spent);
+        assert_eq!(claim.result.value, expected.value, "claim {n}");
+        assert_eq!(claim.result.failure, expected.failure, "claim {n}");
+    }
+    drop(workers);
+}
+
+/// The same worker binary on a three-node Restate cluster (replicated metadata and log, each
+/// partition on two nodes): a batch of 200 claims in four parts, with one node and one worker
+/// killed with SIGKILL in the middle and both started again. Every claim ends with exactly one
+/// result, equal to an in-process run, and no request whose response had been journaled is
+/// made again.
+#[test]
+fn a_batch_on_a_three_node_cluster_survives_a_killed_node_and_a_killed_worker() {
+    let _serial = serial();
+    let dir = scratch("cluster");
+    const CLAIMS: usize = 200;
+    let fixtures = distinct_fixtures(&dir, CLAIMS);
+    let mock = Aimock::start(&fixtures).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let input = BatchInput {
+        corpus: Some(corpus_file(&dir)),
+        claims: (0..CLAIMS)
+            .map(|i| ClaimRow {
+                id: Some(format!("c{i}")),
+                claim: format!("The Eiffel Tower stands in Paris, France (check {i})."),
+                corpus: None,
+            })
+            .collect(),
+        claims_file: None,
+        job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
+        limits: Limits { concurrency: 8, ..Limits::default() },
+        part_size: Some(50),
+    };
+    let started = Instant::now();
+    let mut cluster = Cluster::start(&dir.join("cluster"), 3).unwrap();
+    eprintln!("a 3-node cluster serving in {:.1} s", started.elapsed().as_secs_f64());
+    let args = vec![
+        "--provider".to_owned(),
+        provider.display().to_string(),
+        "--corpus-root".to_owned(),
+        dir.display().to_string(),
+    ];
+    let mut workers = Workers::start(&binary(), 2, &args, &[]).unwrap();
+    // Registered through one node, submitted through another: any node serves the cluster.
+    cluster::register(&cluster.nodes[0].admin_url(), &workers.url()).unwrap();
+    cluster.wait_for_service("Batch", "progress").unwrap();
+    let key = "cluster";
+    let ingress = cluster.nodes[2].ingress_url();
+    cluster::submit(&ingress, "Batch", key, &serde_json::to_value(&input).unwrap()).unwrap();
+    let done = |ingress: &str| batch::batch_progress(ingress, key).map_or(0, |p| p.progress.done);
+    let wait_for = |ingress: &str, at_least: u64| {
+        let start = Instant::now();
+        while done(ingress) < at_least {
+            assert!(
+                start.elapsed() < Duration::from_secs(180),
+                "the batch stalled at {}",
+                done(ingress)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for(&ingress, 40);
+    // kill -9 node 2 (not the one asked) and a worker together; both back after a moment.
+    let killed = epoch_ms();
+    cluster.nodes[1].kill9();
+    workers.workers[0].kill9();
+    assert!(done(&ingress) < CLAIMS as u64, "the batch finished before the kill");
+    std::thread::sleep(Duration::from_millis(1_000));
+    workers.workers[0].restart().unwrap();
+    cluster.nodes[1].restart().unwrap();
+    let back = epoch_ms();
+    eprintln!(
+        "node 2 and worker 1 killed at {} done, back after {} ms",
+        done(&ingress),
+        back - killed
+    );
+
+    let result: BatchResult = batch::wait(&ingress, key, false).unwrap();
+    assert_eq!(result.results.len(), CLAIMS);
+    for (index, claim) in result.results.iter().enumerate() {
+        assert_eq!((claim.index, claim.id.clone()), (index, Some(format!("c{index}"))));
+    }
+    assert_eq!((result.progress.done, result.progress.failed), (CLAIMS as u64, 0));
+    // Every check ran once to its end: each claim's ClaimCheck completed once on the cluster.
+    let rows = cluster::admin_query(
+        &cluster.nodes[0].admin_url(),
+        "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'ClaimCheck'",
+    )
+    .unwrap();
+    assert_eq!(rows[0]["n"], CLAIMS, "{rows:?}");
+    // Interruptions: the kills, and every leadership move the nodes logged (a new cluster
+    // spreads its leaders over its first seconds; a node killed and back moves them again).
+    let moves = cluster.leadership_changes();
+    let mut interruptions = vec![("the kills", killed, back)];
+    interruptions.extend(moves.iter().map(|&at| ("a leadership move", at, at)));
+    let repeats = repeats_only_in_flight(&mock, 2 * CLAIMS, &interruptions);
+    eprintln!(
+        "requests repeated: {} in flight at the kills, {} at {} leadership moves",
+        repeats[0],
+        repeats[1..].iter().sum::<usize>(),
+        moves.len()
+    );
+    // The results equal an in-process run of the same claims (against a fresh mock).
+    drop(mock);
+    let fresh = Aimock::start(&fixtures).unwrap();
+    let expected = in_process(&provider_file(&dir, &fresh), &input);
+    for (n, (claim, expected)) in result.results.iter().zip(&expected).enumerate() {
         let expected = CheckResult::of(expected.clone(), claim.result.spent);
         assert_eq!(claim.result.value, expected.value, "claim {n}");
         assert_eq!(claim.result.failure, expected.failure, "claim {n}");
@@ -748,6 +841,61 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
         }
     }
     let _: Vec<Row> = batch::read_claims(&claims).unwrap();
+}
+
+/// How long a model call is in flight at most here: its request, its response (streamed in
+/// about 15 pieces 25 ms apart) and the journaling of it. A request is repeated rightly only
+/// if its response was not journaled when its worker or server died: its first occurrence
+/// began before the interruption ended, and no longer than this before it began.
+const IN_FLIGHT_MS: u64 = 1_500;
+
+/// Each distinct request body the mock received, with when it first arrived.
+fn first_requests(mock: &Aimock) -> HashMap<String, u64> {
+    let mut first: HashMap<String, u64> = HashMap::new();
+    for entry in &journal_entries(mock) {
+        let at = entry["timestamp"].as_u64().expect("a journal entry has a timestamp");
+        first.entry(entry["body"].to_string()).or_insert(at);
+    }
+    first
+}
+
+/// Asserts that the mock saw `calls` distinct requests (every request of the run differs, so
+/// a request seen twice is a model call made again) and that each one made again was in
+/// flight at one of `interruptions` (`(what, from, to)` in ms since the epoch); the number
+/// repeated at each.
+fn repeats_only_in_flight(
+    mock: &Aimock,
+    calls: usize,
+    interruptions: &[(&str, u64, u64)],
+) -> Vec<usize> {
+    let entries = journal_entries(mock);
+    let mut first: HashMap<String, u64> = HashMap::new();
+    let mut repeated: Vec<(u64, u64)> = Vec::new();
+    for entry in &entries {
+        let body = entry["body"].to_string();
+        let at = entry["timestamp"].as_u64().expect("a journal entry has a timestamp");
+        match first.get(&body) {
+            Some(earlier) => repeated.push((*earlier, at)),
+            None => {
+                first.insert(body, at);
+            }
+        }
+    }
+    assert_eq!(first.len(), calls, "one distinct request per model call");
+    let mut counts = vec![0; interruptions.len()];
+    for (began, again) in &repeated {
+        let at = interruptions
+            .iter()
+            .position(|(_, from, to)| *began <= *to && began + IN_FLIGHT_MS >= *from);
+        let Some(at) = at else {
+            panic!(
+                "a request first made at {began} was made again at {again}, though it was not \
+                 in flight at any interruption: {interruptions:?}"
+            );
+        };
+        counts[at] += 1;
+    }
+    counts
 }
 
 /// The mock's journal entries (for their timestamps).
