@@ -112,7 +112,7 @@ impl HttpClient for ReqwestClient {
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|_| HttpFailure::Network(format!("bad method {:?}", request.method)))?;
         verity_core::provider::http::refuse_key_in_the_clear(request, url_parts)
-            .map_err(HttpFailure::Network)?;
+            .map_err(HttpFailure::Refused)?;
         let client = if url_is_loopback(&request.url) { &self.direct } else { &self.client };
         let mut builder = client.request(method, &request.url);
         for (name, value) in &request.headers {
@@ -296,7 +296,7 @@ mod tests {
         for url in ["http://10.1.2.3:9/v1", "http://evil\\@127.0.0.1:9/v1"] {
             let mut request = post(url.to_owned(), Some(1_000));
             request.headers.push(("authorization".to_owned(), "Bearer sk-secret".to_owned()));
-            let Err(HttpFailure::Network(message)) = client.send(&request).await else {
+            let Err(HttpFailure::Refused(message)) = client.send(&request).await else {
                 panic!("{url}: a key in the clear was not refused");
             };
             assert!(message.contains("refusing") && !message.contains("sk-secret"), "{message}");

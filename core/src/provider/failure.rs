@@ -80,9 +80,10 @@ const MIN_SECRET_PART: usize = 8;
 ///
 /// The texts were cut before they reach here (a body's description at 120 bytes, a raw body at
 /// [`RAW_BODY_LIMIT`], a stream's kept bytes), and a cut may fall inside a secret: so a run of
-/// [`MIN_SECRET_PART`] bytes or more that starts or ends a secret is redacted too, wherever it
-/// stands. This is the same as redacting before cutting, for every cut, including cuts a host
-/// made.
+/// [`MIN_SECRET_PART`] bytes or more that begins a secret and ends where a cut would (the
+/// text's end, or a character no key word goes on with), or ends a secret at the text's very
+/// start, is redacted too. This is the same as redacting before cutting, for every cut that
+/// keeps a text's beginning or its end, including cuts a host made.
 pub(crate) fn redact(mut message: AssistantMessage, secrets: &Secrets) -> AssistantMessage {
     let scrub = |text: &mut String| {
         for secret in &secrets.0 {
@@ -105,30 +106,36 @@ pub(crate) fn redact(mut message: AssistantMessage, secrets: &Secrets) -> Assist
     message
 }
 
-/// `text` with every run that begins or ends `secret` (at least [`MIN_SECRET_PART`] bytes, or
-/// the whole secret when it is shorter) replaced by `<redacted>`; `None` when there is none.
+/// `text` with every part of `secret` a cut could have left (at least [`MIN_SECRET_PART`]
+/// bytes, or the whole secret when it is shorter) replaced by `<redacted>`; `None` when there
+/// is none.
 fn without_secret_parts(text: &str, secret: &str) -> Option<String> {
     let (bytes, key) = (text.as_bytes(), secret.as_bytes());
     let least = MIN_SECRET_PART.min(key.len());
     if least == 0 || bytes.len() < least {
         return None;
     }
+    // Where a cut could have left part of a secret: the secret's beginning, running up to the
+    // text's end or a character that is not part of a word (a cut after it); or its end at the
+    // very start of the text (a cut before it). Not inside a longer word: a key that ends in
+    // "directed" says nothing of "redirected" further on.
+    let word = |b: &u8| b.is_ascii_alphanumeric() || b"-_".contains(b);
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let head = &key[..least];
-    let tail = &key[key.len() - least..];
     for start in 0..=bytes.len() - least {
         if bytes[start..].starts_with(head) {
-            // Forwards while the text goes on as the secret does.
             let length = bytes[start..].iter().zip(key).take_while(|(a, b)| a == b).count();
-            runs.push((start, start + length));
+            if !bytes.get(start + length).is_some_and(word) {
+                runs.push((start, start + length));
+            }
         }
-        if bytes[start..].starts_with(tail) {
-            // Backwards from the end of this match while the text is the secret's end.
-            let end = start + least;
-            let length =
-                bytes[..end].iter().rev().zip(key.iter().rev()).take_while(|(a, b)| a == b).count();
-            runs.push((end - length, end));
-        }
+    }
+    let from_start = (0..=key.len().min(bytes.len()))
+        .rev()
+        .find(|&n| n >= least && key.ends_with(&bytes[..n]))
+        .filter(|&n| !bytes.get(n).is_some_and(word));
+    if let Some(n) = from_start {
+        runs.push((0, n));
     }
     if runs.is_empty() {
         return None;
@@ -288,7 +295,7 @@ pub(super) fn aborted() -> AssistantMessage {
 pub(super) fn no_response(what: &HttpFailure) -> AssistantMessage {
     match what {
         HttpFailure::Aborted => aborted(),
-        HttpFailure::TooLarge => failure(
+        HttpFailure::TooLarge | HttpFailure::Refused(_) => failure(
             format!("the request failed: {what}"),
             ProviderError {
                 class: FailureClass::NotRetryable,
@@ -369,6 +376,25 @@ mod tests {
                 assert!(!raw.contains(&key[..8]), "{cut}: {raw}");
             }
         }
+    }
+
+    /// A request the host's client refused (a key in the clear, a redirect) would be refused
+    /// again: not retried, unlike a network failure.
+    #[test]
+    fn a_refused_request_is_not_retried() {
+        let refused = no_response(&HttpFailure::Refused("redirects are not followed".into()));
+        assert_eq!(refused.error.unwrap().class, FailureClass::NotRetryable);
+        let network = no_response(&HttpFailure::Network("connection reset".into()));
+        assert_eq!(network.error.unwrap().class, FailureClass::Retryable);
+    }
+
+    /// A key whose ends are words: the words elsewhere in a message are not parts of the key.
+    #[test]
+    fn a_word_that_ends_a_key_is_not_redacted_inside_other_words() {
+        let secrets = secrets(Some("sk-test-redirected"), &[]);
+        let message = AssistantMessage::failed("the server redirected the request: sk-test-redi");
+        let shown = redact(message, &secrets).error_message.unwrap();
+        assert_eq!(shown, "the server redirected the request: <redacted>");
     }
 
     #[test]

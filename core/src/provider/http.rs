@@ -131,6 +131,10 @@ pub enum HttpFailure {
     TooLarge,
     /// No connection, a failed lookup, a reset: the host's words. Retryable.
     Network(String),
+    /// The host's client refused: to send the request (a key in the clear, see
+    /// [`refuse_key_in_the_clear`]) or to follow its answer (a redirect). Its words; not
+    /// retryable (the same request would be refused again).
+    Refused(String),
 }
 
 impl std::fmt::Display for HttpFailure {
@@ -142,7 +146,7 @@ impl std::fmt::Display for HttpFailure {
                 write!(f, "the server stalled (no bytes within the idle timeout)")
             }
             HttpFailure::TooLarge => write!(f, "the response is too large"),
-            HttpFailure::Network(why) => write!(f, "{why}"),
+            HttpFailure::Network(why) | HttpFailure::Refused(why) => write!(f, "{why}"),
         }
     }
 }

@@ -516,7 +516,7 @@ impl HttpClient for FetchClient {
     async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, FetchBody), HttpFailure> {
         // Nothing is sent when the key would go in the clear (the engine refused the provider
         // before the check started; this holds for every request, whoever made it).
-        refuse_key_in_the_clear(request, url_parts).map_err(HttpFailure::Network)?;
+        refuse_key_in_the_clear(request, url_parts).map_err(HttpFailure::Refused)?;
         let abort = Abort::new(request.timeout_ms, request.idle_timeout_ms)?;
         let headers = Headers::new()
             .map_err(|e| HttpFailure::Network(format!("headers: {}", describe(&e))))?;
@@ -544,7 +544,7 @@ impl HttpClient for FetchClient {
             Err(error) => return Err(abort.fetch_failure(&error)),
         };
         if response.type_() == ResponseType::Opaqueredirect {
-            return Err(HttpFailure::Network(REDIRECTED.to_owned()));
+            return Err(HttpFailure::Refused(REDIRECTED.to_owned()));
         }
         abort.progress();
         let head = ResponseHead {
