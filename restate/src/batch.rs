@@ -110,6 +110,9 @@ pub struct Options {
     pub part_size: Option<u64>,
     /// Give up after this long without progress (see [`Watch`]).
     pub stall_after: Option<Duration>,
+    /// Kill and restart every worker halfway, and report how long until the batch moves again
+    /// (`batch.replay_seconds` in the summary): the benchmark's replay figure.
+    pub measure_replay: bool,
 }
 
 /// The batch's input: the rows and the corpus reference (with its hash, computed here from
@@ -250,7 +253,7 @@ pub fn run(options: &Options) -> Result<Value, String> {
         worker_args.push("--provider".to_owned());
         worker_args.push(path.display().to_string());
     }
-    let workers =
+    let mut workers =
         Workers::start_at(&options.binary, options.workers, &worker_args, &[], deployment)?;
     cluster::register(&server.admin_url(), &workers.url())?;
     let started = Instant::now();
@@ -268,8 +271,35 @@ pub fn run(options: &Options) -> Result<Value, String> {
         show: options.progress,
         stall_after: options.stall_after,
     };
-    let result = watch.wait(&key, &mut |finished| arrived.append(finished))?;
+    // With `measure_replay`: once half the claims are done, every worker is killed (-9) and
+    // started again; the time until the next claim finishes is the replay (the running parts'
+    // and the batch's journals read again by new workers) and the resumption.
+    let (mut replay_from, mut replay) = (None::<(Instant, u64)>, None::<Duration>);
+    let mut tick = |progress: &BatchProgress| -> Result<(), String> {
+        if !options.measure_replay || replay.is_some() {
+            return Ok(());
+        }
+        let done = progress.progress.done;
+        match replay_from {
+            None if done * 2 >= progress.progress.total && done < progress.progress.total => {
+                for worker in &mut workers.workers {
+                    worker.kill9();
+                }
+                for worker in &mut workers.workers {
+                    worker.restart()?;
+                }
+                replay_from = Some((Instant::now(), done));
+            }
+            Some((at, before)) if done > before => replay = Some(at.elapsed()),
+            _ => {}
+        }
+        Ok(())
+    };
+    let result = watch.wait_with(&key, &mut |finished| arrived.append(finished), &mut tick)?;
     let elapsed = started.elapsed();
+    let workers_peak: Vec<u64> =
+        workers.workers.iter().filter_map(cluster::Process::peak_rss).collect();
+    let server_peak = server.peak_rss();
     drop(workers);
     server.stop();
     write_results(&options.out, &rows, &result)?;
@@ -287,6 +317,11 @@ pub fn run(options: &Options) -> Result<Value, String> {
         "tokens": result.progress.tokens,
         "cost": result.progress.cost,
         "results": options.out.display().to_string(),
+        "parts": (rows.len() as u64)
+            .div_ceil(options.part_size.unwrap_or(crate::workflow::DEFAULT_PART_SIZE).max(1)),
+        "workers_peak_rss_mb": workers_peak.iter().map(|b| round(*b as f64 / 1e6)).collect::<Vec<_>>(),
+        "server_peak_rss_mb": server_peak.map(|b| round(b as f64 / 1e6)),
+        "replay_seconds": replay.map(|d| round(d.as_secs_f64())),
     });
     let summary_path = options.out.with_extension("summary.json");
     std::fs::write(&summary_path, format!("{summary:#}\n"))
@@ -322,19 +357,19 @@ pub fn results(ingress: &str, key: &str) -> Result<Vec<ClaimResult>, String> {
 /// # Errors
 /// A server that does not answer, or an answer that is not a batch's progress.
 pub fn batch_progress(ingress: &str, key: &str) -> Result<BatchProgress, String> {
-    let value = cluster::query(ingress, "Batch", key, "progress")?;
+    let value = cluster::query_within(ingress, "Batch", key, "progress", None, QUERY_LIMIT)?;
     serde_json::from_value(value).map_err(|e| format!("the batch's progress: {e}"))
 }
 
+/// How long a progress or results query may take: a shared handler runs on a worker, and
+/// with none reachable it would wait; the watch goes on (and notices the stall) instead.
+const QUERY_LIMIT: Duration = Duration::from_secs(5);
+
 /// The results part `n` of batch `key` finished, from its `from`-th on.
 fn part_results(ingress: &str, key: &str, n: u64, from: u64) -> Result<Vec<ClaimResult>, String> {
-    let value = cluster::query_with(
-        ingress,
-        "BatchPart",
-        &part_key(key, n),
-        "finished",
-        Some(&json!(from)),
-    )?;
+    let (part, from) = (part_key(key, n), json!(from));
+    let value =
+        cluster::query_within(ingress, "BatchPart", &part, "finished", Some(&from), QUERY_LIMIT)?;
     serde_json::from_value(value).map_err(|e| format!("part {n}'s results: {e}"))
 }
 
@@ -365,6 +400,19 @@ impl Watch {
         key: &str,
         sink: &mut dyn FnMut(&[ClaimResult]) -> Result<(), String>,
     ) -> Result<BatchResult, String> {
+        self.wait_with(key, sink, &mut |_| Ok(()))
+    }
+
+    /// As [`Watch::wait`], handing `tick` each progress it reads.
+    ///
+    /// # Errors
+    /// As [`Watch::wait`], or `tick`'s error.
+    pub fn wait_with(
+        &self,
+        key: &str,
+        sink: &mut dyn FnMut(&[ClaimResult]) -> Result<(), String>,
+        tick: &mut dyn FnMut(&BatchProgress) -> Result<(), String>,
+    ) -> Result<BatchResult, String> {
         let terminal = self.show && std::io::stderr().is_terminal();
         let mut received: Vec<u64> = Vec::new();
         let mut all: Vec<ClaimResult> = Vec::new();
@@ -379,6 +427,7 @@ impl Watch {
         loop {
             let progress = batch_progress(&self.ingress, key).ok();
             if let Some(progress) = &progress {
+                tick(progress)?;
                 received
                     .resize(usize::try_from(progress.started).unwrap_or(0).max(received.len()), 0);
                 for (n, from) in received.iter_mut().enumerate() {

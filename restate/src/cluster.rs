@@ -263,6 +263,12 @@ impl Server {
         }
     }
 
+    /// Its peak resident memory so far (see [`peak_rss`]).
+    #[must_use]
+    pub fn peak_rss(&self) -> Option<u64> {
+        peak_rss(self.child.as_ref()?.id())
+    }
+
     /// `kill -9`: the server dies at once, nothing flushed, mid-whatever.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -444,6 +450,16 @@ fn epoch_ms_of(stamp: &str) -> Option<u64> {
     Some(ms.round() as u64)
 }
 
+/// The peak resident memory of process `pid` (`VmHWM` in `/proc/PID/status`), in bytes;
+/// `None` where there is no such file (not Linux, or the process is gone).
+#[must_use]
+pub fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Sends SIGTERM and waits up to `grace`, then kills.
 fn terminate(child: &mut Child, grace: Duration) {
     Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().ok();
@@ -510,6 +526,12 @@ impl Process {
             Duration::from_secs(30),
             || accepts(port),
         )
+    }
+
+    /// Its peak resident memory so far (see [`peak_rss`]).
+    #[must_use]
+    pub fn peak_rss(&self) -> Option<u64> {
+        peak_rss(self.child.as_ref()?.id())
     }
 
     /// `kill -9`: the process dies at once, mid-whatever.
@@ -613,6 +635,19 @@ pub fn blocking(
     url: &str,
     body: Option<&Value>,
 ) -> Result<(u16, String), String> {
+    blocking_within(method, url, body, Duration::from_secs(120))
+}
+
+/// As [`blocking`], giving up after `limit`.
+///
+/// # Errors
+/// No response within `limit`.
+pub fn blocking_within(
+    method: reqwest::Method,
+    url: &str,
+    body: Option<&Value>,
+    limit: Duration,
+) -> Result<(u16, String), String> {
     let url = url.to_owned();
     let body = body.map(Value::to_string);
     std::thread::spawn(move || {
@@ -623,7 +658,7 @@ pub fn blocking(
         runtime.block_on(async move {
             let client =
                 reqwest::Client::builder().no_proxy().build().map_err(|e| e.to_string())?;
-            let mut request = client.request(method, &url).timeout(Duration::from_secs(120));
+            let mut request = client.request(method, &url).timeout(limit);
             if let Some(body) = body {
                 request = request.header("content-type", "application/json").body(body);
             }
@@ -773,8 +808,24 @@ pub fn query_with(
     handler: &str,
     input: Option<&Value>,
 ) -> Result<Value, String> {
+    query_within(ingress, service, key, handler, input, Duration::from_secs(120))
+}
+
+/// As [`query_with`], giving up after `limit` (a shared handler runs on a worker: with none
+/// reachable it waits).
+///
+/// # Errors
+/// No answer within `limit`, or not JSON.
+pub fn query_within(
+    ingress: &str,
+    service: &str,
+    key: &str,
+    handler: &str,
+    input: Option<&Value>,
+    limit: Duration,
+) -> Result<Value, String> {
     let url = format!("{ingress}/{service}/{key}/{handler}");
-    let (status, body) = blocking(reqwest::Method::POST, &url, input)?;
+    let (status, body) = blocking_within(reqwest::Method::POST, &url, input, limit)?;
     if status != 200 {
         return Err(format!("{url}: {status} {body}"));
     }

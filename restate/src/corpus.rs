@@ -77,11 +77,21 @@ pub struct CorpusPolicy {
     /// Parsed and normalized: a URL must have the same origin and start with one of them.
     url_prefixes: Vec<reqwest::Url>,
     max_bytes: u64,
+    cache_bytes: u64,
 }
+
+/// How many bytes of passages a long-lived worker keeps loaded unless told otherwise
+/// (`--corpus-cache-bytes`): 1 GiB; past it the least recently used corpora are let go.
+pub const DEFAULT_CORPUS_CACHE_BYTES: u64 = 1 << 30;
 
 impl Default for CorpusPolicy {
     fn default() -> Self {
-        Self { roots: Vec::new(), url_prefixes: Vec::new(), max_bytes: DEFAULT_MAX_CORPUS_BYTES }
+        Self {
+            roots: Vec::new(),
+            url_prefixes: Vec::new(),
+            max_bytes: DEFAULT_MAX_CORPUS_BYTES,
+            cache_bytes: DEFAULT_CORPUS_CACHE_BYTES,
+        }
     }
 }
 
@@ -124,6 +134,13 @@ impl CorpusPolicy {
     #[must_use]
     pub fn with_max_bytes(mut self, max_bytes: u64) -> Self {
         self.max_bytes = max_bytes;
+        self
+    }
+
+    /// With at most `cache_bytes` of passages kept loaded (see [`Corpora`]).
+    #[must_use]
+    pub fn with_cache_bytes(mut self, cache_bytes: u64) -> Self {
+        self.cache_bytes = cache_bytes;
         self
     }
 
@@ -288,6 +305,9 @@ pub struct Corpora {
     policy: CorpusPolicy,
     /// Claim files (a batch's claims by reference), read once each like corpora.
     claims: Mutex<HashMap<String, ClaimsSlot>>,
+    /// The loaded corpora by last use, oldest first, with their passages' bytes: past
+    /// [`CorpusPolicy::cache_bytes`] the oldest are let go.
+    used: Mutex<Vec<(String, u64)>>,
 }
 
 /// One claim file's slot: empty until its first read succeeds.
@@ -302,6 +322,7 @@ impl Corpora {
             loads: AtomicUsize::new(0),
             policy,
             claims: Mutex::default(),
+            used: Mutex::default(),
         }
     }
 
@@ -342,8 +363,30 @@ impl Corpora {
                             .map_err(|e| format!("corpus {}: the load failed: {e}", file.path))?
                     })
                     .await?;
+                self.used_now(&file.sha256.trim().to_ascii_lowercase(), corpus);
                 Ok(Arc::clone(corpus))
             }
+        }
+    }
+
+    /// Records a use of the corpus `hash`, and lets the least recently used corpora go while
+    /// the loaded ones hold more than the policy's cache bound (never the one just used; a
+    /// corpus a check still holds lives on until the check lets it go).
+    fn used_now(&self, hash: &str, corpus: &IndexedCorpus) {
+        let bytes: u64 = corpus
+            .corpus()
+            .passages()
+            .iter()
+            .map(|passage| (passage.id.len() + passage.text.len()) as u64)
+            .sum();
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        used.retain(|(known, _)| known != hash);
+        used.push((hash.to_owned(), bytes));
+        let mut total: u64 = used.iter().map(|(_, bytes)| bytes).sum();
+        while total > self.policy.cache_bytes && used.len() > 1 {
+            let (oldest, bytes) = used.remove(0);
+            total -= bytes;
+            self.files.lock().unwrap_or_else(PoisonError::into_inner).remove(&oldest);
         }
     }
 
@@ -602,6 +645,38 @@ mod tests {
         let (url, _) = slow_server("y".repeat(1_000), Duration::ZERO);
         assert_eq!(super::load_bytes(&url, 1_000).unwrap().len(), 1_000);
         assert!(super::load_bytes(&url, 999).unwrap_err().contains("larger than the cap"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A long-lived worker lets the least recently used corpora go past its cache bound: with
+    /// room for two corpora, a third loaded evicts the one used longest ago (loaded again
+    /// when asked for), never the one in use.
+    #[tokio::test]
+    async fn corpora_past_the_cache_bound_are_let_go_oldest_first() {
+        let dir = std::env::temp_dir().join(format!("verity-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let source = |name: &str| {
+            let text = format!("{{\"id\": \"a\", \"text\": \"{}\"}}\n", name.repeat(100));
+            let path = dir.join(format!("{name}.jsonl"));
+            std::fs::write(&path, &text).unwrap();
+            CorpusSource::File(CorpusFile {
+                path: path.display().to_string(),
+                sha256: sha256_hex(text.as_bytes()),
+            })
+        };
+        let (a, b, c) = (source("a"), source("b"), source("c"));
+        // Each corpus holds 101 bytes of passages: room for two.
+        let corpora = Corpora::new(under(&dir).with_cache_bytes(250));
+        corpora.get(&a).await.unwrap();
+        corpora.get(&b).await.unwrap();
+        corpora.get(&a).await.unwrap();
+        assert_eq!((corpora.files_loaded(), corpora.loads_started()), (2, 2));
+        corpora.get(&c).await.unwrap();
+        assert_eq!(corpora.files_loaded(), 2, "b, used longest ago, was let go");
+        corpora.get(&a).await.unwrap();
+        assert_eq!(corpora.loads_started(), 3, "a stayed");
+        corpora.get(&b).await.unwrap();
+        assert_eq!(corpora.loads_started(), 4, "b was loaded again");
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -10,7 +10,8 @@
 //!   `restate deployments register http://HOST:P` or `POST /deployments` on the admin API.
 //!   A non-loopback `--bind` needs an identity key (or `--allow-unsigned`). Corpus files: only
 //!   under `--corpus-root DIR`, URLs only under `--corpus-url PREFIX` (repeatable), neither by
-//!   default, each at most `--corpus-max-bytes` (256 MiB). `--allow-steps`: run `kind: "step"`
+//!   default, each at most `--corpus-max-bytes` (256 MiB); at most `--corpus-cache-bytes` of
+//!   passages kept loaded (1 GiB; the least recently used go first). `--allow-steps`: run `kind: "step"`
 //!   jobs too (off by default: a step is a model call on the worker's key).
 //! - `balance --port P WORKER...`: an HTTP/2 balancer over worker addresses.
 //! - `batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] [--workers N]
@@ -49,10 +50,10 @@ mod native {
 
     const USAGE: &str = "usage: verity-restate worker --port P|--bind ADDR:PORT [--provider CONFIG.json] \
         [--identity-key KEY]... [--allow-unsigned] [--corpus-root DIR] [--corpus-url PREFIX]... \
-        [--corpus-max-bytes N] [--allow-steps] \
+        [--corpus-max-bytes N] [--corpus-cache-bytes N] [--allow-steps] \
         | balance --port P WORKER... | batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] \
         [--workers N] [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] \
-        [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N] [--stall-after SECONDS]";
+        [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N] [--stall-after SECONDS] [--measure-replay]";
 
     fn value<T: std::str::FromStr>(
         args: &mut impl Iterator<Item = String>,
@@ -94,6 +95,9 @@ mod native {
                 }
                 "--corpus-max-bytes" => {
                     policy = policy.with_max_bytes(value(&mut args, "--corpus-max-bytes")?);
+                }
+                "--corpus-cache-bytes" => {
+                    policy = policy.with_cache_bytes(value(&mut args, "--corpus-cache-bytes")?);
                 }
                 "--allow-steps" => allow_steps = true,
                 "--allow-unsigned" => allow_unsigned = true,
@@ -190,6 +194,7 @@ mod native {
             progress: false,
             part_size: None,
             stall_after: None,
+            measure_replay: false,
         };
         let (input, _) = batch::batch_input(&options, &rows)?;
         let host = Host::with_corpus_policy(Model::Offline, batch::corpus_policy(&input)?);
@@ -226,6 +231,7 @@ mod native {
         let mut batch_id = None;
         let mut part_size = None;
         let mut stall_after = std::time::Duration::from_secs(600);
+        let mut measure_replay = false;
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--corpus" => corpus = Some(value::<String>(&mut args, "--corpus")?),
@@ -241,6 +247,7 @@ mod native {
                 "--data-dir" => data_dir = Some(value::<PathBuf>(&mut args, "--data-dir")?),
                 "--batch-id" => batch_id = Some(value::<String>(&mut args, "--batch-id")?),
                 "--part-size" => part_size = Some(value::<u64>(&mut args, "--part-size")?.max(1)),
+                "--measure-replay" => measure_replay = true,
                 "--stall-after" => {
                     stall_after =
                         std::time::Duration::from_secs(value(&mut args, "--stall-after")?);
@@ -280,6 +287,7 @@ mod native {
             progress: true,
             part_size,
             stall_after: Some(stall_after),
+            measure_replay,
         };
         let summary: Value = batch::run(&options)?;
         println!("{summary:#}");

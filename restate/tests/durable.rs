@@ -363,6 +363,50 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
     drop(workers);
 }
 
+/// A batch that cannot move (its only worker gone) is not waited for in silence: the CLI's
+/// watch gives up after its stall bound, naming what the server reports of the batch's
+/// invocations.
+#[test]
+fn a_batch_that_makes_no_progress_ends_the_wait_with_what_the_server_says() {
+    let _serial = serial();
+    let dir = scratch("stall");
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let mut workers = Workers::start(&binary(), 1, &[], &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    workers.workers[0].kill9();
+    let input = BatchInput {
+        corpus: None,
+        claims: vec![ClaimRow {
+            id: None,
+            claim: "The Eiffel Tower is in Paris.".into(),
+            corpus: Some(BTreeMap::from([("e1".to_owned(), EIFFEL.to_owned())])),
+        }],
+        claims_file: None,
+        job: Map::new(),
+        limits: Limits::default(),
+        part_size: None,
+    };
+    cluster::submit(
+        &server.ingress_url(),
+        "Batch",
+        "stall",
+        &serde_json::to_value(&input).unwrap(),
+    )
+    .unwrap();
+    let watch = batch::Watch {
+        ingress: server.ingress_url(),
+        admin: Some(server.admin_url()),
+        show: false,
+        stall_after: Some(Duration::from_secs(8)),
+    };
+    let started = Instant::now();
+    let error = watch.wait("stall", &mut |_| Ok(())).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert!(error.contains("no progress for 8 s"), "{error}");
+    assert!(error.contains("Batch") && !error.contains("says: nothing"), "{error}");
+    drop(workers);
+}
+
 /// The same worker binary on a three-node Restate cluster (replicated metadata and log, each
 /// partition on two nodes): a batch of 200 claims in four parts, with one node and one worker
 /// killed with SIGKILL in the middle and both started again. Every claim ends with exactly one
@@ -793,10 +837,27 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
         progress: false,
         part_size: None,
         stall_after: None,
+        measure_replay: false,
     };
     let summary = batch::run(&options).unwrap();
     assert_eq!(summary["counts"]["claims"], 3);
     assert!(summary["accuracy"].is_number(), "{summary}");
+    // The command itself, its stderr a pipe (a log, not a terminal): no progress line redrawn
+    // with carriage returns, and the same counts.
+    let command = std::process::Command::new(binary())
+        .arg("batch")
+        .arg(&claims)
+        .args(["--workers", "1", "--data-dir"])
+        .arg(dir.join("cli-data"))
+        .arg("--out")
+        .arg(dir.join("cli.jsonl"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&command.stderr);
+    assert!(command.status.success(), "{stderr}");
+    assert!(!stderr.contains('\r'), "a progress line redrawn in a log: {stderr:?}");
+    let printed: Value = serde_json::from_slice(&command.stdout).unwrap();
+    assert_eq!(printed["counts"], summary["counts"]);
     assert!(summary["confusion"].is_object(), "{summary}");
     // `eval` on the same file (in one process, no Restate) gives the same summary, field by
     // field, apart from the batch's own figures.
@@ -1120,6 +1181,7 @@ fn a_corpus_by_url_is_fetched_checked_and_refused_when_its_hash_does_not_match()
         progress: false,
         part_size: None,
         stall_after: None,
+        measure_replay: false,
     };
     let summary = batch::run(&options).unwrap();
     assert_eq!(summary["counts"]["claims"], 2, "{summary}");
@@ -1247,6 +1309,7 @@ fn the_same_batch_command_run_again_attaches_to_its_batch_and_pays_nothing_twice
         progress: false,
         part_size: None,
         stall_after: None,
+        measure_replay: false,
     };
     let first = batch::run(&options).unwrap();
     let results = std::fs::read_to_string(&out).unwrap();

@@ -2,7 +2,8 @@
 //! [FLAGS]`: a claim file checked as one durable batch on a local Restate server (installed
 //! from npm when missing) with N worker processes (see `verity-restate batch`).
 //! `cargo xtask bench batch [--scale-only]`: the batch benchmark (offline model, 1 and 2
-//! workers, against the same claims run in one process without Restate; and 5,000 claims).
+//! workers, against the same claims run in one process without Restate; and 100,000 claims,
+//! straight through and with every worker killed and replaced halfway).
 
 use crate::{Result, cargo, output, root, run, setup, user_paths};
 use std::path::PathBuf;
@@ -30,7 +31,7 @@ pub fn batch(args: &[String]) -> Result {
 }
 
 /// How many claims the scale case checks: `retrieval-dev.jsonl`'s 500 repeated with distinct ids.
-const SCALE_CLAIMS: usize = 5_000;
+const SCALE_CLAIMS: usize = 100_000;
 
 /// The scale case's claim file: the claims of `retrieval-dev` (`{claim, gold}` rows) repeated
 /// up to [`SCALE_CLAIMS`], each with an id of its own (`s0`, `s1`, ...), written under
@@ -59,8 +60,9 @@ fn scale_claims(retrieval: &std::path::Path) -> Result<PathBuf> {
 /// `cargo xtask bench batch [--scale-only]`: the 300 claims of `claims-dev.jsonl` (each with
 /// its own corpus) and the 500 of `retrieval-dev.jsonl` against the 26,259-passage
 /// `corpus.jsonl`, offline model, in one process and through Restate with 1 and 2 workers;
-/// then the scale case, 5,000 claims (`retrieval-dev`'s, repeated with distinct ids) against
-/// the same corpus through 2 workers. One JSON object. `--scale-only` runs the scale case alone.
+/// then the scale case, 100,000 claims (`retrieval-dev`'s, repeated with distinct ids) against
+/// the same corpus through 2 workers, straight through and with the workers killed and
+/// replaced halfway (the replay time). One JSON object. `--scale-only` runs the scale case alone.
 pub fn bench(args: &[String]) -> Result {
     let scale_only = match args {
         [] => false,
@@ -72,13 +74,14 @@ pub fn bench(args: &[String]) -> Result {
     let corpus = data.join("corpus.jsonl").display().to_string();
     let retrieval = data.join("retrieval-dev.jsonl");
     let scale = scale_claims(&retrieval)?;
-    // (label, claim file, shared corpus, (workers, checks in flight) of each Restate run)
-    type Case<'a> = (String, PathBuf, Option<&'a str>, Vec<(usize, usize)>);
+    // (label, claim file, shared corpus, (workers, checks in flight, kill the workers halfway)
+    // of each Restate run)
+    type Case<'a> = (String, PathBuf, Option<&'a str>, Vec<(usize, usize, bool)>);
     let mut plan: Vec<Case> = Vec::new();
     if !scale_only {
         // Throughput with 32 checks in flight through 1 and 2 workers, and the latency a
         // check pays one at a time.
-        let runs = vec![(1, 32), (2, 32), (1, 1)];
+        let runs = vec![(1, 32, false), (2, 32, false), (1, 1, false)];
         plan.push((
             "claims-dev.jsonl".to_owned(),
             data.join("claims-dev.jsonl"),
@@ -96,7 +99,9 @@ pub fn bench(args: &[String]) -> Result {
         format!("retrieval-dev.jsonl x{}", SCALE_CLAIMS / 500),
         scale,
         Some(corpus.as_str()),
-        vec![(2, 32)],
+        // Once straight through, once with every worker killed and replaced halfway: the
+        // replay of the largest journals a batch makes (its running parts').
+        vec![(2, 32, false), (2, 32, true)],
     ));
     let mut cases = Vec::new();
     for (label, claims, corpus, restate_runs) in plan {
@@ -106,7 +111,7 @@ pub fn bench(args: &[String]) -> Result {
         let claims_count = number(&local, "claims")?;
         let local = number(&local, "seconds")?;
         let mut runs = Vec::new();
-        for (workers, concurrency) in restate_runs {
+        for (workers, concurrency, replay) in restate_runs {
             let name = label.replace(' ', "-");
             let out =
                 root().join(format!("target/restate/bench-{name}-{workers}-{concurrency}.jsonl"));
@@ -121,6 +126,7 @@ pub fn bench(args: &[String]) -> Result {
                     .arg(&out)
                     .arg("--data-dir")
                     .arg(&data_dir)
+                    .args(replay.then_some("--measure-replay"))
                     .args(&corpus_args),
             )?;
             let seconds = number(&summary, "seconds")?;
@@ -138,10 +144,16 @@ pub fn bench(args: &[String]) -> Result {
                 ));
             }
             let data_bytes = dir_size(&data_dir);
+            let batch = summary.rfind("\"batch\"").map_or("", |at| &summary[at..]);
+            let figure = |key: &str| field(batch, key);
             runs.push(format!(
-                "{{\"workers\": {workers}, \"concurrency\": {concurrency}, \"seconds\": {seconds:.3}, \"claims_per_second\": {:.1}, \"overhead_ms_per_claim\": {overhead_ms:.2}, \"data_dir_mb\": {:.1}}}",
+                "{{\"workers\": {workers}, \"concurrency\": {concurrency}, \"killed_halfway\": {replay}, \"seconds\": {seconds:.3}, \"claims_per_second\": {:.1}, \"overhead_ms_per_claim\": {overhead_ms:.2}, \"data_dir_mb\": {:.1}, \"parts\": {}, \"workers_peak_rss_mb\": {}, \"server_peak_rss_mb\": {}, \"replay_seconds\": {}}}",
                 claims_count / seconds,
-                data_bytes as f64 / 1e6
+                data_bytes as f64 / 1e6,
+                figure("parts"),
+                figure("workers_peak_rss_mb"),
+                figure("server_peak_rss_mb"),
+                figure("replay_seconds"),
             ));
         }
         cases.push(format!(
@@ -165,6 +177,20 @@ fn dir_size(dir: &std::path::Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+/// The JSON value after `"key":` in `json` (a number, `null`, or a flat array), as text;
+/// `null` when there is none.
+fn field(json: &str, key: &str) -> String {
+    let pattern = format!("\"{key}\":");
+    let Some(at) = json.find(&pattern) else { return "null".to_owned() };
+    let rest = json[at + pattern.len()..].trim_start();
+    let end = if rest.starts_with('[') {
+        rest.find(']').map_or(rest.len(), |i| i + 1)
+    } else {
+        rest.find([',', '}', '\n']).unwrap_or(rest.len())
+    };
+    rest[..end].split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The first number after `"key":` in `json`.
