@@ -5,6 +5,90 @@
 // staying blank.
 import init from "./verity-web.js";
 
+// The engine the UI talks to (web/src/bridge.rs calls this): one per origin, so two tabs
+// never run a check twice nor overwrite each other's storage (docs/design/web.md, "One
+// engine per origin"). A SharedWorker that every tab connects to; without shared workers
+// (Chrome on Android, Safari before 16), the tab holding a Web Lock runs the engine in a
+// dedicated worker and the others reach it over a BroadcastChannel. Either way the answer is
+// an object with a dedicated Worker's members, which is what the UI was written against.
+globalThis.verityEngine = (url) => {
+  if (typeof SharedWorker === "function") {
+    const shared = new SharedWorker(url, { type: "module", name: "verity" });
+    const port = shared.port;
+    return {
+      postMessage: (message) => port.postMessage(message),
+      set onmessage(listener) { port.onmessage = listener; },
+      set onmessageerror(listener) { port.onmessageerror = listener; },
+      set onerror(listener) { shared.onerror = listener; },
+      terminate: () => port.close(),
+    };
+  }
+  if (!navigator.locks || typeof BroadcastChannel !== "function") {
+    // Neither: an engine in this tab only (two tabs would each run their own).
+    return new Worker(url, { type: "module" });
+  }
+  return elected(url);
+};
+
+/** The engine of the tab that holds the lock "verity-engine" (the leader); every other tab
+ * (a follower) sends its messages over the channel "verity-engine" to the leader, which hands
+ * each follower a MessagePort of the worker (posted with "connect") and relays both ways. When
+ * the leader's tab closes, the lock goes to a follower, whose own worker resumes from
+ * IndexedDB; it says so ({leader: true}) and the others connect to it again. */
+function elected(url) {
+  const NAME = "verity-engine";
+  const tab = `${Date.now()}-${Math.random()}`;
+  const bus = new BroadcastChannel(NAME);
+  const listeners = {};
+  const deliver = (data) => listeners.message?.(new MessageEvent("message", { data }));
+  const waiting = [];
+  let send = (message) => waiting.push(message);
+  const sendWith = (next) => {
+    send = next;
+    waiting.splice(0).forEach(next);
+  };
+  const hello = () => bus.postMessage({ to: "leader", from: tab, hello: true });
+  const lead = () => {
+    const worker = new Worker(url, { type: "module" });
+    worker.onmessage = (event) => deliver(event.data);
+    worker.onerror = (event) => listeners.error?.(event);
+    worker.onmessageerror = (event) => listeners.error?.(event);
+    const followers = new Map();
+    bus.onmessage = ({ data }) => {
+      if (data?.to !== "leader") return;
+      let port = followers.get(data.from);
+      if (!port) {
+        const channel = new MessageChannel();
+        port = channel.port1;
+        port.onmessage = (event) => bus.postMessage({ to: data.from, message: event.data });
+        followers.set(data.from, port);
+        worker.postMessage("connect", [channel.port2]);
+      }
+      if ("message" in data) port.postMessage(data.message);
+    };
+    sendWith((message) => worker.postMessage(message));
+    bus.postMessage({ leader: true });
+    return new Promise(() => {}); // held while the tab lives
+  };
+  navigator.locks.request(NAME, { ifAvailable: true }, (lock) => {
+    if (lock) return lead();
+    bus.onmessage = ({ data }) => {
+      if (data?.leader) hello();
+      else if (data?.to === tab) deliver(data.message);
+    };
+    hello();
+    sendWith((message) => bus.postMessage({ to: "leader", from: tab, message }));
+    navigator.locks.request(NAME, lead);
+  });
+  return {
+    postMessage: (message) => send(message),
+    set onmessage(listener) { listeners.message = listener; },
+    set onmessageerror(listener) { listeners.error = listener; },
+    set onerror(listener) { listeners.error = listener; },
+    terminate: () => bus.close(),
+  };
+}
+
 const status = document.getElementById("boot-status");
 try {
   await init();

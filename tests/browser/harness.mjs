@@ -46,13 +46,22 @@ function staticHostHeaders(dir, path) {
 }
 
 /** Serves `dir` on 127.0.0.1 (a free port), with the security headers the folder ships for
- * static hosts (its `_headers`), as a deployment would; resolves to { url, close }. */
+ * static hosts (its `_headers`), as a deployment would; resolves to { url, hold, close }.
+ * `hold(path)` holds the answers for `path` until its `release()` is called (the engine runs
+ * in a shared worker, whose requests a page's `route` does not see); its `asked()` is how many
+ * requests for it came meanwhile. */
 export function serve(dir = DIST) {
   if (!existsSync(join(dir, 'index.html'))) {
     throw new Error(`${dir}/index.html is missing: build the app first (cargo xtask dist)`);
   }
-  const server = createServer((request, response) => {
+  const holds = new Map();
+  const server = createServer(async (request, response) => {
     const path = decodeURIComponent(new URL(request.url, 'http://x').pathname);
+    const held = holds.get(path);
+    if (held) {
+      held.asked += 1;
+      await held.released;
+    }
     let file = normalize(join(dir, path === '/' ? 'index.html' : path));
     if (!file.startsWith(dir) || !existsSync(file) || statSync(file).isDirectory()) {
       if (path.endsWith('/') && existsSync(join(file, 'index.html'))) {
@@ -72,9 +81,39 @@ export function serve(dir = DIST) {
   return new Promise((ready) => {
     server.listen(0, '127.0.0.1', () => {
       const { port } = server.address();
-      ready({ url: `http://127.0.0.1:${port}/`, close: () => new Promise((done) => server.close(done)) });
+      const hold = (path) => {
+        let release;
+        const held = { asked: 0, released: new Promise((done) => { release = done; }) };
+        holds.set(path, held);
+        return { asked: () => held.asked, release: () => { holds.delete(path); release(); } };
+      };
+      ready({ url: `http://127.0.0.1:${port}/`, hold, close: () => new Promise((done) => server.close(done)) });
     });
   });
+}
+
+/** Evaluates `expression` (JavaScript whose value may be a promise) in the app's engine, the
+ * origin's shared worker, through the DevTools protocol (Playwright lists only dedicated
+ * workers); resolves to its value. */
+export async function inEngine(context, page, expression) {
+  const cdp = await context.newCDPSession(page);
+  try {
+    const { targetInfos } = await cdp.send('Target.getTargets');
+    const target = targetInfos.find((info) => info.type === 'shared_worker' && info.url.includes('verity-worker_loader.js'));
+    if (!target) throw new Error('the engine (a shared worker) is not running');
+    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: target.targetId, flatten: false });
+    const answer = new Promise((done) => cdp.on('Target.receivedMessageFromTarget', (event) => {
+      const message = JSON.parse(event.message);
+      if (message.id === 1) done(message);
+    }));
+    await cdp.send('Target.sendMessageToTarget', { sessionId, message: JSON.stringify({ id: 1, method: 'Runtime.evaluate',
+      params: { expression, awaitPromise: true, returnByValue: true } }) });
+    const { result } = await answer;
+    if (result.exceptionDetails) throw new Error(JSON.stringify(result.exceptionDetails));
+    return result.result.value;
+  } finally {
+    await cdp.detach();
+  }
 }
 
 /** A fresh Chromium profile; resolves to { context, page, errors, close }. */

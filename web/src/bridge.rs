@@ -12,12 +12,22 @@
 use verity_messages::{FromJson, FromWorker, ToWorker};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-use web_sys::{ErrorEvent, MessageEvent, Worker, WorkerOptions, WorkerType};
+use web_sys::{ErrorEvent, MessageEvent, Worker};
 
 use crate::js::describe;
 
 /// Where the worker's loader is, relative to the page (`web/worker/worker.js`, copied there by `cargo xtask dist`).
 pub const WORKER_URL: &str = "./verity-worker_loader.js";
+
+#[wasm_bindgen]
+extern "C" {
+    /// `web/boot.js`'s `verityEngine(url)`: the engine shared by every tab of the origin (a
+    /// `SharedWorker`'s port, or the Web Locks leader tab's worker where there is none), as an
+    /// object with a dedicated `Worker`'s members (`postMessage`, `onmessage`,
+    /// `onmessageerror`, `onerror`, `terminate`).
+    #[wasm_bindgen(catch, js_name = verityEngine)]
+    fn verity_engine(url: &str) -> Result<Worker, JsValue>;
+}
 
 /// A message for the worker as a JavaScript value (a plain object).
 pub fn encode(message: &ToWorker) -> Result<JsValue, String> {
@@ -47,15 +57,14 @@ impl std::fmt::Debug for WorkerBridge {
 }
 
 impl WorkerBridge {
-    /// Starts the worker at [`WORKER_URL`] (a module worker). `on_message` gets each message;
-    /// `on_error` gets what went wrong when the worker cannot load or a message cannot be read.
+    /// Connects to the engine at [`WORKER_URL`] (through `web/boot.js`). `on_message` gets
+    /// each message; `on_error` gets what went wrong when the worker cannot load or a message
+    /// cannot be read.
     pub fn start(
         on_message: impl Fn(FromWorker) + 'static,
         on_error: impl Fn(String) + 'static,
     ) -> Result<Self, String> {
-        let options = WorkerOptions::new();
-        options.set_type(WorkerType::Module);
-        let worker = Worker::new_with_options(WORKER_URL, &options).map_err(|error| {
+        let worker = verity_engine(WORKER_URL).map_err(|error| {
             format!("the engine worker could not be started: {}", describe(&error))
         })?;
         let on_error = std::rc::Rc::new(on_error);

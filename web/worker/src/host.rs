@@ -20,8 +20,13 @@ pub trait Host: 'static {
     /// A check's durable session store (IndexedDB in a browser).
     type Store: Store + 'static;
 
-    /// Sends a message to the page.
+    /// Sends a message to every page (one engine may serve every tab of the app).
     fn post(&self, message: &FromWorker);
+    /// Sends a message to the page whose message is being handled (an answer only it asked
+    /// for: a page of items, an export), or to every page outside of one.
+    fn reply(&self, message: &FromWorker) {
+        self.post(message);
+    }
     /// Runs `task` to completion in the background.
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>);
     /// Milliseconds on a monotonic clock (for timing the index).

@@ -14,6 +14,12 @@
 //! The binary's `main` installs the message listener and buffers what arrives until storage
 //! is restored and `Ready` is posted, then handles it in order.
 //!
+//! The app starts it as a `SharedWorker` instead (`web/boot.js`): one engine for every tab
+//! of the origin, each tab a page on its own port, greeted with the engine's state when it
+//! connects ([`Engine::welcome`]); news goes to every page, answers to the page that asked
+//! ([`Host::reply`]). A dedicated worker also serves the ports a page passes on (`boot.js`'s
+//! Web Locks leader, for browsers without shared workers).
+//!
 //! **Encoding: plain JSON-compatible JavaScript objects**, the serde JSON of
 //! `verity_messages::ToWorker` and `FromWorker` (camelCase, a `"type"` tag): exactly what
 //! `serde_wasm_bindgen::Serializer::json_compatible()` writes and `serde_wasm_bindgen::from_value`

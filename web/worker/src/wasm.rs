@@ -24,7 +24,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
-    AbortController, DedicatedWorkerGlobalScope, Headers, MessageEvent,
+    AbortController, DedicatedWorkerGlobalScope, Headers, MessageEvent, MessagePort,
     ReadableStreamDefaultReader, RequestRedirect, ResponseType, Url,
 };
 
@@ -71,26 +71,112 @@ fn describe(error: &JsValue) -> String {
         .unwrap_or_else(|| format!("{error:?}"))
 }
 
+thread_local! {
+    /// The pages this worker serves: the dedicated worker's own scope, or in a shared worker
+    /// (every tab of the app) one `MessagePort` per tab that connected. Each has `postMessage`.
+    static PAGES: RefCell<Vec<JsValue>> = const { RefCell::new(Vec::new()) };
+    /// The page whose message is being handled: where [`Host::reply`] goes.
+    static ASKING: RefCell<Option<JsValue>> = const { RefCell::new(None) };
+}
+
+/// Messages that arrived before `Ready`, with the page each came from; `None` once started.
+type Pending = Rc<RefCell<Option<Vec<(JsValue, String)>>>>;
+type Shared = Rc<RefCell<Option<Engine<WorkerHost>>>>;
+
+/// Hands one page's message to the engine (or keeps it until the engine has started), with
+/// the page as the one [`Host::reply`] answers.
+fn receive(page: &JsValue, data: &JsValue, pending: &Pending, engine: &Shared) {
+    let text = data
+        .as_string()
+        .unwrap_or_else(|| js_sys::JSON::stringify(data).map(String::from).unwrap_or_default());
+    if let Some(queue) = pending.borrow_mut().as_mut() {
+        queue.push((page.clone(), text));
+        return;
+    }
+    let engine = engine.borrow().clone();
+    if let Some(engine) = engine {
+        asking(page, || engine.handle_json(&text));
+    }
+}
+
+/// Runs `handle` with `page` as the page that asked.
+fn asking(page: &JsValue, handle: impl FnOnce()) {
+    ASKING.with(|asking| *asking.borrow_mut() = Some(page.clone()));
+    handle();
+    ASKING.with(|asking| *asking.borrow_mut() = None);
+}
+
+/// A page that connected through `port` (a tab of the app, to the shared worker; or a page a
+/// dedicated worker's page passed on): served from now on, greeted with the engine's state
+/// when it has started (otherwise the start's `Ready` reaches it).
+fn connect(port: MessagePort, pending: &Pending, engine: &Shared) {
+    let page = JsValue::from(port.clone());
+    PAGES.with(|pages| pages.borrow_mut().push(page.clone()));
+    let (pending, shared) = (Rc::clone(pending), Rc::clone(engine));
+    let listening = page.clone();
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+        receive(&listening, &event.data(), &pending, &shared);
+    });
+    // Setting `onmessage` also starts the port.
+    port.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    on_message.forget();
+    let started = engine.borrow().clone();
+    if let Some(engine) = started {
+        asking(&page, || engine.welcome());
+    }
+}
+
 /// The worker's entry point (the binary's `main`): listens for messages at once (buffering
 /// them), opens storage, restores, posts `Ready`, then hands the buffered messages over.
+///
+/// As a shared worker (`new SharedWorker`, what `web/boot.js` starts for the app: one engine
+/// for every tab of the origin) each tab connects with a `connect` event and talks through its
+/// port; the ports that connected before the wasm ran wait in `self.verityConnected`
+/// (`web/worker/worker.js`). As a dedicated worker (the embedding, or a browser without
+/// shared workers) the page is the worker's own scope, and a message carrying ports connects
+/// each of them as a page.
 pub fn start() {
-    let pending: Rc<RefCell<Option<Vec<String>>>> = Rc::new(RefCell::new(Some(Vec::new())));
-    let engine: Rc<RefCell<Option<Engine<WorkerHost>>>> = Rc::new(RefCell::new(None));
-    {
+    let pending: Pending = Rc::new(RefCell::new(Some(Vec::new())));
+    let engine: Shared = Rc::new(RefCell::new(None));
+    let global = js_sys::global();
+    if Reflect::has(&global, &JsValue::from_str("onconnect")).unwrap_or(false) {
+        let early = Reflect::get(&global, &JsValue::from_str("verityConnected"))
+            .ok()
+            .filter(|early| early.is_instance_of::<js_sys::Array>())
+            .map(|early| early.unchecked_into::<js_sys::Array>());
+        for port in early.iter().flat_map(|early| early.iter()) {
+            if let Ok(port) = port.dyn_into::<MessagePort>() {
+                connect(port, &pending, &engine);
+            }
+        }
+        let (pending, engine) = (Rc::clone(&pending), Rc::clone(&engine));
+        let on_connect = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+            for port in event.ports().iter() {
+                if let Ok(port) = port.dyn_into::<MessagePort>() {
+                    connect(port, &pending, &engine);
+                }
+            }
+        });
+        let _ = Reflect::set(&global, &JsValue::from_str("onconnect"), on_connect.as_ref());
+        on_connect.forget();
+    } else {
+        let page = JsValue::from(scope());
+        PAGES.with(|pages| pages.borrow_mut().push(page.clone()));
         let (pending, engine) = (Rc::clone(&pending), Rc::clone(&engine));
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
-            let data = event.data();
-            let text = data.as_string().unwrap_or_else(|| {
-                js_sys::JSON::stringify(&data).map(String::from).unwrap_or_default()
-            });
-            if let Some(queue) = pending.borrow_mut().as_mut() {
-                queue.push(text);
+            // Ports passed on by the page (`web/boot.js`'s leader tab: one per other tab of
+            // the app, when the browser has no shared workers) connect pages; the message
+            // that carries them is nothing else.
+            let ports = event.ports();
+            if ports.length() > 0 {
+                for port in ports.iter() {
+                    if let Ok(port) = port.dyn_into::<MessagePort>() {
+                        connect(port, &pending, &engine);
+                    }
+                }
                 return;
             }
-            let engine = engine.borrow().clone();
-            if let Some(engine) = engine {
-                engine.handle_json(&text);
-            }
+            receive(&page, &event.data(), &pending, &engine);
         });
         scope().set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         on_message.forget();
@@ -130,8 +216,8 @@ pub fn start() {
             });
         }
         let queued = pending.borrow_mut().take().unwrap_or_default();
-        for text in queued {
-            new_engine.handle_json(&text);
+        for (page, text) in queued {
+            asking(&page, || new_engine.handle_json(&text));
         }
     });
 }
@@ -225,12 +311,31 @@ fn put_later(db: &Rc<Database>, store: &'static str, key: &str, value: Option<St
     });
 }
 
-/// Posts `message` as a plain, JSON-compatible JavaScript object (what
+/// `message` as a plain, JSON-compatible JavaScript object (what
 /// `serde_wasm_bindgen::Serializer::json_compatible()` makes and reads).
-fn post(message: &FromWorker) {
+fn to_js(message: &FromWorker) -> JsValue {
     let text = serde_json::to_string(message).expect("messages serialize");
-    let value = js_sys::JSON::parse(&text).unwrap_or_else(|_| JsValue::from_str(&text));
-    let _ = scope().post_message(&value);
+    js_sys::JSON::parse(&text).unwrap_or_else(|_| JsValue::from_str(&text))
+}
+
+/// Posts to one page (a `MessagePort` or the dedicated worker's scope: both have
+/// `postMessage`; a port whose tab has closed drops it).
+fn post_to(page: &JsValue, value: &JsValue) {
+    let _ = page.unchecked_ref::<MessagePort>().post_message(value);
+}
+
+/// Posts `message` to every page.
+fn post(message: &FromWorker) {
+    let value = to_js(message);
+    PAGES.with(|pages| pages.borrow().iter().for_each(|page| post_to(page, &value)));
+}
+
+/// Posts `message` to the page that asked, or to every page outside of a page's message.
+fn reply(message: &FromWorker) {
+    match ASKING.with(|asking| asking.borrow().clone()) {
+        Some(page) => post_to(&page, &to_js(message)),
+        None => post(message),
+    }
 }
 
 /// The engine's host in a browser worker.
@@ -246,6 +351,10 @@ impl Host for WorkerHost {
 
     fn post(&self, message: &FromWorker) {
         post(message);
+    }
+
+    fn reply(&self, message: &FromWorker) {
+        reply(message);
     }
 
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>) {

@@ -1120,3 +1120,57 @@ fn results_are_exported_as_markdown_by_the_worker() {
     assert!(text.contains("## See https\\://evil\\.example\\."), "{text}");
     assert!(text.contains("**Failed** (`cancelled`): stopped"), "{text}");
 }
+
+#[test]
+fn a_page_that_connects_mid_check_is_greeted_with_the_state_and_the_events_so_far() {
+    // Another tab connecting to the one engine of the origin: it is shown what every page was.
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let checks: Vec<_> = (1..=3)
+        .map(|i| check(&format!("c{i}"), "The Golden Gate Bridge opened to pedestrians in 1937."))
+        .collect();
+    engine.handle(ToWorker::Check {
+        checks,
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: None,
+    });
+    recorded.gate.close_after(2);
+    pool.run_until_stalled();
+    assert_eq!(engine.load(), (1, 2));
+    let before = take(&recorded);
+    let progress = |posted: &[FromWorker]| -> Vec<serde_json::Value> {
+        posted
+            .iter()
+            .filter_map(|m| match m {
+                FromWorker::Progress { id, event } if id == "c1" => Some(event.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let so_far = progress(&before);
+    assert!(!so_far.is_empty(), "the running check has posted events");
+
+    engine.welcome();
+    let greeting = take(&recorded);
+    let FromWorker::Ready { corpus, results, resumed, queued } = &greeting[0] else {
+        panic!("{greeting:?}")
+    };
+    assert_eq!(corpus.items, last_corpus(&before).items);
+    assert!(results.is_empty());
+    assert_eq!(resumed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["c1"]);
+    assert_eq!(queued.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["c2", "c3"]);
+    assert_eq!(progress(&greeting[1..]), so_far, "then the running check's events so far");
+    assert_eq!(greeting.len(), 1 + so_far.len());
+
+    recorded.gate.open();
+    pool.run_until_stalled();
+    assert_eq!(finished(&take(&recorded)).len(), 3);
+    engine.welcome();
+    let greeting = take(&recorded);
+    assert!(
+        matches!(&greeting[..], [FromWorker::Ready { results, resumed, queued, .. }]
+        if results.len() == 3 && resumed.is_empty() && queued.is_empty()),
+        "once they ended, only their results: {greeting:?}"
+    );
+}

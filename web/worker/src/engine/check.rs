@@ -94,8 +94,11 @@ impl<H: Host> Engine<H> {
         };
         let id = check.id.clone();
         let host = &self.inner.host;
+        let live = &self.inner.live;
         let options = DriveOptions::new().cancel(cancel.clone()).events(move |event| {
             let event = serde_json::to_value(&event).expect("events serialize");
+            // Kept until the check ends, so that a page connecting meanwhile sees its progress.
+            live.borrow_mut().entry(id.clone()).or_default().push(event.clone());
             host.post(&FromWorker::Progress { id: id.clone(), event });
         });
         let driven = match provider {

@@ -9,7 +9,7 @@ use crate::corpus::Rejected;
 
 impl<H: Host> Engine<H> {
     pub(super) fn reject(&self, rejected: Rejected) {
-        self.post(&FromWorker::FileRejected {
+        self.reply(&FromWorker::FileRejected {
             file: rejected.file,
             line: rejected.line,
             message: rejected.message,

@@ -17,6 +17,7 @@ mod schedule;
 mod state;
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -58,6 +59,9 @@ struct Inner<H: Host> {
     /// [`ToWorker::Credentials`] when any of them needs a key. No queued check starts while any
     /// check waits for them.
     awaiting_queue: RefCell<Vec<SessionMeta>>,
+    /// The events of each running check so far, by id: replayed to a page that connects while
+    /// it runs ([`Engine::welcome`]).
+    live: RefCell<HashMap<String, Vec<Value>>>,
 }
 
 impl<H: Host> Engine<H> {
@@ -69,6 +73,7 @@ impl<H: Host> Engine<H> {
             state: RefCell::new(state),
             awaiting: RefCell::default(),
             awaiting_queue: RefCell::default(),
+            live: RefCell::default(),
         };
         Self { inner: Rc::new(inner) }
     }
@@ -80,6 +85,49 @@ impl<H: Host> Engine<H> {
 
     fn post(&self, message: &FromWorker) {
         self.inner.host.post(message);
+    }
+
+    fn reply(&self, message: &FromWorker) {
+        self.inner.host.reply(message);
+    }
+
+    /// Greets a page that connected after [`start`](Self::start) (another tab of the app,
+    /// when one engine serves them all): `Ready` with the engine's state now (the corpus, the
+    /// results, the running checks as `resumed`, the queued ones as `queued`), then the events
+    /// of the running checks so far, each through [`Host::reply`]. Later news reaches it with
+    /// every other page's.
+    pub fn welcome(&self) {
+        let ready = {
+            let state = self.inner.state.borrow();
+            let awaiting = self.inner.awaiting.borrow();
+            let resumed = state
+                .running
+                .iter()
+                .filter_map(|running| running.check.clone())
+                .chain(awaiting.iter().map(|waiting| waiting.meta.check.clone()))
+                .collect();
+            let queued = state
+                .queue
+                .iter()
+                .map(|pending| pending.check.clone())
+                .chain(self.inner.awaiting_queue.borrow().iter().map(|meta| meta.check.clone()))
+                .collect();
+            FromWorker::Ready {
+                corpus: state.corpus.summary(),
+                results: state.results.clone(),
+                resumed,
+                queued,
+            }
+        };
+        self.reply(&ready);
+        let running: Vec<String> =
+            self.inner.state.borrow().running.iter().map(|running| running.id.clone()).collect();
+        for id in running {
+            let events = self.inner.live.borrow().get(&id).cloned().unwrap_or_default();
+            for event in events {
+                self.reply(&FromWorker::Progress { id: id.clone(), event });
+            }
+        }
     }
 
     /// Handles one message from the page.
@@ -122,7 +170,7 @@ impl<H: Host> Engine<H> {
                         self.corpus_changed();
                     }
                 }
-                self.post(&FromWorker::Demo {
+                self.reply(&FromWorker::Demo {
                     claims: DEMO_CLAIMS.iter().map(|claim| (*claim).to_owned()).collect(),
                 });
             }
@@ -137,7 +185,7 @@ impl<H: Host> Engine<H> {
             }
             ToWorker::ListItems { query, offset, limit } => {
                 let (total, items) = self.inner.state.borrow().corpus.list(&query, offset, limit);
-                self.post(&FromWorker::Items { query, offset, total, items });
+                self.reply(&FromWorker::Items { query, offset, total, items });
             }
             ToWorker::Check { checks, provider, concurrency, corpus } => {
                 let named = match corpus {
@@ -214,7 +262,7 @@ impl<H: Host> Engine<H> {
                 self.inner.host.save_results(&state.results);
             }
             ToWorker::ExportMarkdown { results } => {
-                self.post(&FromWorker::Markdown {
+                self.reply(&FromWorker::Markdown {
                     text: verity_messages::markdown::to_markdown(&results),
                 });
             }
@@ -226,7 +274,7 @@ impl<H: Host> Engine<H> {
                     self.inner.host.save_results(&state.results);
                 }
             }
-            _ => self.post(&FromWorker::Error { message: "unknown message".to_owned() }),
+            _ => self.reply(&FromWorker::Error { message: "unknown message".to_owned() }),
         }
     }
 
@@ -235,7 +283,7 @@ impl<H: Host> Engine<H> {
     pub fn handle_json(&self, text: &str) {
         match serde_json::from_str::<ToWorker>(text) {
             Ok(message) => self.handle(message),
-            Err(error) => self.post(&FromWorker::Error {
+            Err(error) => self.reply(&FromWorker::Error {
                 message: format!("the worker cannot read the page's message: {error}"),
             }),
         }

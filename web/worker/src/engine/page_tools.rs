@@ -35,11 +35,11 @@ impl<H: Host> Engine<H> {
             }
         };
         let cancel = Cancel::new();
-        self.inner
-            .state
-            .borrow_mut()
-            .running
-            .push(Running { id: id.clone(), cancel: cancel.clone() });
+        self.inner.state.borrow_mut().running.push(Running {
+            id: id.clone(),
+            cancel: cancel.clone(),
+            check: None,
+        });
         let engine = self.clone();
         self.inner.host.spawn(Box::pin(async move {
             let outcome = engine.drive_step(&id, job, &provider, cancel).await;

@@ -16,6 +16,7 @@ impl<H: Host> Engine<H> {
             state.unfinished.retain(|meta| meta.check.id != id);
             state.unfinished.len() != before
         };
+        self.inner.live.borrow_mut().remove(&id);
         self.post(&FromWorker::Finished { result: result.clone() });
         // The result is saved before the check leaves the saved unfinished ones, so a reload
         // between the two writes finds it finished.

@@ -125,11 +125,11 @@ impl<H: Host> Engine<H> {
         session: Session<Job>,
         corpus: Arc<IndexedCorpus>,
     ) {
-        self.inner
-            .state
-            .borrow_mut()
-            .running
-            .push(Running { id: meta.check.id.clone(), cancel: cancel.clone() });
+        self.inner.state.borrow_mut().running.push(Running {
+            id: meta.check.id.clone(),
+            cancel: cancel.clone(),
+            check: Some(meta.check.clone()),
+        });
         let engine = self.clone();
         self.inner.host.spawn(Box::pin(async move {
             let result = engine.run(&meta.check, &provider, &corpus, cancel, store, Some(session));

@@ -25,9 +25,11 @@ impl<H: Host> Engine<H> {
                 }
                 let Some(pending) = state.queue.pop_front() else { return };
                 let cancel = Cancel::new();
-                state
-                    .running
-                    .push(Running { id: pending.check.id.clone(), cancel: cancel.clone() });
+                state.running.push(Running {
+                    id: pending.check.id.clone(),
+                    cancel: cancel.clone(),
+                    check: Some(pending.check.clone()),
+                });
                 let corpus =
                     pending.corpus.clone().unwrap_or_else(|| state.corpus.current().clone());
                 (pending, corpus, cancel)

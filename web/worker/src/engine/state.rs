@@ -22,6 +22,8 @@ pub(super) struct Pending {
 pub(super) struct Running {
     pub(super) id: String,
     pub(super) cancel: Cancel,
+    /// The check (`None` for a step): what a page that connects later is shown as running.
+    pub(super) check: Option<CheckRequest>,
 }
 
 #[derive(Debug, Default)]
