@@ -134,6 +134,8 @@ struct Recorded {
     replies: RefCell<std::collections::VecDeque<String>>,
     requests: RefCell<Vec<String>>,
     sent: RefCell<Vec<HttpRequest>>,
+    /// The ids of the sessions deleted ([`Host::end_session`]).
+    ended: RefCell<Vec<String>>,
 }
 
 #[derive(Clone)]
@@ -177,6 +179,7 @@ impl Host for TestHost {
         store
     }
     fn end_session(&self, id: &str) {
+        self.recorded.ended.borrow_mut().push(id.to_owned());
         self.recorded.sessions.borrow_mut().remove(id);
     }
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>) {
@@ -1173,4 +1176,49 @@ fn a_page_that_connects_mid_check_is_greeted_with_the_state_and_the_events_so_fa
         if results.len() == 3 && resumed.is_empty() && queued.is_empty()),
         "once they ended, only their results: {greeting:?}"
     );
+}
+
+#[test]
+fn a_check_taken_over_by_another_engine_saves_nothing_and_keeps_its_session() {
+    // Two engines over one storage (tabs that do not share one): the second resumes the
+    // check and takes its lease; the first, fenced, must not delete the new owner's session
+    // nor save a result over the new owner's.
+    let claim = "The main span of the Golden Gate Bridge is 3,000 feet long.";
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("c1", claim)],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: None,
+    });
+    recorded.gate.close_after(1);
+    pool.run_until_stalled();
+    let (meta, store) = recorded.sessions.borrow().get("c1").cloned().unwrap();
+    drop((engine, pool));
+
+    // The first engine resumes it (taking the lease), and is paused mid-check.
+    let (first, mut first_pool, first_recorded) = new_engine();
+    let gate = Rc::new(Gate::default());
+    let shared = Shared(Rc::clone(&store.0), Rc::clone(&gate));
+    gate.close_after(0);
+    first_pool.run_until(first.start(Restored {
+        items: recorded.corpus.borrow().clone(),
+        results: Vec::new(),
+        sessions: vec![StoredSession { meta: meta.clone(), store: shared }],
+        unfinished: Unfinished::default(),
+    }));
+    first_pool.run_until_stalled();
+    assert_eq!(first.load(), (1, 0));
+    // Another engine takes the session over.
+    pollster::block_on(store.0.take_lease("worker")).unwrap();
+    gate.open();
+    first_pool.run_until_stalled();
+    let done = finished(&take(&first_recorded));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert!(failure["message"].as_str().unwrap().contains("taken over"), "{failure}");
+    assert_eq!(first.load(), (0, 0));
+    assert!(first_recorded.ended.borrow().is_empty(), "the new owner's session is kept");
+    assert!(first_recorded.results.borrow().is_empty(), "no result saved over the owner's");
+    assert!(!store.0.log().entries().is_empty(), "the session's log is intact");
 }

@@ -32,6 +32,14 @@ pub(super) fn cancelled(message: impl Into<String>, spent: Spent) -> Value {
     to_value(&JobFailed::cancelled(message, spent))
 }
 
+/// How a check ended: its result, and whether another engine took its session over (its lease:
+/// another tab's engine, where tabs do not share one), which then owns the session and its
+/// result, so this one must neither save the result nor delete the session.
+pub(super) struct Ended {
+    pub(super) result: CheckResult,
+    pub(super) taken_over: bool,
+}
+
 impl<H: Host> Engine<H> {
     /// Runs one check to its result (a new session, or a resumed one).
     pub(super) async fn run(
@@ -42,8 +50,9 @@ impl<H: Host> Engine<H> {
         cancel: Cancel,
         store: H::Store,
         resumed: Option<Session<Job>>,
-    ) -> CheckResult {
-        let outcome = self.drive(check, provider, corpus, cancel, &store, resumed).await;
+    ) -> Ended {
+        let (outcome, taken_over) =
+            self.drive(check, provider, corpus, cancel, &store, resumed).await;
         let cited = match &outcome {
             Outcome::Report { report } => {
                 let citations = Report::from_job_value(report)
@@ -53,7 +62,9 @@ impl<H: Host> Engine<H> {
             }
             Outcome::Failed { .. } => Vec::new(),
         };
-        CheckResult { id: check.id.clone(), claim: check.claim.clone(), outcome, cited }
+        let result =
+            CheckResult { id: check.id.clone(), claim: check.claim.clone(), outcome, cited };
+        Ended { result, taken_over }
     }
 
     pub(super) async fn drive(
@@ -64,8 +75,8 @@ impl<H: Host> Engine<H> {
         cancel: Cancel,
         store: &H::Store,
         resumed: Option<Session<Job>>,
-    ) -> Outcome {
-        let failed = |failure: Value| Outcome::Failed { failure };
+    ) -> (Outcome, bool) {
+        let failed = |failure: Value| (Outcome::Failed { failure }, false);
         let mut session = match resumed {
             Some(session) => session,
             None => {
@@ -114,16 +125,18 @@ impl<H: Host> Engine<H> {
         };
         if let Err(error) = driven {
             let spent = session.machine().spent();
-            let message = match error {
+            return match error {
                 SessionError::StaleLease { .. } => {
-                    "the check was taken over by another tab of this page".to_owned()
+                    let message = "the check was taken over by another tab of this page";
+                    (Outcome::Failed { failure: cancelled(message, spent) }, true)
                 }
-                other => format!("the check's durable session failed: {other}"),
+                other => {
+                    failed(cancelled(format!("the check's durable session failed: {other}"), spent))
+                }
             };
-            return failed(cancelled(message, spent));
         }
         match session.finish() {
-            Ok(report) => Outcome::Report { report },
+            Ok(report) => (Outcome::Report { report }, false),
             Err(failed_job) => failed(to_value(&failed_job)),
         }
     }

@@ -2,9 +2,29 @@
 
 use verity_messages::{CheckResult, FromWorker};
 
+use super::check::Ended;
 use super::{Engine, Host};
 
 impl<H: Host> Engine<H> {
+    /// A check's run ended: [`finished`](Self::finished), unless another engine took its
+    /// session over. Then that engine owns the session and will save the result: this one only
+    /// tells its pages (the card ends saying so) and forgets the check, writing nothing.
+    pub(super) fn ended(&self, ended: Ended) {
+        let Ended { result, taken_over } = ended;
+        if !taken_over {
+            self.finished(result);
+            return;
+        }
+        {
+            let mut state = self.inner.state.borrow_mut();
+            state.running.retain(|running| running.id != result.id);
+            state.unfinished.retain(|meta| meta.check.id != result.id);
+        }
+        self.inner.live.borrow_mut().remove(&result.id);
+        self.post(&FromWorker::Finished { result });
+        self.pump();
+    }
+
     /// Records a finished check: posts it, saves the results, deletes its session, starts the
     /// next queued check.
     pub(super) fn finished(&self, result: CheckResult) {

@@ -133,8 +133,7 @@ impl<H: Host> Engine<H> {
         let engine = self.clone();
         self.inner.host.spawn(Box::pin(async move {
             let result = engine.run(&meta.check, &provider, &corpus, cancel, store, Some(session));
-            let result = result.await;
-            engine.finished(result);
+            engine.ended(result.await);
         }));
     }
 

@@ -40,8 +40,7 @@ impl<H: Host> Engine<H> {
             self.inner.host.spawn(Box::pin(async move {
                 let result =
                     engine.run(&pending.check, &pending.provider, &corpus, cancel, store, None);
-                let result = result.await;
-                engine.finished(result);
+                engine.ended(result.await);
             }));
         }
     }
