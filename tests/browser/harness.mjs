@@ -1,7 +1,7 @@
 // Shared by the browser tests: serves the built app (DIST) on a free loopback port, launches
 // Debian's Chromium through playwright-core (never a downloaded browser), collects page errors,
 // and saves screenshots under SCREENSHOTS. Each test gets a fresh browser profile.
-import { createServer } from 'node:http';
+import { createServer, request as forward } from 'node:http';
 import { mkdtempSync, readFileSync, existsSync, mkdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, extname, normalize, resolve } from 'node:path';
@@ -222,5 +222,36 @@ export function recordingServer(answer) {
       const { port } = server.address();
       ready({ url: `http://127.0.0.1:${port}`, port, requests, close: () => new Promise((done) => server.close(done)) });
     });
+  });
+}
+
+/** A proxy in front of `target` (an origin) that records every model request when it arrives:
+ * the engine's requests leave from a shared worker, which the browser's request events do not
+ * show, and aimock's journal holds only the answered ones (a request cut off by a closed tab
+ * would be missed);
+ * resolves to { url, bodies (each POST's body, in arrival order), close }. */
+export function countingProxy(target) {
+  const bodies = [];
+  const server = createServer((incoming, outgoing) => {
+    const chunks = [];
+    incoming.on('data', (chunk) => chunks.push(chunk));
+    incoming.on('end', () => {
+      const body = Buffer.concat(chunks);
+      if (incoming.method === 'POST') bodies.push(body.toString());
+      const upstream = forward(`${target}${incoming.url}`, { method: incoming.method, headers: incoming.headers }, (answer) => {
+        outgoing.writeHead(answer.statusCode, answer.headers);
+        answer.pipe(outgoing);
+      });
+      upstream.on('error', () => outgoing.destroy());
+      outgoing.on('close', () => upstream.destroy());
+      upstream.end(body);
+    });
+  });
+  return new Promise((done) => {
+    server.listen(0, '127.0.0.1', () => done({
+      url: `http://127.0.0.1:${server.address().port}`,
+      bodies,
+      close: () => { server.closeAllConnections(); return new Promise((closed) => server.close(closed)); },
+    }));
   });
 }

@@ -3,7 +3,7 @@
 // claim through streaming, with constrained output, to a verdict, in real Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { serve, browser, screenshot } from './harness.mjs';
+import { serve, browser, screenshot, countingProxy } from './harness.mjs';
 
 const LLAMA = process.env.VERITY_LLAMA_URL;
 const skip = LLAMA ? false : 'VERITY_LLAMA_URL is not set (cargo xtask test starts the server)';
@@ -21,11 +21,12 @@ const TOWERS = [
 ].map((item) => JSON.stringify(item)).join('\n');
 
 test('the llama.cpp preset checks a claim against a real llama.cpp server', { skip }, async () => {
-  const { context, page, errors, close } = await browser();
-  const sent = [];
-  context.on('request', (request) => {
-    if (request.url().endsWith('/chat/completions')) sent.push(request.postData() ?? '');
-  });
+  const { page, errors, close } = await browser();
+  // The engine runs in a shared worker, whose requests the page's request events do not show:
+  // a recording proxy in front of the server sees them.
+  const server = new URL(LLAMA);
+  const proxy = await countingProxy(server.origin);
+  const sent = proxy.bodies;
   try {
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
@@ -33,7 +34,7 @@ test('the llama.cpp preset checks a claim against a real llama.cpp server', { sk
     await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
     await page.selectOption(id('provider-kind'), 'openai');
     await page.selectOption(id('provider-preset'), 'llamacpp');
-    await page.fill(id('provider-base-url'), LLAMA);
+    await page.fill(id('provider-base-url'), `${proxy.url}${server.pathname}`);
     await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
     await page.click(id('run'));
     const card = page.locator(id('check-1'));
@@ -58,5 +59,6 @@ test('the llama.cpp preset checks a claim against a real llama.cpp server', { sk
     assert.deepEqual(errors, []);
   } finally {
     await close();
+    await proxy.close();
   }
 });

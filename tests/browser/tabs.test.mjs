@@ -3,9 +3,8 @@
 // overwrites the other's corpus or results.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, request as forward } from 'node:http';
 import { join } from 'node:path';
-import { serve, browser, screenshot, aimock, ROOT } from './harness.mjs';
+import { serve, browser, screenshot, aimock, countingProxy, ROOT } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -26,35 +25,6 @@ const EIFFEL = [
   { id: 'louvre', text: "The Louvre is the world's most-visited art museum." },
   { id: 'tokyo', text: 'Tokyo Tower is a communications and observation tower in Minato.' },
 ].map((item) => JSON.stringify(item)).join('\n');
-
-/** A proxy in front of `target` that counts every model request when it arrives (aimock's
- * journal holds only the answered ones, so a request cut off by a closed tab would be missed):
- * resolves to { url, bodies (each POST's body, in arrival order), close }. */
-function countingProxy(target) {
-  const bodies = [];
-  const server = createServer((incoming, outgoing) => {
-    const chunks = [];
-    incoming.on('data', (chunk) => chunks.push(chunk));
-    incoming.on('end', () => {
-      const body = Buffer.concat(chunks);
-      if (incoming.method === 'POST') bodies.push(body.toString());
-      const upstream = forward(`${target}${incoming.url}`, { method: incoming.method, headers: incoming.headers }, (answer) => {
-        outgoing.writeHead(answer.statusCode, answer.headers);
-        answer.pipe(outgoing);
-      });
-      upstream.on('error', () => outgoing.destroy());
-      outgoing.on('close', () => upstream.destroy());
-      upstream.end(body);
-    });
-  });
-  return new Promise((done) => {
-    server.listen(0, '127.0.0.1', () => done({
-      url: `http://127.0.0.1:${server.address().port}`,
-      bodies,
-      close: () => { server.closeAllConnections(); return new Promise((closed) => server.close(closed)); },
-    }));
-  });
-}
 
 const CLAIM = 'The Eiffel Tower is in Paris.';
 
