@@ -605,13 +605,15 @@ impl Batch {
             {
                 let n = state.started;
                 let (claims, offset) = if n < inline_parts {
-                    let (start, end) = (n * part_size, ((n + 1) * part_size).min(inline));
+                    let start = n.saturating_mul(part_size);
+                    let end = (n + 1).saturating_mul(part_size).min(inline);
                     (PartClaims::Rows(input.claims[start as usize..end as usize].to_vec()), start)
                 } else {
                     let m = n - inline_parts;
-                    let (start, end) = (m * part_size, ((m + 1) * part_size).min(from_file));
+                    let start = m.saturating_mul(part_size);
+                    let end = (m + 1).saturating_mul(part_size).min(from_file);
                     let file = input.claims_file.clone().expect("file parts come from a file");
-                    (PartClaims::File { file, start, end }, inline + start)
+                    (PartClaims::File { file, start, end }, inline.saturating_add(start))
                 };
                 let part = PartInput {
                     corpus: input.corpus.clone(),
@@ -748,7 +750,7 @@ impl BatchPart {
                         None => {
                             return Err(terminal(format!(
                                 "claim {} has no corpus of its own and the batch names none",
-                                input.offset + next as u64 + 1
+                                input.offset.saturating_add(next as u64 + 1)
                             )));
                         }
                     },
@@ -758,7 +760,8 @@ impl BatchPart {
                     corpus: Some(corpus),
                     rate: input.rate.clone(),
                 };
-                let index = input.offset as usize + next;
+                let index =
+                    usize::try_from(input.offset).unwrap_or(usize::MAX).saturating_add(next);
                 let future = ctx
                     .workflow_client::<ClaimCheckClient>(check_key(&input.batch, index))
                     .run(Json(check))
@@ -792,7 +795,7 @@ impl BatchPart {
             ctx.set(PROGRESS, Json(progress));
             // Kept in the order they finished, for `finished` (results as they arrive).
             let finished = ClaimResult {
-                index: input.offset as usize + local,
+                index: usize::try_from(input.offset).unwrap_or(usize::MAX).saturating_add(local),
                 id: rows[local].id.clone(),
                 result,
             };
