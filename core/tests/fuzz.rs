@@ -291,26 +291,33 @@ fn configs() -> Vec<String> {
     ]
 }
 
-/// Drives `job` for a bounded number of outputs with the offline model and ok tool results.
+/// The input that answers `job`'s next output: the offline model's response, or an ok result
+/// with `details` for every tool call; `None` once it is done.
+fn next_input(job: &mut Job, details: &Value) -> Option<Input> {
+    Some(match job.poll_output() {
+        Output::CallModel(call) => {
+            Input::ModelResponse { call: call.id, response: respond(call.request) }
+        }
+        Output::RunTools(batch) => Input::Seal {
+            batch: batch.id,
+            results: batch
+                .calls
+                .iter()
+                .map(|c| Settled {
+                    call_id: c.id.clone(),
+                    output: ToolOutput::ok("ok", details.clone()),
+                })
+                .collect(),
+        },
+        _ => return None,
+    })
+}
+
+/// Drives `job` for a bounded number of outputs with the offline model and ok tool results
+/// naming a hit, stopping at the first input it refuses.
 fn drive_a_little(job: &mut Job) {
     for _ in 0..12 {
-        let input = match job.poll_output() {
-            Output::CallModel(call) => {
-                Input::ModelResponse { call: call.id, response: respond(call.request) }
-            }
-            Output::RunTools(batch) => Input::Seal {
-                batch: batch.id,
-                results: batch
-                    .calls
-                    .iter()
-                    .map(|c| Settled {
-                        call_id: c.id.clone(),
-                        output: ToolOutput::ok("ok", json!({"hits": ["e1"]})),
-                    })
-                    .collect(),
-            },
-            _ => return,
-        };
+        let Some(input) = next_input(job, &json!({"hits": ["e1"]})) else { return };
         if job.handle_input(input).is_err() {
             return;
         }
@@ -344,22 +351,11 @@ fn job_configs_and_saved_jobs_never_panic() {
     });
 }
 
+/// One step of a well-formed run (the valid samples the mutations start from).
 fn drive_a_little_once(job: &mut Job) {
-    let input = match job.poll_output() {
-        Output::CallModel(call) => {
-            Input::ModelResponse { call: call.id, response: respond(call.request) }
-        }
-        Output::RunTools(batch) => Input::Seal {
-            batch: batch.id,
-            results: batch
-                .calls
-                .iter()
-                .map(|c| Settled { call_id: c.id.clone(), output: ToolOutput::ok("ok", json!({})) })
-                .collect(),
-        },
-        _ => return,
-    };
-    job.handle_input(input).unwrap();
+    if let Some(input) = next_input(job, &json!({})) {
+        job.handle_input(input).unwrap();
+    }
 }
 
 #[test]

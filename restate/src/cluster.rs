@@ -173,14 +173,7 @@ impl Server {
         env: &[(String, String)],
     ) -> Result<Self, String> {
         let args = ["--no-logo", "--node-name", "verity", "--default-num-partitions", "4"];
-        let mut all = vec![
-            ("RESTATE_LISTEN_MODE".to_owned(), "tcp".to_owned()),
-            ("RESTATE_BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.node)),
-            ("RESTATE_ADVERTISED_ADDRESS".to_owned(), format!("http://127.0.0.1:{}/", ports.node)),
-            ("RESTATE_ADMIN__BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.admin)),
-            ("RESTATE_INGRESS__BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.ingress)),
-            ("RESTATE_DISABLE_TELEMETRY".to_owned(), "true".to_owned()),
-        ];
+        let mut all = loopback_env(ports);
         all.extend_from_slice(env);
         let mut server = Self {
             child: None,
@@ -271,10 +264,7 @@ impl Server {
 
     /// `kill -9`: the server dies at once, nothing flushed, mid-whatever.
     pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().ok();
-            child.wait().ok();
-        }
+        kill_now(&mut self.child);
     }
 }
 
@@ -397,22 +387,18 @@ impl Cluster {
 impl Server {
     /// A server not started yet: node `name` of a cluster, configured by `env`.
     fn unstarted(base_dir: &Path, ports: Ports, name: &str, env: Vec<(String, String)>) -> Self {
-        let mut all = vec![
-            ("RESTATE_LISTEN_MODE".to_owned(), "tcp".to_owned()),
-            ("RESTATE_BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.node)),
-            ("RESTATE_ADVERTISED_ADDRESS".to_owned(), format!("http://127.0.0.1:{}/", ports.node)),
-            ("RESTATE_ADMIN__BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.admin)),
+        // A node of a cluster also says where its peers reach its admin API and ingress.
+        let mut all = loopback_env(ports);
+        all.extend([
             (
                 "RESTATE_ADMIN__ADVERTISED_ADDRESS".to_owned(),
                 format!("http://127.0.0.1:{}/", ports.admin),
             ),
-            ("RESTATE_INGRESS__BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.ingress)),
             (
                 "RESTATE_INGRESS__ADVERTISED_ADDRESS".to_owned(),
                 format!("http://127.0.0.1:{}/", ports.ingress),
             ),
-            ("RESTATE_DISABLE_TELEMETRY".to_owned(), "true".to_owned()),
-        ];
+        ]);
         all.extend(env);
         Self {
             child: None,
@@ -426,6 +412,26 @@ impl Server {
             ],
             env: all,
         }
+    }
+}
+
+/// The environment of a server listening on loopback only, on `ports`, with no telemetry.
+fn loopback_env(ports: Ports) -> Vec<(String, String)> {
+    vec![
+        ("RESTATE_LISTEN_MODE".to_owned(), "tcp".to_owned()),
+        ("RESTATE_BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.node)),
+        ("RESTATE_ADVERTISED_ADDRESS".to_owned(), format!("http://127.0.0.1:{}/", ports.node)),
+        ("RESTATE_ADMIN__BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.admin)),
+        ("RESTATE_INGRESS__BIND_ADDRESS".to_owned(), format!("127.0.0.1:{}", ports.ingress)),
+        ("RESTATE_DISABLE_TELEMETRY".to_owned(), "true".to_owned()),
+    ]
+}
+
+/// `kill -9` of `child`, if there is one, waited for.
+fn kill_now(child: &mut Option<Child>) {
+    if let Some(mut child) = child.take() {
+        child.kill().ok();
+        child.wait().ok();
     }
 }
 
@@ -536,10 +542,7 @@ impl Process {
 
     /// `kill -9`: the process dies at once, mid-whatever.
     pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().ok();
-            child.wait().ok();
-        }
+        kill_now(&mut self.child);
     }
 
     /// Sets an environment variable for the next [`restart`](Self::restart).

@@ -277,16 +277,23 @@ pub fn parse(location: &str, bytes: Vec<u8>) -> Result<Corpus, String> {
 /// (the refusal names no hash of what was read: it would let the next job pass), or
 /// unparsable.
 pub fn read_file(file: &CorpusFile, policy: &CorpusPolicy) -> Result<Corpus, String> {
+    parse(&file.path, read_checked(file, policy, "corpus")?)
+}
+
+/// The bytes of `file` (a corpus or a claim file, `what` in messages): admitted by `policy`,
+/// read (or fetched) within its cap, and refused unless they have the SHA-256 the batch names
+/// (the refusal names no hash of what was read: it would let the next job pass).
+fn read_checked(file: &CorpusFile, policy: &CorpusPolicy, what: &str) -> Result<Vec<u8>, String> {
     let location = policy.admit(&file.path)?;
     let bytes = load_bytes(&location, policy.max_bytes())?;
     if !sha256_hex(&bytes).eq_ignore_ascii_case(file.sha256.trim()) {
         return Err(format!(
-            "corpus {} refused: its bytes do not have the SHA-256 the batch names ({}; the \
+            "{what} {} refused: its bytes do not have the SHA-256 the batch names ({}; the \
              file changed, or the batch names another file)",
             file.path, file.sha256
         ));
     }
-    parse(&file.path, bytes)
+    Ok(bytes)
 }
 
 /// One corpus file's slot: empty until its first load succeeds, then the indexed corpus.
@@ -436,21 +443,10 @@ fn read_claims_file(
     file: &CorpusFile,
     policy: &CorpusPolicy,
 ) -> Result<Arc<Vec<ClaimRow>>, String> {
-    let location = policy.admit(&file.path)?;
-    let bytes = load_bytes(&location, policy.max_bytes())?;
-    if !sha256_hex(&bytes).eq_ignore_ascii_case(file.sha256.trim()) {
-        return Err(format!(
-            "claims {} refused: its bytes do not have the SHA-256 the batch names ({})",
-            file.path, file.sha256
-        ));
-    }
+    let bytes = read_checked(file, policy, "claims")?;
     let text = String::from_utf8(bytes).map_err(|e| format!("claims {}: {e}", file.path))?;
     let rows = crate::batch::parse_claims(&file.path, &text)?;
-    Ok(Arc::new(
-        rows.into_iter()
-            .map(|row| ClaimRow { id: row.id, claim: row.claim, corpus: row.corpus })
-            .collect(),
-    ))
+    Ok(Arc::new(crate::batch::inline_rows(&rows)))
 }
 
 /// Reads (or fetches), checks, parses and indexes `file`, BM25 included, so that no check pays

@@ -158,6 +158,37 @@ fn in_process(provider: &Path, input: &BatchInput) -> Vec<Result<Value, verity_c
     })
 }
 
+/// `claims` rows about the Eiffel Tower, each its own (id `{prefix}{i}`, the claim ending
+/// "({word} i).", which the fixtures match), against the batch's corpus.
+fn tower_rows(claims: usize, prefix: &str, word: &str) -> Vec<ClaimRow> {
+    (0..claims)
+        .map(|i| ClaimRow {
+            id: Some(format!("{prefix}{i}")),
+            claim: format!("The Eiffel Tower stands in Paris, France ({word} {i})."),
+            corpus: None,
+        })
+        .collect()
+}
+
+/// Asserts that a batch's results equal an in-process run of the same claims, against a
+/// fresh mock of `fixtures` (the batch's mock dropped first: its journal is the batch's).
+/// The value is the whole report: verdict, citations, summary, requests, tokens, cost.
+fn assert_same_as_in_process(
+    result: &BatchResult,
+    fixtures: &Path,
+    dir: &Path,
+    input: &BatchInput,
+) {
+    let fresh = Aimock::start(fixtures).unwrap();
+    let expected = in_process(&provider_file(dir, &fresh), input);
+    assert_eq!(result.results.len(), expected.len());
+    for (n, (claim, expected)) in result.results.iter().zip(&expected).enumerate() {
+        let expected = CheckResult::of(expected.clone(), claim.result.spent);
+        assert_eq!(claim.result.value, expected.value, "claim {n}");
+        assert_eq!(claim.result.failure, expected.failure, "claim {n}");
+    }
+}
+
 /// Fixtures for `claims` claims whose requests all differ: claim `i` (its text ends "(check
 /// i).") is assessed with a rationale naming it, so its summary request (which carries the
 /// assessment) names it too; every seventh claim is contradicted.
@@ -211,13 +242,7 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
     let corpus = corpus_file(&dir);
     let input = BatchInput {
         corpus: Some(corpus),
-        claims: (0..CLAIMS)
-            .map(|i| ClaimRow {
-                id: Some(format!("c{i}")),
-                claim: format!("The Eiffel Tower stands in Paris, France (check {i})."),
-                corpus: None,
-            })
-            .collect(),
+        claims: tower_rows(CLAIMS, "c", "check"),
         job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
         limits: Limits { concurrency: 4, ..Limits::default() },
         claims_file: None,
@@ -348,18 +373,8 @@ fn a_batch_survives_a_killed_worker_and_a_restarted_server() {
         gaps[gaps.len() / 2],
         gaps[gaps.len() - 1]
     );
-    // The results equal an in-process run of the same claims (against a fresh mock).
     drop(mock);
-    let fresh = Aimock::start(&fixtures).unwrap();
-    let provider = provider_file(&dir, &fresh);
-    let expected = in_process(&provider, &input);
-    assert_eq!(result.results.len(), expected.len());
-    for (n, (claim, expected)) in result.results.iter().zip(&expected).enumerate() {
-        // The value is the whole report: verdict, citations, summary, requests, tokens, cost.
-        let expected = CheckResult::of(expected.clone(), claim.result.spent);
-        assert_eq!(claim.result.value, expected.value, "claim {n}");
-        assert_eq!(claim.result.failure, expected.failure, "claim {n}");
-    }
+    assert_same_as_in_process(&result, &fixtures, &dir, &input);
     drop(workers);
 }
 
@@ -422,13 +437,7 @@ fn a_batch_on_a_three_node_cluster_survives_a_killed_node_and_a_killed_worker() 
     let provider = provider_file(&dir, &mock);
     let input = BatchInput {
         corpus: Some(corpus_file(&dir)),
-        claims: (0..CLAIMS)
-            .map(|i| ClaimRow {
-                id: Some(format!("c{i}")),
-                claim: format!("The Eiffel Tower stands in Paris, France (check {i})."),
-                corpus: None,
-            })
-            .collect(),
+        claims: tower_rows(CLAIMS, "c", "check"),
         claims_file: None,
         job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
         limits: Limits { concurrency: 8, ..Limits::default() },
@@ -503,15 +512,8 @@ fn a_batch_on_a_three_node_cluster_survives_a_killed_node_and_a_killed_worker() 
         repeats[1..].iter().sum::<usize>(),
         moves.len()
     );
-    // The results equal an in-process run of the same claims (against a fresh mock).
     drop(mock);
-    let fresh = Aimock::start(&fixtures).unwrap();
-    let expected = in_process(&provider_file(&dir, &fresh), &input);
-    for (n, (claim, expected)) in result.results.iter().zip(&expected).enumerate() {
-        let expected = CheckResult::of(expected.clone(), claim.result.spent);
-        assert_eq!(claim.result.value, expected.value, "claim {n}");
-        assert_eq!(claim.result.failure, expected.failure, "claim {n}");
-    }
+    assert_same_as_in_process(&result, &fixtures, &dir, &input);
     drop(workers);
 }
 
@@ -1053,13 +1055,7 @@ fn every_model_request_of_a_batch_waits_for_the_shared_rate_limiter() {
     const WINDOW_MS: u64 = 2_000;
     let input = BatchInput {
         corpus: Some(corpus_file(&dir)),
-        claims: (0..CLAIMS)
-            .map(|i| ClaimRow {
-                id: Some(format!("r{i}")),
-                claim: format!("The Eiffel Tower stands in Paris, France (rate {i})."),
-                corpus: None,
-            })
-            .collect(),
+        claims: tower_rows(CLAIMS, "r", "rate"),
         job: Map::from_iter([("retriever".to_owned(), json!({"bm25": {"k": 4}}))]),
         limits: Limits {
             concurrency: 8,
@@ -1351,13 +1347,7 @@ fn a_retry_after_seen_by_one_check_holds_the_whole_batch_back() {
     let provider = provider_file(&dir, &mock);
     let input = BatchInput {
         corpus: Some(corpus_file(&dir)),
-        claims: (0..2)
-            .map(|i| ClaimRow {
-                id: Some(format!("h{i}")),
-                claim: format!("The Eiffel Tower stands in Paris, France (hold {i})."),
-                corpus: None,
-            })
-            .collect(),
+        claims: tower_rows(2, "h", "hold"),
         job: Map::from_iter([
             ("retriever".to_owned(), json!({"bm25": {"k": 4}})),
             ("retry".to_owned(), json!({"maxRetries": 1})),
