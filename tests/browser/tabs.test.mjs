@@ -28,6 +28,16 @@ const EIFFEL = [
 
 const CLAIM = 'The Eiffel Tower is in Paris.';
 
+/** Uploads the towers corpus in `page` and points its provider at the mock behind `proxy`. */
+async function towersAgainst(page, proxy) {
+  await upload(page, 'towers.jsonl', EIFFEL);
+  await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+  await page.selectOption(id('provider-kind'), 'openai');
+  await page.selectOption(id('provider-preset'), 'custom');
+  await page.fill(id('provider-base-url'), `${proxy.url}/v1`);
+  await page.fill(id('provider-model'), 'gpt-4o-mini');
+}
+
 /** A browser profile; without `shared`, one whose pages have no SharedWorker (as on Chrome for
  * Android): the engine is then the Web Lock leader's, reached over a BroadcastChannel. */
 async function profile({ shared }) {
@@ -49,12 +59,7 @@ test('without shared workers, when the leader tab closes mid-check another tab t
   try {
     await first.goto(site.url);
     await ready(first);
-    await upload(first, 'towers.jsonl', EIFFEL);
-    await first.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
-    await first.selectOption(id('provider-kind'), 'openai');
-    await first.selectOption(id('provider-preset'), 'custom');
-    await first.fill(id('provider-base-url'), `${proxy.url}/v1`);
-    await first.fill(id('provider-model'), 'gpt-4o-mini');
+    await towersAgainst(first, proxy);
     const second = await context.newPage();
     await second.goto(site.url);
     await ready(second);
@@ -94,12 +99,7 @@ async function twoTabsOneCheck({ shared }) {
     await first.goto(site.url);
     await ready(first);
     assert.equal(await first.evaluate(() => typeof SharedWorker === 'function'), shared);
-    await upload(first, 'towers.jsonl', EIFFEL);
-    await first.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
-    await first.selectOption(id('provider-kind'), 'openai');
-    await first.selectOption(id('provider-preset'), 'custom');
-    await first.fill(id('provider-base-url'), `${proxy.url}/v1`);
-    await first.fill(id('provider-model'), 'gpt-4o-mini');
+    await towersAgainst(first, proxy);
     await first.fill(id('claims-input'), CLAIM);
     await first.click(id('run'));
     await waitFor(() => proxy.bodies.length === 1, 'the assessment was asked for');
