@@ -46,6 +46,11 @@ pub trait Host: 'static {
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>);
     /// Saves the finished results (replacing what was saved).
     fn save_results(&self, results: &[CheckResult]);
+    /// Records a finished check in one write: saves the finished results (replacing what was
+    /// saved) and deletes the session `ended_session`, together, so that a reload finds both
+    /// done or neither (never a deleted session without its result, nor a saved result whose
+    /// session runs again).
+    fn record_result(&self, results: &[CheckResult], ended_session: &str);
     /// Saves the checks asked for and not finished yet (replacing what was saved), so a
     /// reload re-queues the ones that had not started.
     fn save_unfinished(&self, unfinished: &Unfinished);

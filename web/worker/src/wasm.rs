@@ -287,16 +287,34 @@ async fn restore(db: &Rc<Database>) -> Result<Restored<IdbStore>, String> {
     Ok(Restored { items, results, sessions, unfinished })
 }
 
-/// Puts `value` under `key` in `store`; the transaction is created now (so writes land in the
-/// order they were asked for) and committed in the background.
+/// One change to an object store: `value` put under `key`, or with `None` the key deleted.
+struct Write {
+    store: &'static str,
+    key: String,
+    value: Option<String>,
+}
+
+/// Puts `value` under `key` in `store` ([`write_later`] with one write).
 fn put_later(db: &Rc<Database>, store: &'static str, key: &str, value: Option<String>) {
+    write_later(db, vec![Write { store, key: key.to_owned(), value }]);
+}
+
+/// Makes `writes` in one read-write transaction over their object stores, so they land
+/// together or not at all. The transaction is created now (so writes land in the order they
+/// were asked for) and committed in the background.
+fn write_later(db: &Rc<Database>, writes: Vec<Write>) {
+    let mut stores: Vec<&str> = writes.iter().map(|write| write.store).collect();
+    stores.sort_unstable();
+    stores.dedup();
     let written = (|| -> Result<idb::Transaction, idb::Error> {
-        let tx = db.transaction(&[store], TransactionMode::ReadWrite)?;
-        let object_store = tx.object_store(store)?;
-        let key = JsValue::from_str(key);
-        match value {
-            Some(value) => drop(object_store.put(&JsValue::from_str(&value), Some(&key))?),
-            None => drop(object_store.delete(key)?),
+        let tx = db.transaction(&stores, TransactionMode::ReadWrite)?;
+        for Write { store, key, value } in writes {
+            let object_store = tx.object_store(store)?;
+            let key = JsValue::from_str(&key);
+            match value {
+                Some(value) => drop(object_store.put(&JsValue::from_str(&value), Some(&key))?),
+                None => drop(object_store.delete(key)?),
+            }
         }
         Ok(tx)
     })();
@@ -394,6 +412,19 @@ impl Host for WorkerHost {
         if let Some(db) = &self.db {
             let text = serde_json::to_string(results).expect("serializes");
             put_later(db, KV, "results", Some(text));
+        }
+    }
+
+    fn record_result(&self, results: &[CheckResult], ended_session: &str) {
+        if let Some(db) = &self.db {
+            let text = serde_json::to_string(results).expect("serializes");
+            write_later(
+                db,
+                vec![
+                    Write { store: KV, key: "results".to_owned(), value: Some(text) },
+                    Write { store: SESSIONS, key: ended_session.to_owned(), value: None },
+                ],
+            );
         }
     }
 

@@ -134,8 +134,11 @@ struct Recorded {
     replies: RefCell<std::collections::VecDeque<String>>,
     requests: RefCell<Vec<String>>,
     sent: RefCell<Vec<HttpRequest>>,
-    /// The ids of the sessions deleted ([`Host::end_session`]).
+    /// The ids of the sessions deleted ([`Host::end_session`], [`Host::record_result`]).
     ended: RefCell<Vec<String>>,
+    /// Every write to storage of results and sessions, in order, one entry per host call
+    /// (each is one transaction in the browser).
+    writes: RefCell<Vec<String>>,
 }
 
 #[derive(Clone)]
@@ -179,6 +182,7 @@ impl Host for TestHost {
         store
     }
     fn end_session(&self, id: &str) {
+        self.recorded.writes.borrow_mut().push(format!("end {id}"));
         self.recorded.ended.borrow_mut().push(id.to_owned());
         self.recorded.sessions.borrow_mut().remove(id);
     }
@@ -186,7 +190,16 @@ impl Host for TestHost {
         *self.recorded.corpus.borrow_mut() = corpus.corpus().passages().to_vec();
     }
     fn save_results(&self, results: &[CheckResult]) {
+        self.recorded.writes.borrow_mut().push("results".to_owned());
         *self.recorded.results.borrow_mut() = results.to_vec();
+    }
+    fn record_result(&self, results: &[CheckResult], ended_session: &str) {
+        let ids: Vec<&str> = results.iter().map(|result| result.id.as_str()).collect();
+        let write = format!("results {} and end {ended_session}", ids.join(","));
+        self.recorded.writes.borrow_mut().push(write);
+        *self.recorded.results.borrow_mut() = results.to_vec();
+        self.recorded.ended.borrow_mut().push(ended_session.to_owned());
+        self.recorded.sessions.borrow_mut().remove(ended_session);
     }
     fn save_unfinished(&self, unfinished: &Unfinished) {
         *self.recorded.unfinished.borrow_mut() = unfinished.clone();
@@ -1221,4 +1234,52 @@ fn a_check_taken_over_by_another_engine_saves_nothing_and_keeps_its_session() {
     assert!(first_recorded.ended.borrow().is_empty(), "the new owner's session is kept");
     assert!(first_recorded.results.borrow().is_empty(), "no result saved over the owner's");
     assert!(!store.0.log().entries().is_empty(), "the session's log is intact");
+}
+
+/// A finished check's result is saved and its session deleted in one write (one IndexedDB
+/// transaction in the browser): a tab closed between two writes would either lose the result
+/// with its session gone, or find the session of a finished check and run it again, paying
+/// twice. Both for a check that ran to its end and for one whose stored session cannot resume.
+#[test]
+fn a_result_is_saved_and_its_session_deleted_in_one_write() {
+    let claim = "The main span of the Golden Gate Bridge is 3,000 feet long.";
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("c1", claim)],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: None,
+    });
+    pool.run_until_stalled();
+    assert_eq!(finished(&take(&recorded)).len(), 1);
+    assert_eq!(*recorded.writes.borrow(), ["results c1 and end c1"]);
+
+    // A session that cannot resume (its corpus is gone) ends with a result, in one write too.
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("c2", claim)],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: None,
+    });
+    recorded.gate.close_after(2);
+    pool.run_until_stalled();
+    let (meta, store) = recorded.sessions.borrow().get("c2").cloned().unwrap();
+    drop((engine, pool));
+    let (engine, mut pool, after) = new_engine();
+    let store = Shared(Rc::new(MemoryStore::from_log(store.0.log())), Rc::default());
+    pool.run_until(
+        engine.start(Restored {
+            sessions: vec![StoredSession { meta, store }],
+            ..Restored::default()
+        }),
+    );
+    pool.run_until_stalled();
+    let posted = take(&after);
+    let FromWorker::Ready { results, .. } = &posted[0] else { panic!("{posted:?}") };
+    let Outcome::Failed { failure } = &results[0].outcome else { panic!("{results:?}") };
+    assert!(failure["message"].as_str().unwrap().contains("cannot resume"), "{failure}");
+    assert_eq!(*after.writes.borrow(), ["results c2 and end c2"]);
 }

@@ -1,4 +1,5 @@
-//! A finished check: posted, saved with the results, its session deleted, the next one started.
+//! A finished check: posted, saved with the results and its session deleted (one write), the
+//! next one started.
 
 use verity_messages::{CheckResult, FromWorker};
 
@@ -25,8 +26,8 @@ impl<H: Host> Engine<H> {
         self.pump();
     }
 
-    /// Records a finished check: posts it, saves the results, deletes its session, starts the
-    /// next queued check.
+    /// Records a finished check: posts it, saves the results and deletes its session (one
+    /// write), starts the next queued check.
     pub(super) fn finished(&self, result: CheckResult) {
         let id = result.id.clone();
         let was_unfinished = {
@@ -41,17 +42,20 @@ impl<H: Host> Engine<H> {
         // The result is saved before the check leaves the saved unfinished ones, so a reload
         // between the two writes finds it finished.
         self.record_result(result);
-        self.inner.host.end_session(&id);
         if was_unfinished {
             self.save_unfinished();
         }
         self.pump();
     }
 
+    /// Keeps `result` with the results, saves them and deletes its session, in one write
+    /// ([`Host::record_result`]): a reload between two writes could find the session of a
+    /// finished check and run it again, paying twice.
     pub(super) fn record_result(&self, result: CheckResult) {
         let mut state = self.inner.state.borrow_mut();
         state.results.retain(|kept| kept.id != result.id);
+        let id = result.id.clone();
         state.results.push(result);
-        self.inner.host.save_results(&state.results);
+        self.inner.host.record_result(&state.results, &id);
     }
 }

@@ -81,7 +81,6 @@ impl<H: Host> Engine<H> {
                     };
                     self.inner.state.borrow_mut().unfinished.retain(|meta| meta.check.id != id);
                     self.record_result(result);
-                    self.inner.host.end_session(&id);
                 }
             }
         }
