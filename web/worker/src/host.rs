@@ -10,6 +10,7 @@ use verity_core::indexed::IndexedCorpus;
 use verity_core::{HttpClient, Store};
 use verity_messages::{CheckResult, FromWorker};
 
+use crate::records::Unreadable;
 use crate::saved::{SessionMeta, Unfinished};
 
 /// What the engine needs from where it runs. Every method is called on the worker's one
@@ -44,13 +45,15 @@ pub trait Host: 'static {
     fn end_session(&self, id: &str);
     /// Saves the corpus (replacing what was saved).
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>);
-    /// Saves the finished results (replacing what was saved).
-    fn save_results(&self, results: &[CheckResult]);
-    /// Records a finished check in one write: saves the finished results (replacing what was
-    /// saved) and deletes the session `ended_session`, together, so that a reload finds both
-    /// done or neither (never a deleted session without its result, nor a saved result whose
-    /// session runs again).
-    fn record_result(&self, results: &[CheckResult], ended_session: &str);
+    /// Records a finished check in one write: saves `result` (its own record, replacing an
+    /// earlier result of the same check) and deletes the session `ended_session`, together, so
+    /// that a reload finds both done or neither (never a deleted session without its result,
+    /// nor a saved result whose session runs again).
+    fn record_result(&self, result: &CheckResult, ended_session: &str);
+    /// Deletes the saved result of the check `id`.
+    fn forget_result(&self, id: &str);
+    /// Deletes every saved result (also ones that could not be read).
+    fn clear_results(&self);
     /// Saves the checks asked for and not finished yet (replacing what was saved), so a
     /// reload re-queues the ones that had not started.
     fn save_unfinished(&self, unfinished: &Unfinished);
@@ -76,6 +79,8 @@ pub struct Restored<S> {
     pub sessions: Vec<StoredSession<S>>,
     /// The checks asked for and not finished ([`Host::save_unfinished`]).
     pub unfinished: Unfinished,
+    /// Records that could not be read and were skipped: named to the page after `Ready`.
+    pub unreadable: Vec<Unreadable>,
 }
 
 impl<S> Default for Restored<S> {
@@ -85,6 +90,7 @@ impl<S> Default for Restored<S> {
             results: Vec::new(),
             sessions: Vec::new(),
             unfinished: Unfinished::default(),
+            unreadable: Vec::new(),
         }
     }
 }

@@ -53,6 +53,7 @@ pub mod corpus;
 pub mod demo;
 pub mod engine;
 pub mod host;
+pub mod records;
 pub mod saved;
 #[cfg(target_arch = "wasm32")]
 mod wasm;

@@ -30,15 +30,23 @@ use web_sys::{
 
 use crate::engine::Engine;
 use crate::host::{Host, Restored, StoredSession};
+use crate::records::{RawRecord, ResultRecord, Unreadable, read_json, read_results};
 use crate::saved::{SessionMeta, Unfinished};
 
 const DB_NAME: &str = "verity";
-const DB_VERSION: u32 = 1;
-/// Key-value store: `"corpus"` (the passages as JSON), `"results"` (the results as JSON) and
-/// `"unfinished"` (the checks asked for and not finished, [`Unfinished`] as JSON).
+/// 1: `kv` and `sessions`, the results one record of `kv`. 2: `results` added, a record per
+/// result; the older record is moved there at start ([`restore`]).
+const DB_VERSION: u32 = 2;
+/// Key-value store: `"corpus"` (the passages as JSON) and `"unfinished"` (the checks asked for
+/// and not finished, [`Unfinished`] as JSON); in version 1 also `"results"` (every result in
+/// one JSON array), moved to [`RESULTS`] at start.
 const KV: &str = "kv";
+/// The layout-1 key of the results in [`KV`].
+const RESULTS_BLOB: &str = "results";
 /// One record per running check: [`SessionRecord`] as JSON, keyed by the check's id.
 const SESSIONS: &str = "sessions";
+/// One record per finished check: [`ResultRecord`] as JSON, keyed by the check's id.
+const RESULTS: &str = "results";
 
 /// What happens when a fetch is refused by the browser (a `TypeError`).
 const BLOCKED: &str = "the browser blocked the request or could not connect: check the base URL, \
@@ -194,9 +202,9 @@ pub fn start() {
                 Err(why) => (None, Some(why)),
             }
         };
-        let host = WorkerHost { db: db.clone() };
+        let host = WorkerHost { db: db.clone(), next_order: Cell::new(0) };
         let restored = match &db {
-            Some(db) => restore(db).await.unwrap_or_else(|why| {
+            Some(db) => restore(db, &host).await.unwrap_or_else(|why| {
                 host.post(&FromWorker::Error {
                     message: format!("the saved corpus and results could not be read: {why}"),
                 });
@@ -227,7 +235,7 @@ async fn open_database() -> Result<Database, String> {
     let mut request = factory.open(DB_NAME, Some(DB_VERSION)).map_err(|e| e.to_string())?;
     request.on_upgrade_needed(|event| {
         let Ok(database) = event.database() else { return };
-        for name in [KV, SESSIONS] {
+        for name in [KV, SESSIONS, RESULTS] {
             if !database.store_names().iter().any(|existing| existing == name) {
                 let _ = database.create_object_store(name, ObjectStoreParams::new());
             }
@@ -254,70 +262,164 @@ async fn get_text(db: &Database, store: &str, key: &str) -> Result<Option<String
     Ok(value.and_then(|value| value.as_string()))
 }
 
-async fn restore(db: &Rc<Database>) -> Result<Restored<IdbStore>, String> {
-    let items: Vec<Passage> = match get_text(db, KV, "corpus").await? {
-        Some(text) => serde_json::from_str(&text).map_err(|e| format!("corpus: {e}"))?,
-        None => Vec::new(),
-    };
-    let results: Vec<CheckResult> = match get_text(db, KV, "results").await? {
-        Some(text) => serde_json::from_str(&text).map_err(|e| format!("results: {e}"))?,
-        None => Vec::new(),
-    };
-    let unfinished: Unfinished = match get_text(db, KV, "unfinished").await? {
-        Some(text) => serde_json::from_str(&text).map_err(|e| format!("unfinished checks: {e}"))?,
-        None => Unfinished::default(),
-    };
-    let tx = db.transaction(&[SESSIONS], TransactionMode::ReadOnly).map_err(|e| e.to_string())?;
-    let records = tx
-        .object_store(SESSIONS)
-        .map_err(|e| e.to_string())?
-        .get_all(None, None)
+/// The value under `key` in `store`: `None` when there is none, `Some(None)` when it is not
+/// text.
+async fn get_raw(db: &Database, store: &str, key: &str) -> Result<Option<Option<String>>, String> {
+    let tx = db.transaction(&[store], TransactionMode::ReadOnly).map_err(|e| e.to_string())?;
+    let object_store = tx.object_store(store).map_err(|e| e.to_string())?;
+    let value = object_store
+        .get(JsValue::from_str(key))
         .map_err(|e| e.to_string())?
         .await
         .map_err(|e| e.to_string())?;
-    let sessions = records
+    Ok(value.map(|value| value.as_string()))
+}
+
+/// The value `read`, or `None` with why it could not be read added to `unreadable`.
+fn skip<T>(read: Result<Option<T>, Unreadable>, unreadable: &mut Vec<Unreadable>) -> Option<T> {
+    read.unwrap_or_else(|skipped| {
+        unreadable.push(skipped);
+        None
+    })
+}
+
+/// Every record of `store`, in key order.
+async fn get_all(db: &Database, store: &str) -> Result<Vec<RawRecord>, String> {
+    let tx = db.transaction(&[store], TransactionMode::ReadOnly).map_err(|e| e.to_string())?;
+    let object_store = tx.object_store(store).map_err(|e| e.to_string())?;
+    // Both asked before either is awaited: one snapshot, in the same (key) order.
+    let keys = object_store.get_all_keys(None, None).map_err(|e| e.to_string())?;
+    let values = object_store.get_all(None, None).map_err(|e| e.to_string())?;
+    let keys = keys.await.map_err(|e| e.to_string())?;
+    let values = values.await.map_err(|e| e.to_string())?;
+    Ok(keys
         .iter()
-        .filter_map(JsValue::as_string)
-        .filter_map(|text| serde_json::from_str::<SessionRecord>(&text).ok())
-        .map(|record| StoredSession {
-            store: IdbStore::new(Some(Rc::clone(db)), record.meta.clone()),
-            meta: record.meta,
+        .zip(values)
+        .map(|(key, value)| RawRecord {
+            key: key.as_string().unwrap_or_else(|| {
+                js_sys::JSON::stringify(key).map(String::from).unwrap_or_default()
+            }),
+            text: value.as_string(),
         })
-        .collect();
-    Ok(Restored { items, results, sessions, unfinished })
+        .collect())
 }
 
-/// One change to an object store: `value` put under `key`, or with `None` the key deleted.
-struct Write {
-    store: &'static str,
-    key: String,
-    value: Option<String>,
+/// Reads what storage holds. A record that cannot be read is skipped and named in
+/// `Restored::unreadable` (left in storage as it is); results of the first layout or of an
+/// older shape are rewritten in the current one first, in one transaction. Fails only when
+/// IndexedDB itself does.
+async fn restore(db: &Rc<Database>, host: &WorkerHost) -> Result<Restored<IdbStore>, String> {
+    let mut unreadable = Vec::new();
+    let corpus = get_raw(db, KV, "corpus").await?;
+    let corpus = read_json("the corpus", corpus.as_ref().map(Option::as_deref));
+    let items: Vec<Passage> = skip(corpus, &mut unreadable).unwrap_or_default();
+    let unfinished = get_raw(db, KV, "unfinished").await?;
+    let unfinished = read_json("the unfinished checks", unfinished.as_ref().map(Option::as_deref));
+    let unfinished: Unfinished = skip(unfinished, &mut unreadable).unwrap_or_default();
+    let mut sessions = Vec::new();
+    for RawRecord { key, text } in get_all(db, SESSIONS).await? {
+        let read = read_json::<SessionRecord>(
+            &format!("the session of check {key}"),
+            Some(text.as_deref()),
+        );
+        if let Some(record) = skip(read, &mut unreadable) {
+            sessions.push(StoredSession {
+                store: IdbStore::new(Some(Rc::clone(db)), record.meta.clone()),
+                meta: record.meta,
+            });
+        }
+    }
+    let blob = get_raw(db, KV, RESULTS_BLOB).await?;
+    let records = get_all(db, RESULTS).await?;
+    let stored = read_results(blob.as_ref().map(Option::as_deref), &records);
+    unreadable.extend(stored.unreadable);
+    host.next_order.set(stored.next_order);
+    if !stored.rewrite.is_empty() || stored.blob_moved {
+        let mut writes: Vec<Write> = stored
+            .rewrite
+            .into_iter()
+            .map(|(key, text)| Write::Put { store: RESULTS, key, text })
+            .collect();
+        if stored.blob_moved {
+            writes.push(Write::Delete { store: KV, key: RESULTS_BLOB.to_owned() });
+        }
+        // Awaited, so the results are where the engine writes before it writes; if it fails,
+        // the older records stay and are read (and moved) again at the next start.
+        let moved = match write(db, writes) {
+            Ok(tx) => match tx.await {
+                Ok(done) if done.is_committed() => Ok(()),
+                Ok(_) => Err("the transaction was aborted".to_owned()),
+                Err(error) => Err(error.to_string()),
+            },
+            Err(error) => Err(error.to_string()),
+        };
+        if let Err(error) = moved {
+            host.post(&FromWorker::Error {
+                message: format!(
+                    "the saved results could not be moved to this version's layout (they are \
+                     shown, and kept as they were): {error}"
+                ),
+            });
+        }
+    }
+    Ok(Restored { items, results: stored.results, sessions, unfinished, unreadable })
 }
 
-/// Puts `value` under `key` in `store` ([`write_later`] with one write).
+/// One change to an object store.
+enum Write {
+    /// `text` under `key`.
+    Put { store: &'static str, key: String, text: String },
+    /// `key` deleted.
+    Delete { store: &'static str, key: String },
+    /// Every record deleted.
+    Clear { store: &'static str },
+}
+
+impl Write {
+    fn store(&self) -> &'static str {
+        match self {
+            Self::Put { store, .. } | Self::Delete { store, .. } | Self::Clear { store } => store,
+        }
+    }
+}
+
+/// Puts `value` under `key` in `store`, or with `None` deletes it ([`write_later`] with one
+/// write).
 fn put_later(db: &Rc<Database>, store: &'static str, key: &str, value: Option<String>) {
-    write_later(db, vec![Write { store, key: key.to_owned(), value }]);
+    let key = key.to_owned();
+    write_later(
+        db,
+        vec![match value {
+            Some(text) => Write::Put { store, key, text },
+            None => Write::Delete { store, key },
+        }],
+    );
 }
 
-/// Makes `writes` in one read-write transaction over their object stores, so they land
-/// together or not at all. The transaction is created now (so writes land in the order they
-/// were asked for) and committed in the background.
-fn write_later(db: &Rc<Database>, writes: Vec<Write>) {
-    let mut stores: Vec<&str> = writes.iter().map(|write| write.store).collect();
+/// Starts `writes` in one read-write transaction over their object stores, so they land
+/// together or not at all; the transaction, to be awaited.
+fn write(db: &Database, writes: Vec<Write>) -> Result<idb::Transaction, idb::Error> {
+    let mut stores: Vec<&str> = writes.iter().map(Write::store).collect();
     stores.sort_unstable();
     stores.dedup();
-    let written = (|| -> Result<idb::Transaction, idb::Error> {
-        let tx = db.transaction(&stores, TransactionMode::ReadWrite)?;
-        for Write { store, key, value } in writes {
-            let object_store = tx.object_store(store)?;
-            let key = JsValue::from_str(&key);
-            match value {
-                Some(value) => drop(object_store.put(&JsValue::from_str(&value), Some(&key))?),
-                None => drop(object_store.delete(key)?),
+    let tx = db.transaction(&stores, TransactionMode::ReadWrite)?;
+    for change in writes {
+        let object_store = tx.object_store(change.store())?;
+        match change {
+            Write::Put { key, text, .. } => {
+                drop(object_store.put(&JsValue::from_str(&text), Some(&JsValue::from_str(&key)))?);
             }
+            Write::Delete { key, .. } => drop(object_store.delete(JsValue::from_str(&key))?),
+            Write::Clear { .. } => drop(object_store.clear()?),
         }
-        Ok(tx)
-    })();
+    }
+    Ok(tx)
+}
+
+/// Makes `writes` in one read-write transaction ([`write`]). The transaction is created now
+/// (so writes land in the order they were asked for) and committed in the background.
+fn write_later(db: &Rc<Database>, writes: Vec<Write>) {
+    let written = write(db, writes);
     wasm_bindgen_futures::spawn_local(async move {
         let outcome = match written {
             Ok(tx) => tx.await.map(|_| ()),
@@ -361,6 +463,8 @@ fn reply(message: &FromWorker) {
 struct WorkerHost {
     /// `None` when IndexedDB is unavailable: everything stays in memory.
     db: Option<Rc<Database>>,
+    /// The order of the next result recorded ([`ResultRecord::order`]).
+    next_order: Cell<u64>,
 }
 
 impl Host for WorkerHost {
@@ -408,23 +512,31 @@ impl Host for WorkerHost {
         }
     }
 
-    fn save_results(&self, results: &[CheckResult]) {
+    fn record_result(&self, result: &CheckResult, ended_session: &str) {
         if let Some(db) = &self.db {
-            let text = serde_json::to_string(results).expect("serializes");
-            put_later(db, KV, "results", Some(text));
-        }
-    }
-
-    fn record_result(&self, results: &[CheckResult], ended_session: &str) {
-        if let Some(db) = &self.db {
-            let text = serde_json::to_string(results).expect("serializes");
+            let order = self.next_order.get();
+            self.next_order.set(order.saturating_add(1));
+            let text = ResultRecord::new(order, result.clone()).to_text();
             write_later(
                 db,
                 vec![
-                    Write { store: KV, key: "results".to_owned(), value: Some(text) },
-                    Write { store: SESSIONS, key: ended_session.to_owned(), value: None },
+                    Write::Put { store: RESULTS, key: result.id.clone(), text },
+                    Write::Delete { store: SESSIONS, key: ended_session.to_owned() },
                 ],
             );
+        }
+    }
+
+    fn forget_result(&self, id: &str) {
+        if let Some(db) = &self.db {
+            put_later(db, RESULTS, id, None);
+        }
+    }
+
+    fn clear_results(&self) {
+        if let Some(db) = &self.db {
+            let blob = Write::Delete { store: KV, key: RESULTS_BLOB.to_owned() };
+            write_later(db, vec![Write::Clear { store: RESULTS }, blob]);
         }
     }
 

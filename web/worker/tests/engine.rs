@@ -22,6 +22,7 @@ use verity_messages::{
     CheckRequest, CheckResult, EventView, FailureView, FromWorker, Item, NamedText, Outcome,
     ProviderChoice, ReportView, ToWorker,
 };
+use verity_worker::records::Unreadable;
 use verity_worker::{Engine, Host, Restored, SessionMeta, StoredSession, Unfinished};
 
 /// A store in memory whose writes take one turn of the executor, so checks interleave, and
@@ -189,17 +190,22 @@ impl Host for TestHost {
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>) {
         *self.recorded.corpus.borrow_mut() = corpus.corpus().passages().to_vec();
     }
-    fn save_results(&self, results: &[CheckResult]) {
-        self.recorded.writes.borrow_mut().push("results".to_owned());
-        *self.recorded.results.borrow_mut() = results.to_vec();
-    }
-    fn record_result(&self, results: &[CheckResult], ended_session: &str) {
-        let ids: Vec<&str> = results.iter().map(|result| result.id.as_str()).collect();
-        let write = format!("results {} and end {ended_session}", ids.join(","));
+    fn record_result(&self, result: &CheckResult, ended_session: &str) {
+        let write = format!("result {} and end {ended_session}", result.id);
         self.recorded.writes.borrow_mut().push(write);
-        *self.recorded.results.borrow_mut() = results.to_vec();
+        let mut results = self.recorded.results.borrow_mut();
+        results.retain(|kept| kept.id != result.id);
+        results.push(result.clone());
         self.recorded.ended.borrow_mut().push(ended_session.to_owned());
         self.recorded.sessions.borrow_mut().remove(ended_session);
+    }
+    fn forget_result(&self, id: &str) {
+        self.recorded.writes.borrow_mut().push(format!("forget {id}"));
+        self.recorded.results.borrow_mut().retain(|kept| kept.id != id);
+    }
+    fn clear_results(&self) {
+        self.recorded.writes.borrow_mut().push("clear results".to_owned());
+        self.recorded.results.borrow_mut().clear();
     }
     fn save_unfinished(&self, unfinished: &Unfinished) {
         *self.recorded.unfinished.borrow_mut() = unfinished.clone();
@@ -544,6 +550,7 @@ fn a_reload_mid_check_resumes_from_the_stored_session() {
         results: Vec::new(),
         sessions: vec![StoredSession { meta, store: store.clone() }],
         unfinished: Unfinished::default(),
+        unreadable: Vec::new(),
     }));
     pool.run_until_stalled();
     let posted = take(&recorded_after);
@@ -604,6 +611,7 @@ fn a_reload_loses_no_queued_check() {
         results: recorded.results.borrow().clone(),
         sessions: vec![StoredSession { meta, store }],
         unfinished,
+        unreadable: Vec::new(),
     }));
     pool.run_until_stalled();
     let posted = take(&after);
@@ -716,6 +724,7 @@ fn a_stored_provider_has_no_credentials_and_a_resume_without_them_is_cancelled()
         results: Vec::new(),
         sessions: vec![StoredSession { meta, store }],
         unfinished: Unfinished::default(),
+        unreadable: Vec::new(),
     }));
     pool.run_until_stalled();
     let posted = take(&recorded);
@@ -793,6 +802,7 @@ fn a_keyed_check_resumes_with_the_remembered_key_without_paying_twice() {
         results: Vec::new(),
         sessions: vec![StoredSession { meta, store }],
         unfinished: Unfinished::default(),
+        unreadable: Vec::new(),
     }));
     engine.handle(ToWorker::Credentials { provider: Some(provider(Some("sk-remembered"))) });
     pool.run_until_stalled();
@@ -1220,6 +1230,7 @@ fn a_check_taken_over_by_another_engine_saves_nothing_and_keeps_its_session() {
         results: Vec::new(),
         sessions: vec![StoredSession { meta: meta.clone(), store: shared }],
         unfinished: Unfinished::default(),
+        unreadable: Vec::new(),
     }));
     first_pool.run_until_stalled();
     assert_eq!(first.load(), (1, 0));
@@ -1253,7 +1264,7 @@ fn a_result_is_saved_and_its_session_deleted_in_one_write() {
     });
     pool.run_until_stalled();
     assert_eq!(finished(&take(&recorded)).len(), 1);
-    assert_eq!(*recorded.writes.borrow(), ["results c1 and end c1"]);
+    assert_eq!(*recorded.writes.borrow(), ["result c1 and end c1"]);
 
     // A session that cannot resume (its corpus is gone) ends with a result, in one write too.
     let (engine, mut pool, recorded) = started();
@@ -1281,5 +1292,32 @@ fn a_result_is_saved_and_its_session_deleted_in_one_write() {
     let FromWorker::Ready { results, .. } = &posted[0] else { panic!("{posted:?}") };
     let Outcome::Failed { failure } = &results[0].outcome else { panic!("{results:?}") };
     assert!(failure["message"].as_str().unwrap().contains("cannot resume"), "{failure}");
-    assert_eq!(*after.writes.borrow(), ["results c2 and end c2"]);
+    assert_eq!(*after.writes.borrow(), ["result c2 and end c2"]);
+}
+
+/// Records that could not be read at start are named to the page in one notice after `Ready`;
+/// what could be read is restored.
+#[test]
+fn unreadable_records_are_named_after_ready_and_the_rest_restored() {
+    let (engine, mut pool, recorded) = new_engine();
+    let kept = CheckResult {
+        id: "r1".into(),
+        claim: "A claim.".into(),
+        outcome: Outcome::Failed { failure: json!({"kind": "cancelled", "message": "m"}) },
+        cited: Vec::new(),
+    };
+    pool.run_until(engine.start(Restored {
+        results: vec![kept],
+        unreadable: vec![
+            Unreadable { record: "result r3".into(), why: "EOF while parsing".into() },
+            Unreadable { record: "the corpus".into(), why: "it is not text".into() },
+        ],
+        ..Restored::default()
+    }));
+    let posted = take(&recorded);
+    assert!(matches!(&posted[0], FromWorker::Ready { results, .. } if results.len() == 1));
+    let [_, FromWorker::Error { message }] = &posted[..] else { panic!("{posted:?}") };
+    assert!(message.contains("result r3 (EOF while parsing)"), "{message}");
+    assert!(message.contains("the corpus (it is not text)"), "{message}");
+    assert!(message.contains("everything else was restored"), "{message}");
 }

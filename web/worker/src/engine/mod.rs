@@ -257,9 +257,8 @@ impl<H: Host> Engine<H> {
             }
             ToWorker::Cancel { id } => self.cancel(&id),
             ToWorker::ClearResults => {
-                let mut state = self.inner.state.borrow_mut();
-                state.results.clear();
-                self.inner.host.save_results(&state.results);
+                self.inner.state.borrow_mut().results.clear();
+                self.inner.host.clear_results();
             }
             ToWorker::ExportMarkdown { results } => {
                 self.reply(&FromWorker::Markdown {
@@ -271,7 +270,7 @@ impl<H: Host> Engine<H> {
                 let before = state.results.len();
                 state.results.retain(|result| result.id != id);
                 if state.results.len() != before {
-                    self.inner.host.save_results(&state.results);
+                    self.inner.host.forget_result(&id);
                 }
             }
             _ => self.reply(&FromWorker::Error { message: "unknown message".to_owned() }),

@@ -54,8 +54,7 @@ impl<H: Host> Engine<H> {
     pub(super) fn record_result(&self, result: CheckResult) {
         let mut state = self.inner.state.borrow_mut();
         state.results.retain(|kept| kept.id != result.id);
-        let id = result.id.clone();
+        self.inner.host.record_result(&result, &result.id);
         state.results.push(result);
-        self.inner.host.record_result(&state.results, &id);
     }
 }

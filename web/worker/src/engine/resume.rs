@@ -14,6 +14,7 @@ use super::state::{Awaiting, Pending, Running};
 use super::{Engine, Host};
 use crate::corpus::CorpusState;
 use crate::host::{Restored, StoredSession};
+use crate::records::unreadable_notice;
 use crate::saved::{SessionMeta, without_credentials};
 
 impl<H: Host> Engine<H> {
@@ -21,7 +22,7 @@ impl<H: Host> Engine<H> {
     /// were running (each from its session: recorded responses are not requested again) and
     /// queues again the ones that had not started.
     pub async fn start(&self, restored: Restored<H::Store>) {
-        let Restored { items, results, sessions, unfinished } = restored;
+        let Restored { items, results, sessions, unfinished, unreadable } = restored;
         {
             let mut state = self.inner.state.borrow_mut();
             state.corpus = CorpusState::from_passages(items);
@@ -90,6 +91,9 @@ impl<H: Host> Engine<H> {
         };
         let queued = requeued.iter().map(|meta| meta.check.clone()).collect();
         self.post(&FromWorker::Ready { corpus: summary, results, resumed, queued });
+        if let Some(message) = unreadable_notice(&unreadable) {
+            self.post(&FromWorker::Error { message });
+        }
         self.index();
         for (meta, store, session) in to_run {
             if meta.credentials_removed {

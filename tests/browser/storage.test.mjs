@@ -1,0 +1,146 @@
+// What the worker finds in IndexedDB at start, written there before the app loads: results of
+// the first layout (all in one record) and records of the current one, among them ones that
+// cannot be read and one of an older shape. The readable ones show; the unreadable ones are
+// skipped, named in a notice, and left as they were; the older ones are moved to the current
+// shape.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { serve, browser, screenshot } from './harness.mjs';
+
+let site;
+before(async () => { site = await serve(); });
+after(async () => { await site.close(); });
+
+const id = (name) => `[data-testid="${name}"]`;
+
+/** A result as the worker saves it: a report with `verdict`. */
+function result(checkId, claim, verdict) {
+  return {
+    id: checkId, claim, cited: [{ id: 'e1', text: 'The storage migration finished in March.' }],
+    outcome: { status: 'report', report: {
+      claim, route: 'single call', summary: `The corpus says the claim is ${verdict}.`, requests: 1,
+      assessment: { verdict, confidence: 0.9, citations: ['The storage migration finished in March.'] },
+      usage: { input: 10, output: 5, cache_read: 0, cost: 0 },
+    } },
+  };
+}
+
+const CORPUS = JSON.stringify([{ id: 'e1', text: 'The storage migration finished in March.' }]);
+
+/** Runs `write(tx)` (a function's source, run in the page) in a transaction over `stores` of
+ * the `verity` database opened at `version`, on the app's origin, before the app has loaded
+ * there (from a missing page: `errors` forgets its 404s). */
+async function seed({ page, errors }, version, stores, write) {
+  await page.goto(`${site.url}not-the-app`);
+  await page.waitForLoadState('load');
+  await page.evaluate(async ({ version, stores, write }) => {
+    const db = await new Promise((done, fail) => {
+      const request = indexedDB.open('verity', version);
+      request.onupgradeneeded = () => stores.forEach((name) => request.result.createObjectStore(name));
+      request.onsuccess = () => done(request.result);
+      request.onerror = () => fail(request.error);
+    });
+    const tx = db.transaction(stores, 'readwrite');
+    new Function('tx', write)(tx);
+    await new Promise((done, fail) => { tx.oncomplete = done; tx.onerror = () => fail(tx.error); });
+    db.close();
+  }, { version, stores, write: `(${write})(tx)` });
+  errors.splice(0);
+}
+
+/** The stored records of `store`, as { key: value }. */
+async function records(page, store) {
+  return page.evaluate(async (store) => {
+    const db = await new Promise((done, fail) => {
+      const request = indexedDB.open('verity');
+      request.onsuccess = () => done(request.result);
+      request.onerror = () => fail(request.error);
+    });
+    const tx = db.transaction([store], 'readonly');
+    const object = tx.objectStore(store);
+    const [keys, values] = await Promise.all([object.getAllKeys(), object.getAll()].map((request) =>
+      new Promise((done) => { request.onsuccess = () => done(request.result); })));
+    db.close();
+    return Object.fromEntries(keys.map((key, i) => [key, values[i]]));
+  }, store);
+}
+
+async function openApp(page) {
+  await page.goto(site.url);
+  await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+}
+
+test('results of the first layout are moved to a record each; an unreadable one is kept and named', async () => {
+  const session = await browser();
+  const { page, errors, close } = session;
+  try {
+    const blob = JSON.stringify([
+      result('r1', 'The migration finished in March.', 'supported'),
+      { id: 'broken', claim: 42 },
+      result('r2', 'The migration finished in May.', 'contradicted'),
+    ]);
+    await seed(session, 1, ['kv', 'sessions'], `(tx) => {
+      tx.objectStore('kv').put(${JSON.stringify(CORPUS)}, 'corpus');
+      tx.objectStore('kv').put(${JSON.stringify(blob)}, 'results');
+    }`);
+    await openApp(page);
+    await page.locator(id('check-2')).locator(id('verdict')).waitFor({ timeout: 10000 });
+    assert.match(await page.locator(id('check-1')).locator(id('verdict')).innerText(), /supported/i);
+    assert.match(await page.locator(id('check-2')).locator(id('verdict')).innerText(), /contradicted/i);
+    assert.match(await page.locator(id('corpus-count')).innerText(), /1 item/);
+    const notice = page.locator(id('notice')).filter({ hasText: 'could not be read' });
+    await notice.waitFor();
+    assert.match(await notice.innerText(), /result broken/);
+    await screenshot(page, 'storage-first-layout');
+    const stored = await records(page, 'results');
+    assert.deepEqual(Object.keys(stored).sort(), ['broken', 'r1', 'r2']);
+    assert.equal(JSON.parse(stored.r1).version, 2);
+    assert.deepEqual(JSON.parse(stored.broken), { id: 'broken', claim: 42 }, 'kept as it was');
+    assert.equal((await records(page, 'kv')).results, undefined, 'the one record for all is gone');
+    // After a reload, the same two results, in the same order.
+    await page.reload();
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.locator(id('check-2')).locator(id('verdict')).waitFor({ timeout: 10000 });
+    assert.match(await page.locator(id('check-1')).innerText(), /finished in March/);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
+
+test('a corrupt record and one of an older shape among good ones: the good ones show, the older one is moved', async () => {
+  const session = await browser();
+  const { page, errors, close } = session;
+  try {
+    const current = JSON.stringify({ version: 2, order: 0, result: result('r1', 'The migration finished in March.', 'supported') });
+    const older = JSON.stringify(result('r2', 'The migration finished in May.', 'contradicted'));
+    const newer = JSON.stringify({ version: 99, order: 5, result: { anything: true } });
+    await seed(session, 2, ['kv', 'sessions', 'results'], `(tx) => {
+      tx.objectStore('kv').put('{"not": "passages"', 'corpus');
+      tx.objectStore('results').put(${JSON.stringify(current)}, 'r1');
+      tx.objectStore('results').put(${JSON.stringify(older)}, 'r2');
+      tx.objectStore('results').put('{"version": 2, "order": 1, "resu', 'r3');
+      tx.objectStore('results').put(${JSON.stringify(newer)}, 'r4');
+    }`);
+    await openApp(page);
+    await page.locator(id('check-2')).locator(id('verdict')).waitFor({ timeout: 10000 });
+    assert.match(await page.locator(id('check-1')).locator(id('verdict')).innerText(), /supported/i);
+    assert.match(await page.locator(id('check-2')).locator(id('verdict')).innerText(), /contradicted/i);
+    assert.equal(await page.locator('[data-testid^="check-"][data-check-id]').count(), 2);
+    const notice = page.locator(id('notice')).filter({ hasText: 'could not be read' });
+    await notice.waitFor();
+    const text = await notice.innerText();
+    assert.match(text, /result r3/);
+    assert.match(text, /result r4 \(it was written by a newer version/);
+    assert.match(text, /the corpus/);
+    await screenshot(page, 'storage-unreadable-records');
+    const stored = await records(page, 'results');
+    assert.equal(JSON.parse(stored.r2).version, 2, 'the older shape was moved to the current one');
+    assert.equal(JSON.parse(stored.r2).result.claim, 'The migration finished in May.');
+    assert.equal(stored.r3, '{"version": 2, "order": 1, "resu', 'the unreadable record is left as it was');
+    assert.equal(stored.r4, newer);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});

@@ -1,0 +1,395 @@
+//! The records the worker keeps in storage, read as plain data, so that what is read and what
+//! is kept is decided (and tested) without a browser: each finished result is its own record
+//! ([`ResultRecord`], with a version), what an older layout or shape left is moved to the
+//! current one ([`read_results`]), and a record that cannot be read is skipped and named
+//! ([`Unreadable`]) instead of failing the start. Saved state is untrusted input: nothing here
+//! panics on it.
+//!
+//! The versions of a result record:
+//! - 1: a bare `CheckResult` (no `version` field). The first layout kept every result in one
+//!   record (`"results"` in the key-value store, a JSON array of them); a record of this shape
+//!   is read and rewritten as version 2.
+//! - 2: `{"version": 2, "order": n, "result": {…}}` under the check's id; `order` keeps the
+//!   order the results finished in (the store sorts records by key).
+//!
+//! A record of a later version (written by a newer app) is skipped and left as it is.
+
+use std::collections::HashSet;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use verity_messages::CheckResult;
+
+/// The version of the result records this worker writes.
+pub const RESULT_VERSION: u64 = 2;
+
+/// A finished result as stored (version 2): one record per check, keyed by the check's id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultRecord {
+    /// [`RESULT_VERSION`].
+    pub version: u64,
+    /// Its place among the results: they are shown in the order they finished.
+    pub order: u64,
+    /// The result.
+    pub result: CheckResult,
+}
+
+impl ResultRecord {
+    /// The record of `result`, at `order`.
+    #[must_use]
+    pub fn new(order: u64, result: CheckResult) -> Self {
+        Self { version: RESULT_VERSION, order, result }
+    }
+
+    /// The record as the text stored.
+    #[must_use]
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// A stored record that could not be read: skipped (everything else is restored), left in
+/// storage, and named to the page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// Which record, in words: `result c3`, `the corpus`.
+    pub record: String,
+    /// Why.
+    pub why: String,
+}
+
+impl Unreadable {
+    fn new(record: impl Into<String>, why: impl Into<String>) -> Self {
+        Self { record: record.into(), why: why.into() }
+    }
+}
+
+/// What the page is told of the records that were skipped (one message for all of them), or
+/// `None` when there were none.
+#[must_use]
+pub fn unreadable_notice(unreadable: &[Unreadable]) -> Option<String> {
+    if unreadable.is_empty() {
+        return None;
+    }
+    let named: Vec<String> =
+        unreadable.iter().map(|skipped| format!("{} ({})", skipped.record, skipped.why)).collect();
+    Some(format!(
+        "Some of what this browser saved could not be read and was skipped; everything else \
+         was restored. Skipped: {}.",
+        named.join("; ")
+    ))
+}
+
+/// One stored record as read: its key, and its value as text (`None`: the value is not text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawRecord {
+    /// The key.
+    pub key: String,
+    /// The value, when it is text.
+    pub text: Option<String>,
+}
+
+/// Reads a record holding one JSON value (the corpus, the unfinished checks, a session):
+/// `Ok(None)` when there is none, the value, or why it is [`Unreadable`].
+///
+/// # Errors
+/// The record is not text or not a `T` in JSON.
+pub fn read_json<T: DeserializeOwned>(
+    record: &str,
+    stored: Option<Option<&str>>,
+) -> Result<Option<T>, Unreadable> {
+    let Some(text) = stored else { return Ok(None) };
+    let text = text.ok_or_else(|| Unreadable::new(record, "it is not text"))?;
+    serde_json::from_str(text).map(Some).map_err(|error| Unreadable::new(record, error.to_string()))
+}
+
+/// What the stored results come to: the results to show, what to write so that storage holds
+/// only current records, and what was skipped.
+#[derive(Debug, Default, PartialEq)]
+pub struct StoredResults {
+    /// The results, in the order they finished.
+    pub results: Vec<CheckResult>,
+    /// Records to write, `(key, text)`: results moved from the older layout or rewritten from
+    /// an older shape, and the unreadable entries of the older layout kept as records of
+    /// their own. Written in one transaction with the older layout's removal.
+    pub rewrite: Vec<(String, String)>,
+    /// The older layout's record (all results in one) was moved into `rewrite` and can be
+    /// deleted. `false` when there is none, or it cannot be read (then it stays).
+    pub blob_moved: bool,
+    /// What was skipped.
+    pub unreadable: Vec<Unreadable>,
+    /// The order the next recorded result takes.
+    pub next_order: u64,
+}
+
+/// A result record read, by its shape.
+enum Shape {
+    /// Version 2.
+    Current(ResultRecord),
+    /// Version 1: a bare result.
+    Older(CheckResult),
+}
+
+/// Reads one result record's text.
+fn read_shape(text: Option<&str>) -> Result<Shape, String> {
+    let text = text.ok_or("it is not text")?;
+    let value: Value = serde_json::from_str(text).map_err(|error| error.to_string())?;
+    match value.get("version") {
+        None => CheckResult::deserialize(value).map(Shape::Older).map_err(|e| e.to_string()),
+        Some(version) => match version.as_u64() {
+            Some(RESULT_VERSION) => {
+                ResultRecord::deserialize(value).map(Shape::Current).map_err(|e| e.to_string())
+            }
+            Some(later) if later > RESULT_VERSION => Err(format!(
+                "it was written by a newer version of the app (record version {later})"
+            )),
+            _ => Err(format!("unknown record version {version}")),
+        },
+    }
+}
+
+/// Reads the stored results: `records` (the results store, one per check) and `blob` (the
+/// older layout's one record for all, if it is still there). A record that cannot be read is
+/// skipped and named; the others are kept. Records of an older shape and the blob's results
+/// are returned in `rewrite` in the current shape; a result stored both ways is taken from its
+/// own record (the blob is older).
+#[must_use]
+pub fn read_results(blob: Option<Option<&str>>, records: &[RawRecord]) -> StoredResults {
+    let mut stored = StoredResults::default();
+    let mut ordered: Vec<(u64, String, CheckResult)> = Vec::new();
+    let mut older: Vec<(String, CheckResult)> = Vec::new();
+    let mut taken: HashSet<String> = HashSet::new();
+    for RawRecord { key, text } in records {
+        taken.insert(key.clone());
+        match read_shape(text.as_deref()) {
+            Ok(Shape::Current(record)) if record.result.id != *key => stored
+                .unreadable
+                .push(Unreadable::new(format!("result {key}"), "its key is not its check's id")),
+            Ok(Shape::Current(record)) => ordered.push((record.order, key.clone(), record.result)),
+            Ok(Shape::Older(result)) if result.id != *key => stored
+                .unreadable
+                .push(Unreadable::new(format!("result {key}"), "its key is not its check's id")),
+            Ok(Shape::Older(result)) => older.push((key.clone(), result)),
+            Err(why) => stored.unreadable.push(Unreadable::new(format!("result {key}"), why)),
+        }
+    }
+    let mut moved: Vec<(String, CheckResult)> = Vec::new();
+    match blob {
+        None => {}
+        Some(text) => match read_blob(text) {
+            Err(why) => stored.unreadable.push(Unreadable::new(
+                "the saved results (all in one record, as first saved)",
+                why,
+            )),
+            Ok(entries) => {
+                stored.blob_moved = true;
+                for (index, entry) in entries.into_iter().enumerate() {
+                    match CheckResult::deserialize(&entry) {
+                        Ok(result) if taken.contains(&result.id) => {}
+                        Ok(result) => {
+                            taken.insert(result.id.clone());
+                            moved.push((result.id.clone(), result));
+                        }
+                        Err(why) => {
+                            // Kept as a record of its own (still unreadable, still named), so
+                            // that moving the others loses nothing.
+                            let key = unused_key(&entry, index, &taken);
+                            taken.insert(key.clone());
+                            stored.rewrite.push((key.clone(), entry.to_string()));
+                            stored.unreadable.push(Unreadable::new(
+                                format!("result {key}"),
+                                format!("{why} (kept as it was)"),
+                            ));
+                        }
+                    }
+                }
+            }
+        },
+    }
+    // The blob's results finished first, in its order (the two layouts are not both written:
+    // the blob is only read, and moved in one transaction); records of the older shape carry
+    // no order and come last, by key.
+    let mut all: Vec<(u64, String, CheckResult)> = ordered;
+    for (order, (key, result)) in (0..).zip(moved) {
+        stored.rewrite.push((key.clone(), ResultRecord::new(order, result.clone()).to_text()));
+        all.push((order, key, result));
+    }
+    let mut next = all.iter().map(|(order, ..)| order.saturating_add(1)).max().unwrap_or(0);
+    for (key, result) in older {
+        stored.rewrite.push((key.clone(), ResultRecord::new(next, result.clone()).to_text()));
+        all.push((next, key, result));
+        next = next.saturating_add(1);
+    }
+    all.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    stored.next_order = next;
+    stored.results = all.into_iter().map(|(_, _, result)| result).collect();
+    stored
+}
+
+/// The older layout's record: a JSON array, each entry read on its own.
+fn read_blob(text: Option<&str>) -> Result<Vec<Value>, String> {
+    let text = text.ok_or("it is not text")?;
+    serde_json::from_str(text).map_err(|error| error.to_string())
+}
+
+/// A key for an unreadable entry of the older layout: its `id` when it has one not taken,
+/// otherwise one made from its place.
+fn unused_key(entry: &Value, index: usize, taken: &HashSet<String>) -> String {
+    if let Some(id) = entry.get("id").and_then(Value::as_str).filter(|id| !taken.contains(*id)) {
+        return id.to_owned();
+    }
+    let mut key = format!("unreadable-{index}");
+    while taken.contains(&key) {
+        key.push('-');
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use serde_json::json;
+    use verity_messages::Outcome;
+
+    use super::*;
+
+    fn result(id: &str) -> CheckResult {
+        CheckResult {
+            id: id.into(),
+            claim: format!("claim {id}"),
+            outcome: Outcome::Report { report: json!({"assessment": {"verdict": "supported"}}) },
+            cited: Vec::new(),
+        }
+    }
+
+    fn raw(key: &str, text: &str) -> RawRecord {
+        RawRecord { key: key.into(), text: Some(text.into()) }
+    }
+
+    fn current(order: u64, id: &str) -> RawRecord {
+        raw(id, &ResultRecord::new(order, result(id)).to_text())
+    }
+
+    fn ids(stored: &StoredResults) -> Vec<&str> {
+        stored.results.iter().map(|result| result.id.as_str()).collect()
+    }
+
+    fn skipped(stored: &StoredResults) -> Vec<&str> {
+        stored.unreadable.iter().map(|skipped| skipped.record.as_str()).collect()
+    }
+
+    #[test]
+    fn a_corrupt_record_among_good_ones_is_skipped_and_the_good_ones_kept() {
+        let records = [
+            current(1, "c1"),
+            raw("c2", "{\"version\": 2, \"order\": 3, \"resu"),
+            current(0, "c3"),
+            RawRecord { key: "c4".into(), text: None },
+            raw("c5", &json!({"version": 9, "order": 7, "result": {}}).to_string()),
+            raw("c6", &json!({"version": 2, "order": 2, "result": {"id": "c6"}}).to_string()),
+            raw("c7", &ResultRecord::new(4, result("other")).to_text()),
+            raw("c8", &json!({"version": "two"}).to_string()),
+        ];
+        let stored = read_results(None, &records);
+        assert_eq!(ids(&stored), ["c3", "c1"], "in their order, not their keys'");
+        assert_eq!(
+            skipped(&stored),
+            ["result c2", "result c4", "result c5", "result c6", "result c7", "result c8"]
+        );
+        assert!(stored.unreadable[2].why.contains("newer version of the app (record version 9)"));
+        assert_eq!(stored.unreadable[1].why, "it is not text");
+        assert!(
+            stored.rewrite.is_empty(),
+            "nothing is rewritten: unreadable records stay as they are"
+        );
+        assert!(!stored.blob_moved);
+        assert_eq!(stored.next_order, 2);
+    }
+
+    #[test]
+    fn a_record_of_the_older_shape_is_moved_to_the_current_one() {
+        let older = serde_json::to_string(&result("c2")).unwrap();
+        let stored = read_results(None, &[current(4, "c1"), raw("c2", &older)]);
+        assert_eq!(ids(&stored), ["c1", "c2"]);
+        assert!(stored.unreadable.is_empty());
+        assert_eq!(
+            stored.rewrite,
+            [("c2".to_owned(), ResultRecord::new(5, result("c2")).to_text())]
+        );
+        assert_eq!(stored.next_order, 6);
+        // Read again, the rewritten record is current and nothing more is to do.
+        let again = read_results(None, &[current(4, "c1"), raw("c2", &stored.rewrite[0].1)]);
+        assert_eq!((ids(&again), again.rewrite.len()), (vec!["c1", "c2"], 0));
+    }
+
+    #[test]
+    fn the_first_layout_is_moved_to_a_record_each_keeping_an_unreadable_entry() {
+        let blob =
+            json!([result("c1"), {"id": "c2", "claim": 42}, result("c3"), {"claim": "no id"}])
+                .to_string();
+        let stored = read_results(Some(Some(&blob)), &[]);
+        assert_eq!(ids(&stored), ["c1", "c3"]);
+        assert!(stored.blob_moved);
+        assert_eq!(skipped(&stored), ["result c2", "result unreadable-3"]);
+        assert!(stored.unreadable[0].why.ends_with("(kept as it was)"));
+        let rewrite: HashMap<&str, &str> =
+            stored.rewrite.iter().map(|(key, text)| (key.as_str(), text.as_str())).collect();
+        assert_eq!(rewrite.len(), 4);
+        assert_eq!(rewrite["c1"], ResultRecord::new(0, result("c1")).to_text());
+        assert_eq!(rewrite["c3"], ResultRecord::new(1, result("c3")).to_text());
+        assert_eq!(rewrite["c2"], json!({"id": "c2", "claim": 42}).to_string());
+        assert_eq!(rewrite["unreadable-3"], json!({"claim": "no id"}).to_string());
+        assert_eq!(stored.next_order, 2);
+        // Read again from the records it wrote: the same results, the same two skipped.
+        let records: Vec<RawRecord> =
+            stored.rewrite.iter().map(|(key, text)| raw(key, text)).collect();
+        let again = read_results(None, &records);
+        assert_eq!(ids(&again), ["c1", "c3"]);
+        assert_eq!(skipped(&again), ["result c2", "result unreadable-3"]);
+        assert!(again.rewrite.is_empty());
+    }
+
+    #[test]
+    fn an_unreadable_first_layout_stays_and_a_result_with_its_own_record_is_taken_from_it() {
+        let stored = read_results(Some(Some("[{\"id\": ")), &[current(0, "c1")]);
+        assert_eq!(ids(&stored), ["c1"]);
+        assert!(!stored.blob_moved, "kept: it may be read by a fixed version");
+        assert_eq!(skipped(&stored), ["the saved results (all in one record, as first saved)"]);
+        assert!(read_results(Some(None), &[]).unreadable[0].why.contains("not text"));
+
+        let mut newer = result("c1");
+        newer.claim = "the newer one".into();
+        let record = raw("c1", &ResultRecord::new(0, newer).to_text());
+        let blob = json!([result("c1"), result("c2")]).to_string();
+        let stored = read_results(Some(Some(&blob)), &[record]);
+        assert_eq!(ids(&stored), ["c1", "c2"]);
+        assert_eq!(stored.results[0].claim, "the newer one");
+        assert_eq!(stored.rewrite.len(), 1, "only c2 is moved");
+    }
+
+    #[test]
+    fn a_single_record_is_read_or_named() {
+        let read = |text: Option<Option<&str>>| read_json::<Vec<u32>>("the corpus", text);
+        assert_eq!(read(None), Ok(None));
+        assert_eq!(read(Some(Some("[1, 2]"))), Ok(Some(vec![1, 2])));
+        let Err(unreadable) = read(Some(Some("{\"not\": \"a list\"}"))) else { panic!() };
+        assert_eq!(unreadable.record, "the corpus");
+        assert_eq!(read(Some(None)).unwrap_err().why, "it is not text");
+    }
+
+    #[test]
+    fn the_notice_names_every_skipped_record() {
+        assert_eq!(unreadable_notice(&[]), None);
+        let notice = unreadable_notice(&[
+            Unreadable::new("result c2", "EOF while parsing"),
+            Unreadable::new("the corpus", "it is not text"),
+        ])
+        .unwrap();
+        assert!(
+            notice
+                .ends_with("Skipped: result c2 (EOF while parsing); the corpus (it is not text).")
+        );
+    }
+}
