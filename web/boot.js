@@ -11,7 +11,13 @@ import init from "./verity-web.js";
 // (Chrome on Android, Safari before 16), the tab holding a Web Lock runs the engine in a
 // dedicated worker and the others reach it over a BroadcastChannel. Either way the answer is
 // an object with a dedicated Worker's members, which is what the UI was written against.
-globalThis.verityEngine = (url) => {
+globalThis.verityEngine = (url) => runsModels(engineAt(url));
+
+/** Keeps a `.gguf` file the person picked in this browser (web/in-tab.js) and answers the
+ * model reference for it (`file:NAME`): what the Provider section's file field calls. */
+globalThis.verityKeepModelFile = async (file) => (await import("./verity-in-tab.js")).keepModelFile(file);
+
+function engineAt(url) {
   if (typeof SharedWorker === "function") {
     const shared = new SharedWorker(url, { type: "module", name: "verity" });
     const port = shared.port;
@@ -28,7 +34,62 @@ globalThis.verityEngine = (url) => {
     return new Worker(url, { type: "module" });
   }
   return elected(url);
-};
+}
+
+/** The engine with this tab offering to run the model in the tab (web/in-tab.js): the engine
+ * sends its `in-tab:` requests to a page, since a shared worker cannot start the worker that
+ * wllama runs in. Those calls are answered here and never reach the UI; the module and wllama
+ * load only when the first call comes. The tab says when it goes, so no call waits on it. */
+function runsModels(engine) {
+  let listener = null;
+  engine.onmessage = (event) => {
+    if (event.data?.verityModel === "call" && event.ports?.[0]) {
+      const port = event.ports[0];
+      import("./verity-in-tab.js")
+        .then((model) => model.answer(event.data, port))
+        .catch((error) => port.postMessage({ error: `the model in the tab could not start: ${error?.message ?? error}` }));
+      return;
+    }
+    listener?.(event);
+  };
+  engine.postMessage({ verityModel: "runner" });
+  addEventListener("pagehide", () => engine.postMessage({ verityModel: "bye" }));
+  addEventListener("pageshow", (event) => event.persisted && engine.postMessage({ verityModel: "runner" }));
+  showModelState();
+  return {
+    postMessage: (message) => engine.postMessage(message),
+    set onmessage(next) { listener = next; },
+    set onmessageerror(next) { engine.onmessageerror = next; },
+    set onerror(next) { engine.onerror = next; },
+    terminate: () => engine.terminate(),
+  };
+}
+
+/** The model in the tab's state, in a line at the foot of the page (web/in-tab.js announces
+ * it): its download, that it is ready and kept in this browser, its speed, or why it failed. */
+function showModelState() {
+  const MB = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
+  let line = null;
+  addEventListener("verity-model", ({ detail }) => {
+    if (!line) {
+      line = document.createElement("p");
+      line.className = "model-state";
+      line.setAttribute("role", "status");
+      line.dataset.testid = "model-state";
+      document.body.append(line);
+    }
+    line.dataset.state = detail.state;
+    const name = detail.model.startsWith("file:") ? detail.model.slice(5) : detail.model.split("/").pop();
+    line.textContent = {
+      loading: () => `Loading the model ${name} into this tab` + (detail.total ? `: ${MB(detail.loaded)} of ${MB(detail.total)}` : detail.loaded ? `: ${MB(detail.loaded)}` : "…"),
+      ready: () => `The model ${name} runs in this tab (${MB(detail.bytes)}, kept in this browser).`,
+      kept: () => `The model file ${name} is kept in this browser (${MB(detail.bytes)}).`,
+      "not-kept": () => `The model ${name} could not be kept in this browser (${detail.message}); it will be downloaded again after a reload.`,
+      answered: () => `The model ${name} runs in this tab` + (detail.timings ? `: ${detail.timings.prompt_per_second.toFixed(0)} prompt and ${detail.timings.predicted_per_second.toFixed(0)} generated tokens a second.` : "."),
+      failed: () => `The model ${name} could not be loaded in this tab: ${detail.message}`,
+    }[detail.state]?.() ?? "";
+  });
+}
 
 /** The engine of the tab that holds the lock "verity-engine" (the leader); every other tab
  * (a follower) sends its messages over the channel "verity-engine" to the leader, which hands

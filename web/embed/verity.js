@@ -14,6 +14,14 @@
 
 const WORKER_URL = new URL('./verity-worker_loader.js?storage=memory', import.meta.url);
 
+/** Runs one of the engine's requests to the model in the tab (see verity-in-tab.js, beside
+ * this module with its wllama/ folder) and answers on `port`. */
+function answerModelCall(message, port) {
+  import(new URL('./verity-in-tab.js', import.meta.url).href)
+    .then((model) => model.answer(message, port))
+    .catch((error) => port.postMessage({ error: `the model in the tab could not start: ${error?.message ?? error}` }));
+}
+
 /** A typed failure: `kind` is the core's stable failure kind (`provider`, `turn-limit`,
  * `cancelled`, `config`, ...), `spent` what was spent before it failed. */
 export class VerityError extends Error {
@@ -114,7 +122,12 @@ export class Verity extends EventTarget {
     this.#provider = providerChoice(provider);
     this.#concurrency = Math.max(1, Math.floor(concurrency));
     this.#worker = new Worker(workerUrl ?? WORKER_URL, { type: 'module', name: 'verity-engine' });
-    this.#worker.addEventListener('message', (event) => this.#receive(event.data));
+    this.#worker.addEventListener('message', (event) => {
+      // The model in the tab (`{"api": "openai", "baseUrl": "in-tab:", "model": URL}`): the
+      // engine asks this page to run it (verity-in-tab.js, loaded only then).
+      if (event.data?.verityModel === 'call' && event.ports?.[0]) answerModelCall(event.data, event.ports[0]);
+      else this.#receive(event.data);
+    });
     this.#worker.addEventListener('error', (event) => {
       event.preventDefault?.();
       this.#fail(`the Verity worker failed to load or crashed: ${event.message || 'no message'} (is ${WORKER_URL.pathname} served beside verity.js?)`);
@@ -231,6 +244,7 @@ export class Verity extends EventTarget {
       case 'ready': {
         const outbox = this.#outbox ?? [];
         this.#outbox = null;
+        this.#worker.postMessage({ verityModel: 'runner' });
         for (const queued of outbox) this.#worker.postMessage(queued);
         return;
       }

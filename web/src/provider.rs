@@ -42,18 +42,24 @@ impl ProviderKind {
     }
 }
 
-/// An OpenAI-compatible preset: (value, label, base URL, model).
-pub const PRESETS: [(&str, &str, &str, &str); 4] = [
+/// An OpenAI-compatible preset: (value, label, base URL, model). The model in the tab's model
+/// is the URL of a `.gguf` file, or a file picked from this computer.
+pub const PRESETS: [(&str, &str, &str, &str); 5] = [
     ("openai", "OpenAI", "https://api.openai.com/v1", "gpt-4o-mini"),
     ("openrouter", "OpenRouter", "https://openrouter.ai/api/v1", "openai/gpt-4o-mini"),
     ("ollama", "Ollama (local)", "http://localhost:11434/v1", "llama3.1"),
     ("llamacpp", "llama.cpp (local)", "http://localhost:8080/v1", "local"),
+    ("intab", "In this tab (llama.cpp in WebAssembly)", IN_TAB, ""),
 ];
 
-/// The presets of local servers, which get constrained output (`"output": "json-schema"`):
+/// The base URL of the model in the tab: a page runs llama.cpp compiled to WebAssembly for the
+/// engine (`web/in-tab.js`); no server, no key.
+pub const IN_TAB: &str = "in-tab:";
+
+/// The presets of local models, which get constrained output (`"output": "json-schema"`):
 /// llama.cpp uses `tools` only when the model's chat template renders them, and a small model
 /// follows a grammar where it cannot follow tool calling. Hosted models call tools.
-const CONSTRAINED_PRESETS: [&str; 2] = ["ollama", "llamacpp"];
+const CONSTRAINED_PRESETS: [&str; 3] = ["ollama", "llamacpp", "intab"];
 
 /// The default Anthropic model.
 pub const ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
@@ -157,11 +163,17 @@ impl ProviderSettings {
                             .into(),
                     );
                 }
-                if !(base_url.starts_with("https://") || base_url.starts_with("http://")) {
+                let web = base_url.starts_with("https://") || base_url.starts_with("http://");
+                if !(web || base_url == IN_TAB) {
                     return Err("The base URL must start with https:// or http://.".into());
                 }
                 if self.openai_model.trim().is_empty() {
-                    return Err("Enter a model name.".into());
+                    return Err(if web {
+                        "Enter a model name."
+                    } else {
+                        "Give the model: the URL of a .gguf file, or pick one."
+                    }
+                    .into());
                 }
                 config.insert("api".into(), json!("openai"));
                 config.insert("baseUrl".into(), json!(base_url));
@@ -265,6 +277,34 @@ impl ProviderSettings {
     }
 }
 
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    /// `web/boot.js`'s `verityKeepModelFile(file)`: keeps a picked `.gguf` file in this browser
+    /// for the model in the tab and resolves to its model reference (`file:NAME`).
+    #[wasm_bindgen(catch, js_name = verityKeepModelFile)]
+    fn verity_keep_model_file(
+        file: &web_sys::File,
+    ) -> Result<js_sys::Promise, wasm_bindgen::JsValue>;
+}
+
+/// Keeps the `.gguf` file picked in `ev`'s input and makes it the model; the model field says
+/// why when it cannot be kept (not a GGUF file, a full disk).
+fn keep_model_file(ev: &leptos::ev::Event, settings: RwSignal<ProviderSettings>) {
+    let input: web_sys::HtmlInputElement = event_target(ev);
+    let Some(file) = input.files().and_then(|files| files.get(0)) else { return };
+    leptos::task::spawn_local(async move {
+        let kept = match verity_keep_model_file(&file) {
+            Ok(promise) => wasm_bindgen_futures::JsFuture::from(promise).await,
+            Err(error) => Err(error),
+        };
+        let model = match kept {
+            Ok(reference) => reference.as_string().unwrap_or_default(),
+            Err(error) => format!("(not kept: {})", crate::js::describe(&error)),
+        };
+        settings.update(|s| s.openai_model = model);
+    });
+}
+
 /// This browser's `localStorage`, when it has one (small settings only; the corpus and the
 /// results are the worker's, in IndexedDB).
 fn storage() -> Option<web_sys::Storage> {
@@ -354,6 +394,18 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                             }
                         />
                     </div>
+                    <Show when=move || settings.with(|s| s.base_url.trim() == IN_TAB)>
+                        <div class="field">
+                            <label for="provider-gguf">"Or a .gguf file"</label>
+                            <input
+                                id="provider-gguf"
+                                data-testid="provider-gguf"
+                                type="file"
+                                accept=".gguf"
+                                on:change=move |ev| keep_model_file(&ev, settings)
+                            />
+                        </div>
+                    </Show>
                 </Show>
                 <Show when=move || kind() == ProviderKind::Anthropic>
                     <div class="field">
@@ -442,6 +494,26 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_model_in_the_tab_is_the_in_tab_base_url_with_constrained_output() {
+        let mut settings = ProviderSettings { kind: ProviderKind::OpenAi, ..Default::default() };
+        settings.apply_preset("intab");
+        assert_eq!(
+            settings.choice(),
+            Err("Give the model: the URL of a .gguf file, or pick one.".into()),
+            "no model yet"
+        );
+        settings.openai_model = "https://models.example/smol.gguf".into();
+        let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
+        assert_eq!(
+            config,
+            json!({"api": "openai", "baseUrl": "in-tab:", "model": "https://models.example/smol.gguf",
+                "output": "json-schema", "temperature": 0, "stream": true})
+        );
+        settings.base_url = "in-tab:/elsewhere".into();
+        assert!(settings.choice().is_err(), "only the in-tab base URL itself is not http(s)");
+    }
 
     #[test]
     fn providers_become_the_cores_json() {

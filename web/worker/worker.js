@@ -10,4 +10,33 @@ if ("onconnect" in self) {
   self.verityConnected = waiting;
   self.onconnect = (event) => waiting.push(...event.ports);
 }
+
+// A request to the model in the tab (base URL `in-tab:`), which a page runs (web/in-tab.js):
+// sent to `page` with a port of its own; each `{progress}` on the port calls `alive` (the idle
+// clock starts again), the answer `{status, headers, body}` resolves as a response with a
+// readable body. Aborting `signal` tells the page to stop and rejects; so does a page that
+// answers with something else.
+self.verityCallInTab = (page, body, signal, alive) =>
+  new Promise((resolve, reject) => {
+    const { port1, port2 } = new MessageChannel();
+    const stop = () => {
+      port1.postMessage({ cancel: true });
+      port1.close();
+      reject(new DOMException("the request was aborted", "AbortError"));
+    };
+    if (signal.aborted) return stop();
+    signal.addEventListener("abort", stop, { once: true });
+    port1.onmessage = ({ data }) => {
+      if (data?.progress) return alive();
+      signal.removeEventListener("abort", stop);
+      port1.close();
+      if (typeof data?.status !== "number" || typeof data?.body !== "string") {
+        return reject(new Error("the tab running the model answered something else than a response"));
+      }
+      const headers = Array.isArray(data.headers) ? data.headers : [];
+      resolve({ status: data.status, headers, body: new Response(data.body).body });
+    };
+    page.postMessage({ verityModel: "call", body }, [port2]);
+  });
+
 await init();

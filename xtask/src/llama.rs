@@ -55,7 +55,7 @@ pub fn install() -> Result {
 }
 
 /// The model file inside the venv.
-fn gguf() -> Result<PathBuf> {
+pub fn gguf() -> Result<PathBuf> {
     let lib = dir().join("venv/lib");
     let entries = std::fs::read_dir(&lib).map_err(|e| format!("{}: {e}", lib.display()))?;
     entries

@@ -442,6 +442,7 @@ mod setup {
             "playwright-core",
             "axe-core",
             "minisearch",
+            "@wllama/wllama",
         ];
         if needed
             .iter()

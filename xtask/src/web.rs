@@ -27,11 +27,16 @@ const BINARIES: [(&str, &str); 2] =
     [("verity-web", "verity-web"), ("verity-worker", "verity-worker")];
 
 /// The page's static files: (source in the workspace, name in the folder).
-const FILES: [(&str, &str); 6] = [
+const FILES: [(&str, &str); 9] = [
     ("index.html", "index.html"),
     ("web/style.css", "style.css"),
     // The UI's module loader (the page runs no inline script).
     ("web/boot.js", "boot.js"),
+    // The model in the tab (a page runs it for the engine), and the npm package it runs:
+    // llama.cpp compiled to WebAssembly. Loaded only when that provider is chosen.
+    ("web/in-tab.js", "verity-in-tab.js"),
+    ("node_modules/@wllama/wllama/esm/index.js", "wllama/index.js"),
+    ("node_modules/@wllama/wllama/esm/wasm/wllama.wasm", "wllama/wllama.wasm"),
     // The worker's module entry; the UI and the embedding start it by this name.
     ("web/worker/worker.js", "verity-worker_loader.js"),
     // The embedding module, its types, and (below) the example page that uses it.
@@ -44,9 +49,10 @@ const FILES: [(&str, &str); 6] = [
 /// makes the requests: a worker takes its policy from its script's response, never from the
 /// page's meta tag. `connect-src *` because the worker must reach whatever provider endpoint
 /// the user configures (https, or plain http on loopback or a keyless local network server;
-/// the worker itself refuses to send a key over plain http off loopback).
+/// the worker itself refuses to send a key over plain http off loopback). `worker-src blob:`
+/// for the model in the tab: wllama starts its worker from a blob of its own code.
 const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; \
-                   connect-src *; img-src 'self' data:; worker-src 'self'; object-src 'none'; \
+                   connect-src *; img-src 'self' data:; worker-src 'self' blob:; object-src 'none'; \
                    base-uri 'none'; frame-ancestors 'none'";
 
 /// The security headers of every file of the app: sent by `serve` and by the browser tests'
@@ -183,6 +189,9 @@ fn build(release: bool) -> Result {
 }
 
 fn copy(from: &Path, to: &Path) -> Result {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    }
     std::fs::copy(from, to)
         .map(drop)
         .map_err(|e| format!("{} -> {}: {e}", from.display(), to.display()))
@@ -448,6 +457,8 @@ pub fn browser_tests(llama: Option<&str>) -> Result {
     let mut node = Command::new("node");
     if let Some(url) = llama {
         node.env("VERITY_LLAMA_URL", url);
+        // The same model's GGUF, for the model in the tab (tests/browser/in-tab.test.mjs).
+        node.env("VERITY_GGUF", super::llama::gguf()?);
     }
     run(node
         .current_dir(root())

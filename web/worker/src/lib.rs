@@ -53,6 +53,8 @@ pub mod corpus;
 pub mod demo;
 pub mod engine;
 pub mod host;
+#[cfg(target_arch = "wasm32")]
+mod in_tab;
 pub mod records;
 pub mod saved;
 #[cfg(target_arch = "wasm32")]

@@ -94,6 +94,9 @@ type Shared = Rc<RefCell<Option<Engine<WorkerHost>>>>;
 /// Hands one page's message to the engine (or keeps it until the engine has started), with
 /// the page as the one [`Host::reply`] answers.
 fn receive(page: &JsValue, data: &JsValue, pending: &Pending, engine: &Shared) {
+    if crate::in_tab::register(page, data) {
+        return;
+    }
     let text = data
         .as_string()
         .unwrap_or_else(|| js_sys::JSON::stringify(data).map(String::from).unwrap_or_default());
@@ -644,10 +647,10 @@ async fn sleep(ms: u64) {
 /// Aborts its request when dropped (a cancelled check drops the request's future or body),
 /// and enforces the request's two clocks: the deadline of the whole exchange (`timeout_ms`)
 /// and the longest wait for the next bytes (`idle_timeout_ms`, re-armed by [`Abort::progress`]).
-struct Abort {
+pub(crate) struct Abort {
     controller: AbortController,
     timer: Option<(i32, Closure<dyn FnMut()>)>,
-    idle: Option<IdleTimer>,
+    idle: Option<Rc<IdleTimer>>,
     timed_out: Rc<Cell<bool>>,
     stalled: Rc<Cell<bool>>,
     done: bool,
@@ -687,21 +690,36 @@ impl Abort {
         let idle = idle_timeout_ms.map(|ms| {
             let ms = i32::try_from(ms).unwrap_or(i32::MAX);
             let on_stall = on_fire(&stalled);
-            (Cell::new(set_timer(&on_stall, ms)), ms, on_stall)
+            Rc::new((Cell::new(set_timer(&on_stall, ms)), ms, on_stall))
         });
         Ok(Self { controller, timer, idle, timed_out, stalled, done: false })
     }
 
     /// Bytes arrived: the idle clock starts again.
-    fn progress(&self) {
-        if let Some((id, ms, on_stall)) = &self.idle {
-            scope().clear_timeout_with_handle(id.get());
-            id.set(set_timer(on_stall, *ms));
+    pub(crate) fn progress(&self) {
+        if let Some(idle) = &self.idle {
+            rearm(idle);
         }
     }
 
+    /// A callback that starts the idle clock again, for a request answered by something that
+    /// reports being alive before it sends bytes (the model in the tab, `crate::in_tab`).
+    pub(crate) fn keep_alive(&self) -> Closure<dyn FnMut()> {
+        let idle = self.idle.clone();
+        Closure::new(move || {
+            if let Some(idle) = &idle {
+                rearm(idle);
+            }
+        })
+    }
+
+    /// The signal that aborts the request (a deadline, the idle clock, a cancel).
+    pub(crate) fn signal(&self) -> web_sys::AbortSignal {
+        self.controller.signal()
+    }
+
     /// The failure for a rejected `read`.
-    fn failure(&self, error: &JsValue) -> HttpFailure {
+    pub(crate) fn failure(&self, error: &JsValue) -> HttpFailure {
         self.classify(error.is_instance_of::<js_sys::TypeError>(), describe(error))
     }
 
@@ -732,13 +750,19 @@ impl Abort {
     }
 }
 
+/// Starts the idle clock again.
+fn rearm((id, ms, on_stall): &IdleTimer) {
+    scope().clear_timeout_with_handle(id.get());
+    id.set(set_timer(on_stall, *ms));
+}
+
 impl Drop for Abort {
     fn drop(&mut self) {
         if let Some((id, _)) = self.timer.take() {
             scope().clear_timeout_with_handle(id);
         }
-        if let Some((id, _, _)) = self.idle.take() {
-            scope().clear_timeout_with_handle(id.get());
+        if let Some(idle) = self.idle.take() {
+            scope().clear_timeout_with_handle(idle.0.get());
         }
         if !self.done {
             self.controller.abort();
@@ -756,6 +780,13 @@ pub struct FetchBody {
     abort: Abort,
 }
 
+impl FetchBody {
+    /// The body `reader` reads, under `abort`'s clocks.
+    pub(crate) fn new(reader: Option<ReadableStreamDefaultReader>, abort: Abort) -> Self {
+        Self { reader, abort }
+    }
+}
+
 impl std::fmt::Debug for FetchBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FetchBody").finish_non_exhaustive()
@@ -770,6 +801,9 @@ impl HttpClient for FetchClient {
         // before the check started; this holds for every request, whoever made it).
         refuse_key_in_the_clear(request, url_parts).map_err(HttpFailure::Refused)?;
         let abort = Abort::new(request.timeout_ms, request.idle_timeout_ms)?;
+        if crate::in_tab::is_in_tab(&request.url) {
+            return crate::in_tab::send(request, abort).await;
+        }
         let headers = Headers::new()
             .map_err(|e| HttpFailure::Network(format!("headers: {}", describe(&e))))?;
         for (name, value) in &request.headers {

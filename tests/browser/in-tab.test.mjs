@@ -1,0 +1,122 @@
+// The model in the tab: SmolLM2-135M-Instruct's GGUF (the file the real-model tests use, named
+// by VERITY_GGUF, which `cargo xtask test` sets) served on loopback, loaded by the page with
+// llama.cpp compiled to WebAssembly (npm @wllama/wllama), and a claim checked to a verdict with
+// no model server at all. Then, after a reload (the model now comes from the browser's cache,
+// not the network), one identical request in the tab and against the native llama.cpp server
+// (VERITY_LLAMA_URL) prints both speeds side by side.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createReadStream, statSync } from 'node:fs';
+import { basename } from 'node:path';
+import { serve, browser, screenshot, recordingServer } from './harness.mjs';
+
+const GGUF = process.env.VERITY_GGUF;
+const skip = GGUF ? false : 'VERITY_GGUF is not set (cargo xtask test installs the model and sets it)';
+
+let site;
+before(async () => { if (GGUF) site = await serve(); });
+after(async () => { await site?.close(); });
+
+const id = (name) => `[data-testid="${name}"]`;
+
+const TOWERS = [
+  { id: 'eiffel', text: 'The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.' },
+  { id: 'louvre', text: "The Louvre is the world's most-visited art museum." },
+  { id: 'tokyo', text: 'Tokyo Tower is a communications and observation tower in Minato.' },
+].map((item) => JSON.stringify(item)).join('\n');
+
+/** A loopback server of the GGUF (another origin than the app's: CORS, as a model host has). */
+function modelServer() {
+  return recordingServer((request, response) => {
+    if (request.url !== `/${basename(GGUF)}`) {
+      response.writeHead(404, { 'access-control-allow-origin': '*' }).end();
+      return;
+    }
+    response.writeHead(200, {
+      'access-control-allow-origin': '*',
+      'content-type': 'application/octet-stream',
+      'content-length': String(statSync(GGUF).size),
+    });
+    createReadStream(GGUF).pipe(response);
+  });
+}
+
+/** Checks `claim` and waits for its card's verdict (or fails with what the card says). */
+async function checkToVerdict(page, claim, shot) {
+  await page.fill(id('claims-input'), claim);
+  await page.click(id('run'));
+  const cardLocator = page.locator('li.card', { hasText: claim });
+  await cardLocator.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 300000 });
+  if (await cardLocator.locator(id('failure-message')).count()) {
+    await screenshot(page, `${shot}-failed`);
+    assert.fail(`the check failed: ${await cardLocator.innerText()}`);
+  }
+  return cardLocator.locator(id('verdict')).innerText();
+}
+
+test('the model in the tab: a GGUF loaded by the page checks a claim to a verdict with no model server', { skip, timeout: 900000 }, async () => {
+  const models = await modelServer();
+  const { page, errors, close } = await browser();
+  try {
+    const url = `${models.url}/${basename(GGUF)}`;
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
+    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+    await page.selectOption(id('provider-kind'), 'openai');
+    await page.selectOption(id('provider-preset'), 'intab');
+    assert.equal(await page.inputValue(id('provider-base-url')), 'in-tab:');
+    await page.fill(id('provider-model'), url);
+    const started = Date.now();
+    const verdict = await checkToVerdict(page, 'The Eiffel Tower is in Paris.', 'in-tab');
+    const seconds = (Date.now() - started) / 1000;
+    assert.match(verdict, /supported|contradicted|insufficient/i, verdict);
+    const state = page.locator(id('model-state'));
+    assert.match(await state.innerText(), /runs in this tab/, 'the page says where the model runs');
+    await screenshot(page, 'in-tab');
+    const downloads = () => models.requests.filter((request) => request.method === 'GET').length;
+    assert.equal(downloads(), 1, 'the model was downloaded once');
+    console.log(`model in the tab: verdict "${verdict}" in ${seconds.toFixed(1)} s (model download and load included)`);
+
+    // After a reload the model comes from the browser's cache, not from the network: the
+    // speed comparison below loads it again in the reloaded page.
+    await page.reload();
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    assert.deepEqual(errors, []);
+
+    // One identical request in the tab and, when it runs, against the native server.
+    const request = {
+      model: url,
+      messages: [
+        { role: 'system', content: 'You check claims against evidence. Answer in one sentence.' },
+        { role: 'user', content: 'Claim: The Eiffel Tower is in Paris.\nEvidence: The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It was the tallest structure in the world until 1930.\nIs the claim supported?' },
+      ],
+      max_tokens: 48,
+      temperature: 0,
+    };
+    const inTab = await page.evaluate(async (body) => {
+      const model = await import('/verity-in-tab.js');
+      const { port1, port2 } = new MessageChannel();
+      const answered = new Promise((resolve) => {
+        port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
+      });
+      await model.answer({ body: JSON.stringify(body) }, port2);
+      return JSON.parse((await answered).body).timings;
+    }, request);
+    let line = `tokens a second, same request: in the tab (wllama, 1 thread) prompt ${inTab.prompt_per_second.toFixed(1)}, generation ${inTab.predicted_per_second.toFixed(1)}`;
+    if (process.env.VERITY_LLAMA_URL) {
+      const response = await fetch(`${process.env.VERITY_LLAMA_URL.replace(/\/$/, '')}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...request, model: 'local' }),
+      });
+      const native = (await response.json()).timings;
+      line += `; native llama.cpp server prompt ${native.prompt_per_second.toFixed(1)}, generation ${native.predicted_per_second.toFixed(1)}`;
+    }
+    console.log(line);
+    assert.equal(downloads(), 1, 'after a reload the model came from the browser, not the network');
+  } finally {
+    await close();
+    await models.close();
+  }
+});

@@ -1,0 +1,187 @@
+// A model in the tab: llama.cpp compiled to WebAssembly (npm @wllama/wllama, copied beside this
+// file as wllama/ by `cargo xtask dist`) answering the engine's OpenAI-compatible requests, so
+// a claim is checked with no server and no key. The engine (a shared worker) cannot start the
+// worker wllama runs in (a shared worker has no `Worker`), so a page runs it: the engine sends
+// a page `{verityModel: "call", body}` with a port, and this module answers on the port with
+// `{status, headers, body}` as a server would, after `{progress}` messages that tell the
+// engine's idle clock the model is alive (loading it, or working on a long prompt).
+//
+// `web/boot.js` (the app) and `verity.js` (the embedding) import this module only when a call
+// comes, so neither wllama's code nor its wasm loads unless this provider is chosen.
+//
+// The model is named by the request's `model`: the URL of a `.gguf` file, or `file:NAME` for a
+// file the person picked ([`keepModelFile`]). Either is kept in the Cache API (`verity-models`)
+// so a reload does not load it from the network again.
+
+import { Wllama } from "./wllama/index.js";
+
+const CACHE = "verity-models";
+/** How often a call that is still working tells the engine so (its idle clock is 60 s). */
+const ALIVE_EVERY_MS = 5000;
+/** The context the model is loaded with: a claim check's longest prompt fits in it. */
+const CONTEXT_TOKENS = 4096;
+
+let loaded = null; // { model, wllama, ready }
+let turn = Promise.resolve(); // one completion at a time: wllama runs one
+
+/** The cache key of a picked file (an address of this origin that nothing serves). */
+function fileKey(name) {
+  return new URL(`/.verity-models/${encodeURIComponent(name)}`, location.origin).href;
+}
+
+/** Where the model `reference` is kept, and where to fetch it when it is not. */
+function modelKey(reference) {
+  if (reference.startsWith("file:")) return { key: fileKey(reference.slice(5)), fetchable: false };
+  const url = new URL(reference, location.href);
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new Error(`the model ${JSON.stringify(reference)} is neither an http(s) URL of a .gguf file nor a picked file`);
+  }
+  return { key: url.href, fetchable: true };
+}
+
+/** Tells whoever shows it how the model is doing (`web/boot.js` shows it on the app's page). */
+function announce(detail) {
+  globalThis.dispatchEvent(new CustomEvent("verity-model", { detail }));
+}
+
+/** Keeps a file the person picked in the browser; answers the model reference for it. */
+export async function keepModelFile(file) {
+  const head = new Uint8Array(await file.slice(0, 4).arrayBuffer());
+  if (String.fromCharCode(...head) !== "GGUF") {
+    throw new Error(`${file.name} is not a GGUF model file (it does not start with "GGUF")`);
+  }
+  const cache = await caches.open(CACHE);
+  await cache.put(fileKey(file.name), new Response(file, { headers: { "content-length": String(file.size) } }));
+  announce({ state: "kept", model: `file:${file.name}`, bytes: file.size });
+  return `file:${file.name}`;
+}
+
+/** The model as a Blob: from the cache, else downloaded (with progress) and kept. */
+async function modelBlob(reference, progress) {
+  const { key, fetchable } = modelKey(reference);
+  const cache = await caches.open(CACHE);
+  const kept = await cache.match(key);
+  if (kept) return kept.blob();
+  if (!fetchable) throw new Error(`the model file ${reference.slice(5)} is no longer kept in this browser: pick it again`);
+  const response = await fetch(key);
+  if (!response.ok) throw new Error(`downloading the model ${key} failed: HTTP ${response.status}`);
+  const total = Number(response.headers.get("content-length")) || 0;
+  const reader = response.body.getReader();
+  const parts = [];
+  let loadedBytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    loadedBytes += value.length;
+    progress({ loaded: loadedBytes, total });
+  }
+  const blob = new Blob(parts);
+  const head = new Uint8Array(await blob.slice(0, 4).arrayBuffer());
+  if (String.fromCharCode(...head) !== "GGUF") throw new Error(`${key} is not a GGUF model file`);
+  try {
+    await cache.put(key, new Response(blob, { headers: { "content-length": String(blob.size) } }));
+  } catch (error) {
+    // Not kept (a full disk): it is used now and downloaded again after a reload.
+    announce({ state: "not-kept", model: reference, message: String(error?.message ?? error) });
+  }
+  return blob;
+}
+
+/** The loaded model `reference`, loading it (and letting the one loaded before go) if needed. */
+function model(reference, progress) {
+  if (loaded?.model === reference) return loaded.ready;
+  const previous = loaded;
+  const wasm = new URL("./wllama/wllama.wasm", import.meta.url).href;
+  const wllama = new Wllama({ default: wasm }, { suppressNativeLog: true });
+  const ready = (async () => {
+    await previous?.ready.then((old) => old.exit()).catch(() => {});
+    announce({ state: "loading", model: reference, loaded: 0, total: 0 });
+    const blob = await modelBlob(reference, (done) => {
+      progress();
+      announce({ state: "loading", model: reference, ...done });
+    });
+    await wllama.loadModel([blob], { n_ctx: CONTEXT_TOKENS });
+    announce({ state: "ready", model: reference, bytes: blob.size, threads: wllama.getNumThreads?.() });
+    return wllama;
+  })();
+  loaded = { model: reference, ready };
+  ready.catch(() => {
+    if (loaded?.ready === ready) loaded = null;
+  });
+  return ready;
+}
+
+/** The request's OpenAI-compatible body as wllama's `createChatCompletion` options. */
+function options(body, signal) {
+  const { model: _model, stream: _stream, stream_options: _streamOptions, ...rest } = body;
+  return { ...rest, abortSignal: signal };
+}
+
+/** A whole chat completion as the SSE stream a streaming request asked for: one chunk with the
+ * message (its calls by index, as a server streams them) and the usage, then `[DONE]`. */
+function asStream(completion) {
+  const choice = completion.choices?.[0] ?? {};
+  const message = choice.message ?? {};
+  const delta = { role: "assistant", content: message.content ?? "" };
+  if (message.tool_calls?.length) {
+    delta.tool_calls = message.tool_calls.map((call, index) => ({ index, ...call }));
+  }
+  const chunk = {
+    id: completion.id,
+    object: "chat.completion.chunk",
+    model: completion.model,
+    choices: [{ index: 0, delta, finish_reason: choice.finish_reason ?? "stop" }],
+    usage: completion.usage,
+  };
+  return `data: ${JSON.stringify(chunk)}\n\ndata: [DONE]\n\n`;
+}
+
+/** The last completion's speed, as llama.cpp reports it (`timings`): what the tests print. */
+export let lastTimings = null;
+
+/** Answers one of the engine's calls on `port` (see the top of this file). */
+export async function answer(message, port) {
+  const cancel = new AbortController();
+  port.onmessage = ({ data }) => {
+    if (data?.cancel) cancel.abort();
+  };
+  const alive = () => port.postMessage({ progress: true });
+  const timer = setInterval(alive, ALIVE_EVERY_MS);
+  const reply = (status, body, type = "application/json") =>
+    port.postMessage({ status, headers: [["content-type", type]], body });
+  const error = (status, text) => reply(status, JSON.stringify({ error: { message: text, type: "in_tab_model" } }));
+  try {
+    let body;
+    try {
+      body = JSON.parse(message.body);
+    } catch (problem) {
+      return error(400, `the request is not JSON: ${problem.message}`);
+    }
+    if (typeof body?.model !== "string" || body.model.trim() === "") {
+      return error(400, "no model: set the model to the URL of a .gguf file, or pick a .gguf file");
+    }
+    let wllama;
+    try {
+      wllama = await model(body.model.trim(), alive);
+    } catch (problem) {
+      announce({ state: "failed", model: body.model, message: String(problem?.message ?? problem) });
+      return error(400, `the model could not be loaded in this tab: ${problem?.message ?? problem}`);
+    }
+    const mine = turn.then(async () => {
+      if (cancel.signal.aborted) return null;
+      return wllama.createChatCompletion(options(body, cancel.signal));
+    });
+    turn = mine.catch(() => {});
+    const completion = await mine;
+    if (completion === null) return;
+    lastTimings = completion.timings ?? null;
+    announce({ state: "answered", model: body.model, timings: lastTimings });
+    if (body.stream) reply(200, asStream(completion), "text/event-stream");
+    else reply(200, JSON.stringify(completion));
+  } catch (problem) {
+    if (!cancel.signal.aborted) error(500, `the model in this tab failed: ${problem?.message ?? problem}`);
+  } finally {
+    clearInterval(timer);
+  }
+}
