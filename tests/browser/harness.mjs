@@ -116,6 +116,27 @@ export async function inEngine(context, page, expression) {
   }
 }
 
+/** Runs `write(tx)` (a function's source, run in the page) in a transaction over `stores` of
+ * the `verity` database opened at `version`, on the origin of `site` (from `serve`), before the app has loaded
+ * there (from a missing page: `errors` forgets its 404s). */
+export async function seedDatabase({ page, errors }, site, version, stores, write) {
+  await page.goto(`${site.url}not-the-app`);
+  await page.waitForLoadState('load');
+  await page.evaluate(async ({ version, stores, write }) => {
+    const db = await new Promise((done, fail) => {
+      const request = indexedDB.open('verity', version);
+      request.onupgradeneeded = () => stores.forEach((name) => request.result.createObjectStore(name));
+      request.onsuccess = () => done(request.result);
+      request.onerror = () => fail(request.error);
+    });
+    const tx = db.transaction(stores, 'readwrite');
+    new Function('tx', write)(tx);
+    await new Promise((done, fail) => { tx.oncomplete = done; tx.onerror = () => fail(tx.error); });
+    db.close();
+  }, { version, stores, write: `(${write})(tx)` });
+  errors.splice(0);
+}
+
 /** A fresh Chromium profile; resolves to { context, page, errors, close }. */
 export async function browser({ width = 1280, height = 900 } = {}) {
   const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'verity-chromium-')), {

@@ -5,7 +5,7 @@
 // shape.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { serve, browser, screenshot } from './harness.mjs';
+import { serve, browser, screenshot, seedDatabase } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -26,27 +26,6 @@ function result(checkId, claim, verdict) {
 }
 
 const CORPUS = JSON.stringify([{ id: 'e1', text: 'The storage migration finished in March.' }]);
-
-/** Runs `write(tx)` (a function's source, run in the page) in a transaction over `stores` of
- * the `verity` database opened at `version`, on the app's origin, before the app has loaded
- * there (from a missing page: `errors` forgets its 404s). */
-async function seed({ page, errors }, version, stores, write) {
-  await page.goto(`${site.url}not-the-app`);
-  await page.waitForLoadState('load');
-  await page.evaluate(async ({ version, stores, write }) => {
-    const db = await new Promise((done, fail) => {
-      const request = indexedDB.open('verity', version);
-      request.onupgradeneeded = () => stores.forEach((name) => request.result.createObjectStore(name));
-      request.onsuccess = () => done(request.result);
-      request.onerror = () => fail(request.error);
-    });
-    const tx = db.transaction(stores, 'readwrite');
-    new Function('tx', write)(tx);
-    await new Promise((done, fail) => { tx.oncomplete = done; tx.onerror = () => fail(tx.error); });
-    db.close();
-  }, { version, stores, write: `(${write})(tx)` });
-  errors.splice(0);
-}
 
 /** The stored records of `store`, as { key: value }. */
 async function records(page, store) {
@@ -79,7 +58,7 @@ test('results of the first layout are moved to a record each; an unreadable one 
       { id: 'broken', claim: 42 },
       result('r2', 'The migration finished in May.', 'contradicted'),
     ]);
-    await seed(session, 1, ['kv', 'sessions'], `(tx) => {
+    await seedDatabase(session, site, 1, ['kv', 'sessions'], `(tx) => {
       tx.objectStore('kv').put(${JSON.stringify(CORPUS)}, 'corpus');
       tx.objectStore('kv').put(${JSON.stringify(blob)}, 'results');
     }`);
@@ -115,7 +94,7 @@ test('a corrupt record and one of an older shape among good ones: the good ones 
     const current = JSON.stringify({ version: 2, order: 0, result: result('r1', 'The migration finished in March.', 'supported') });
     const older = JSON.stringify(result('r2', 'The migration finished in May.', 'contradicted'));
     const newer = JSON.stringify({ version: 99, order: 5, result: { anything: true } });
-    await seed(session, 2, ['kv', 'sessions', 'results'], `(tx) => {
+    await seedDatabase(session, site, 2, ['kv', 'sessions', 'results'], `(tx) => {
       tx.objectStore('kv').put('{"not": "passages"', 'corpus');
       tx.objectStore('results').put(${JSON.stringify(current)}, 'r1');
       tx.objectStore('results').put(${JSON.stringify(older)}, 'r2');

@@ -198,10 +198,9 @@ fn CheckCardView(
             Phase::Queued => ("queued", "Queued"),
             Phase::Running if s.cancelling => ("running", "Cancelling"),
             Phase::Running => ("running", "Running"),
-            Phase::Finished(result) => match result.outcome {
-                verity_messages::Outcome::Report { .. } => ("done", "Done"),
-                verity_messages::Outcome::Failed { .. } => ("failed", "Failed"),
-            },
+            // A failure that amounts to a verdict (research found nothing new) is done.
+            Phase::Finished(result) if result.outcome.has_verdict() => ("done", "Done"),
+            Phase::Finished(_) => ("failed", "Failed"),
         })
     };
     let active = move || state.with(|s| s.is_active());

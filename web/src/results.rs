@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use verity_messages::{CheckResult, FailureView, FromJson, Item, Outcome, ReportView};
 
 pub use verity_messages::text::{
-    cost_text, count, spent_text, usage_text, verdict_text, what_to_do,
+    cost_text, count, failure_verdict, spent_text, usage_text, verdict_text, what_to_do,
 };
 
 /// Splits `text` into pieces, `true` for the pieces some quote covers.
@@ -147,10 +147,14 @@ fn ReportBody(n: usize, report: ReportView, cited: Vec<Item>) -> impl IntoView {
 #[component]
 fn FailureBody(failure: FailureView) -> impl IntoView {
     let advice = what_to_do(&failure.kind);
+    // A failure that amounts to a verdict (research found nothing new) shows it.
+    let verdict = failure_verdict(&failure.kind);
     view! {
         <div class="result failure">
             <p class="verdict-line">
-                <span class="verdict verdict-failed">"No verdict"</span>
+                <span class=format!("verdict verdict-{}", verdict.unwrap_or("failed"))>
+                    {verdict.map_or_else(|| "No verdict".to_owned(), verdict_text)}
+                </span>
                 <span class="hint">"failure kind"</span>
                 <code data-testid="failure-kind" class="failure-kind">{failure.kind.clone()}</code>
             </p>

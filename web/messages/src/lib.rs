@@ -341,6 +341,21 @@ pub enum Outcome {
     },
 }
 
+impl Outcome {
+    /// Whether the check reached a verdict: a report, or a failure that amounts to one
+    /// ([`text::failure_verdict`]).
+    pub fn has_verdict(&self) -> bool {
+        match self {
+            Self::Report { .. } => true,
+            Self::Failed { failure } => failure
+                .get("kind")
+                .and_then(Value::as_str)
+                .and_then(text::failure_verdict)
+                .is_some(),
+        }
+    }
+}
+
 /// How a step ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "camelCase")]
@@ -518,6 +533,23 @@ pub enum EventView {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Research that found nothing new (`no-new-evidence`) leaves the claim unsettled by the
+    /// corpus: the verdict "insufficient evidence", not a failure without one.
+    #[test]
+    fn research_that_found_nothing_new_is_the_verdict_insufficient_evidence() {
+        let failed = |kind: &str| Outcome::Failed {
+            failure: json!({"kind": kind, "message": "escalation found no additional evidence"}),
+        };
+        assert!(failed("no-new-evidence").has_verdict());
+        assert!(!failed("cancelled").has_verdict());
+        assert!(!failed("research-turn-limit").has_verdict());
+        assert!(!Outcome::Failed { failure: json!("not an object") }.has_verdict());
+        assert!(Outcome::Report { report: json!({}) }.has_verdict());
+        assert_eq!(text::failure_verdict("no-new-evidence"), Some("insufficient"));
+        assert_eq!(text::failure_verdict("provider"), None);
+        assert_eq!(text::verdict_text("insufficient"), "Insufficient evidence");
+    }
 
     #[test]
     fn messages_have_one_json_form() {

@@ -2,7 +2,7 @@
 //! that the page's wasm carries none of it. Everything that came from a claim, a model or the
 //! corpus is escaped (`inline`): it renders as the text it was, never as a link or markup.
 
-use crate::text::{fixed, spent_text, usage_text, verdict_text, what_to_do};
+use crate::text::{failure_verdict, fixed, spent_text, usage_text, verdict_text, what_to_do};
 use crate::{CheckResult, FailureView, FromJson, Outcome, ReportView};
 
 /// Text on one Markdown line, with nothing that Markdown would read as markup or HTML. Beyond
@@ -51,8 +51,12 @@ pub fn to_markdown(results: &[CheckResult]) -> String {
             },
             Outcome::Failed { failure } => match FailureView::from_json(failure) {
                 Ok(failure) => md.push_str(&format!(
-                    "**Failed** (`{}`): {}\n\nWhat to do: {}\n\nSpent: {}\n",
-                    failure.kind,
+                    "{}: {}\n\nWhat to do: {}\n\nSpent: {}\n",
+                    match failure_verdict(&failure.kind) {
+                        Some(verdict) =>
+                            format!("**{}** (`{}`)", verdict_text(verdict), failure.kind),
+                        None => format!("**Failed** (`{}`)", failure.kind),
+                    },
                     inline(&failure.message),
                     what_to_do(&failure.kind),
                     spent_text(&failure.spent)
@@ -101,6 +105,28 @@ mod tests {
     /// Nothing from a claim, a model or a corpus becomes a link, an image, a list, a heading,
     /// an entity or emphasis in the Markdown: bare URLs, `www.` and bare domains (which GFM and
     /// linkifying renderers turn into links), e-mail addresses, line-start markers.
+    #[test]
+    fn research_that_found_nothing_new_is_exported_as_insufficient_evidence() {
+        let results = [CheckResult {
+            id: "c1".into(),
+            claim: "The bridge opened in 1932.".into(),
+            outcome: Outcome::Failed {
+                failure: json!({"kind": "no-new-evidence",
+                    "message": "escalation found no additional evidence",
+                    "spent": {"turns": 2, "requests": 3, "retries": 0,
+                        "usage": {"input": 10, "output": 5, "cache_read": 0, "cost": 0.0}}}),
+            },
+            cited: Vec::new(),
+        }];
+        let md = to_markdown(&results);
+        assert!(
+            md.contains("**Insufficient evidence** (`no-new-evidence`): escalation found no"),
+            "{md}"
+        );
+        assert!(!md.contains("**Failed**"), "{md}");
+        assert!(md.contains("What to do: Research found nothing new in the corpus"), "{md}");
+    }
+
     #[test]
     fn markdown_makes_no_link_or_markup_from_the_text() {
         let hostile = "See https://evil.example/x?a=1 or www.evil.example, mail me@evil.example, \

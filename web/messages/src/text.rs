@@ -14,6 +14,13 @@ pub fn verdict_text(verdict: &str) -> String {
     }
 }
 
+/// The verdict a failure of this kind amounts to, if any: research that found nothing new
+/// (`no-new-evidence`) leaves the claim unsettled by the corpus, which is the verdict
+/// `insufficient` (the core ends the check there, without a report).
+pub fn failure_verdict(kind: &str) -> Option<&'static str> {
+    (kind == "no-new-evidence").then_some("insufficient")
+}
+
 /// The advice for a request that failed: the key, the address, or the browser's CORS check.
 const REQUEST_FAILED: &str = "Check the API key, the base URL and the model name. If the \
     browser blocked the request (CORS), the server must allow this page's origin: for Ollama \
