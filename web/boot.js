@@ -13,9 +13,23 @@ import init from "./verity-web.js";
 // an object with a dedicated Worker's members, which is what the UI was written against.
 globalThis.verityEngine = (url) => runsModels(engineAt(url));
 
-/** Keeps a `.gguf` file the person picked in this browser (web/in-tab.js) and answers the
- * model reference for it (`file:NAME`): what the Provider section's file field calls. */
-globalThis.verityKeepModelFile = async (file) => (await import("./verity-in-tab.js")).keepModelFile(file);
+/** Keeps the `.gguf` file picked in `input` (the Provider section's file field) in this
+ * browser (web/in-tab.js), then puts its model reference (`file:NAME`), or why it could not be
+ * kept, in the model field as if typed, so the UI takes it as it takes typing. */
+globalThis.verityKeepModelFile = async (input) => {
+  const file = input.files?.[0];
+  if (!file) return;
+  let model;
+  try {
+    model = await (await import("./verity-in-tab.js")).keepModelFile(file);
+  } catch (error) {
+    model = `(not kept: ${error?.message ?? error})`;
+  }
+  const field = document.getElementById("provider-model");
+  if (!field) return;
+  field.value = model;
+  field.dispatchEvent(new Event("input", { bubbles: true }));
+};
 
 function engineAt(url) {
   if (typeof SharedWorker === "function") {
@@ -65,7 +79,7 @@ function runsModels(engine) {
   };
 }
 
-/** The model in the tab's state, in a line at the foot of the page (web/in-tab.js announces
+/** The model in the tab's state, in a line at the top of the page (web/in-tab.js announces
  * it): its download, that it is ready and kept in this browser, its speed, or why it failed. */
 function showModelState() {
   const MB = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
@@ -76,7 +90,7 @@ function showModelState() {
       line.className = "model-state";
       line.setAttribute("role", "status");
       line.dataset.testid = "model-state";
-      document.body.append(line);
+      document.body.prepend(line);
     }
     line.dataset.state = detail.state;
     const name = detail.model.startsWith("file:") ? detail.model.slice(5) : detail.model.split("/").pop();

@@ -240,3 +240,32 @@ test('the example page is usable on a phone-width window, with no serious access
     await close();
   }
 });
+
+test('verity.js takes the model in the tab: its worker asks the page, which loads the model (here a missing one) and says why it cannot', async () => {
+  const models = await recordingServer();
+  const { page, errors, close } = await open();
+  try {
+    const failure = await page.evaluate(async (url) => {
+      const { Verity } = await import('/verity.js');
+      const verity = new Verity({ provider: { api: 'openai', baseUrl: 'in-tab:', model: url, output: 'json-schema' } });
+      const corpus = verity.createCorpus();
+      await corpus.add([{ id: 'e1', text: 'The Eiffel Tower is in Paris.' }]);
+      try {
+        await verity.checkClaim({ claim: 'The Eiffel Tower is in Paris.', corpus });
+        return null;
+      } catch (error) {
+        return { kind: error.kind, message: error.message };
+      } finally {
+        verity.terminate();
+      }
+    }, `${models.url}/missing.gguf`);
+    assert.ok(failure, 'the check cannot succeed without its model');
+    assert.match(failure.message, /could not be loaded in this tab: downloading the model .*missing\.gguf failed: HTTP 404/, failure.message);
+    assert.deepEqual(models.requests.map((request) => `${request.method} ${request.url}`), ['GET /missing.gguf'],
+      'the page fetched the model once: a model that cannot load is not asked for again');
+    assert.deepEqual(errors.filter((error) => !error.includes('404')), []);
+  } finally {
+    await close();
+    await models.close();
+  }
+});

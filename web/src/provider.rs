@@ -279,30 +279,12 @@ impl ProviderSettings {
 
 #[wasm_bindgen::prelude::wasm_bindgen]
 extern "C" {
-    /// `web/boot.js`'s `verityKeepModelFile(file)`: keeps a picked `.gguf` file in this browser
-    /// for the model in the tab and resolves to its model reference (`file:NAME`).
-    #[wasm_bindgen(catch, js_name = verityKeepModelFile)]
-    fn verity_keep_model_file(
-        file: &web_sys::File,
-    ) -> Result<js_sys::Promise, wasm_bindgen::JsValue>;
-}
-
-/// Keeps the `.gguf` file picked in `ev`'s input and makes it the model; the model field says
-/// why when it cannot be kept (not a GGUF file, a full disk).
-fn keep_model_file(ev: &leptos::ev::Event, settings: RwSignal<ProviderSettings>) {
-    let input: web_sys::HtmlInputElement = event_target(ev);
-    let Some(file) = input.files().and_then(|files| files.get(0)) else { return };
-    leptos::task::spawn_local(async move {
-        let kept = match verity_keep_model_file(&file) {
-            Ok(promise) => wasm_bindgen_futures::JsFuture::from(promise).await,
-            Err(error) => Err(error),
-        };
-        let model = match kept {
-            Ok(reference) => reference.as_string().unwrap_or_default(),
-            Err(error) => format!("(not kept: {})", crate::js::describe(&error)),
-        };
-        settings.update(|s| s.openai_model = model);
-    });
+    /// `web/boot.js`'s `verityKeepModelFile(input)`: keeps the `.gguf` file picked in `input`
+    /// in this browser for the model in the tab, then writes its model reference (`file:NAME`),
+    /// or why it could not be kept, into the model field as if typed (all in JavaScript: the
+    /// page's wasm only hands the input over).
+    #[wasm_bindgen(js_name = verityKeepModelFile)]
+    fn verity_keep_model_file(input: &web_sys::EventTarget);
 }
 
 /// This browser's `localStorage`, when it has one (small settings only; the corpus and the
@@ -402,7 +384,11 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                                 data-testid="provider-gguf"
                                 type="file"
                                 accept=".gguf"
-                                on:change=move |ev| keep_model_file(&ev, settings)
+                                on:change=move |ev| {
+                                    if let Some(input) = ev.target() {
+                                        verity_keep_model_file(&input);
+                                    }
+                                }
                             />
                         </div>
                     </Show>

@@ -363,7 +363,7 @@ pub fn size(_args: &[String]) -> Result {
     if files.is_empty() {
         return Err(format!("{} is empty: run cargo xtask dist first", dir.display()));
     }
-    let (mut page, mut embedding) = ((0, 0), (0, 0));
+    let (mut page, mut embedding, mut in_tab) = ((0, 0), (0, 0), (0, 0));
     let (mut ui, mut worker) = (None, None);
     println!("{:>10} {:>10}  file", "bytes", "gzip -9");
     for file in &files {
@@ -378,7 +378,15 @@ pub fn size(_args: &[String]) -> Result {
         // The embedding module and the example page are in the folder for other pages to use;
         // the app's page does not load them.
         let embedded = name.starts_with("examples") || name.starts_with("verity.");
-        let total = if embedded { &mut embedding } else { &mut page };
+        // The model in the tab (its page module and wllama) loads only when it is chosen.
+        let model = name.starts_with("wllama") || name == "verity-in-tab.js";
+        let total = if embedded {
+            &mut embedding
+        } else if model {
+            &mut in_tab
+        } else {
+            &mut page
+        };
         total.0 += raw;
         total.1 += gzip;
         match name.as_str() {
@@ -386,11 +394,18 @@ pub fn size(_args: &[String]) -> Result {
             "verity-worker_bg.wasm" => worker = Some(gzip),
             _ => {}
         }
-        let note = if embedded { "  (embedding, not loaded by the app)" } else { "" };
+        let note = if embedded {
+            "  (embedding, not loaded by the app)"
+        } else if model {
+            "  (the model in the tab, loaded only when chosen)"
+        } else {
+            ""
+        };
         println!("{raw:>10} {gzip:>10}  {name}{note}");
     }
     println!("{:>10} {:>10}  what the app's page loads", page.0, page.1);
     println!("{:>10} {:>10}  the embedding's extra files", embedding.0, embedding.1);
+    println!("{:>10} {:>10}  the model in the tab's files", in_tab.0, in_tab.1);
     let (Some(ui), Some(worker)) = (ui, worker) else {
         return Err(format!("{}: the UI's or the worker's wasm is missing", dir.display()));
     };
