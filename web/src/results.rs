@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use verity_messages::{CheckResult, FailureView, FromJson, Item, Outcome, ReportView};
 
 pub use verity_messages::text::{
-    cost_text, count, failure_verdict, spent_text, usage_text, verdict_text, what_to_do,
+    cost_text, count, failure_verdict, spent_text, usage_text, verdict_text,
 };
 
 /// Splits `text` into pieces, `true` for the pieces some quote covers.
@@ -146,7 +146,6 @@ fn ReportBody(n: usize, report: ReportView, cited: Vec<Item>) -> impl IntoView {
 
 #[component]
 fn FailureBody(failure: FailureView) -> impl IntoView {
-    let advice = what_to_do(&failure.kind);
     // A failure that amounts to a verdict (research found nothing new) shows it.
     let verdict = failure_verdict(&failure.kind);
     view! {
@@ -159,7 +158,7 @@ fn FailureBody(failure: FailureView) -> impl IntoView {
                 <code data-testid="failure-kind" class="failure-kind">{failure.kind.clone()}</code>
             </p>
             <p class="failure-message" data-testid="failure-message">{failure.message}</p>
-            <p class="advice" data-testid="failure-advice"><strong>"What to do: "</strong>{advice}</p>
+            <p class="advice" data-testid="failure-advice"><strong>"What to do: "</strong>{failure.advice}</p>
             <p class="hint">{format!("Spent: {}", spent_text(&failure.spent))}</p>
         </div>
     }
@@ -193,7 +192,6 @@ mod tests {
         ];
         assert_eq!(cited_item(" The bridge opened in 1932. ", &items), Some(1));
         assert_eq!(cited_item("Elsewhere.", &items), None);
-        assert_eq!(what_to_do("cancelled"), "The check was cancelled. Re-run it when you like.");
         assert_eq!(count(2, "retry"), "2 retries");
         assert_eq!(count(1, "request"), "1 request");
         let mut usage = verity_messages::UsageView::default();

@@ -341,6 +341,21 @@ pub enum Outcome {
     },
 }
 
+impl CheckResult {
+    /// This result with a failure's advice ([`text::what_to_do`] for its kind) written into
+    /// the failure as `advice` ([`FailureView::advice`]): the worker adds it, so the words
+    /// live in the worker's wasm and not in the page's.
+    #[must_use]
+    pub fn advised(mut self) -> Self {
+        if let Outcome::Failed { failure: Value::Object(fields) } = &mut self.outcome {
+            let kind = fields.get("kind").and_then(Value::as_str).unwrap_or_default();
+            let advice = Value::String(text::what_to_do(kind).to_owned());
+            fields.insert("advice".to_owned(), advice);
+        }
+        self
+    }
+}
+
 impl Outcome {
     /// Whether the check reached a verdict: a report, or a failure that amounts to one
     /// ([`text::failure_verdict`]).
@@ -439,6 +454,10 @@ pub struct FailureView {
     /// What was spent.
     #[serde(default)]
     pub spent: SpentView,
+    /// What to do about it ([`text::what_to_do`] for its kind), written into the failure by
+    /// the worker ([`CheckResult::advised`]), so the page does not carry the words.
+    #[serde(default)]
+    pub advice: String,
 }
 
 /// The core's events, as the page reads them; anything newer is [`EventView::Other`].

@@ -349,6 +349,7 @@ impl FromJson for FailureView {
             kind: f.string("kind")?,
             message: f.string("message")?,
             spent: f.read_or_default("spent")?,
+            advice: f.opt_string("advice")?.unwrap_or_default(),
         })
     }
 }

@@ -680,7 +680,8 @@ fn a_keyed_queued_check_waits_for_the_pages_key_after_a_reload() {
         done[0].outcome,
         Outcome::Failed {
             failure: json!({"kind": "cancelled", "message": "cancelled by the user before it started",
-                        "spent": serde_json::to_value(verity_core::Spent::default()).unwrap()}),
+                        "spent": serde_json::to_value(verity_core::Spent::default()).unwrap(),
+                        "advice": "The check was cancelled. Re-run it when you like."}),
         }
     );
     engine.handle(ToWorker::Credentials { provider: Some(provider("sk-remembered")) });
@@ -1320,4 +1321,42 @@ fn unreadable_records_are_named_after_ready_and_the_rest_restored() {
     assert!(message.contains("result r3 (EOF while parsing)"), "{message}");
     assert!(message.contains("the corpus (it is not text)"), "{message}");
     assert!(message.contains("everything else was restored"), "{message}");
+}
+
+/// A failed result carries what to do about it (`advice`, the words for its kind), written by
+/// the worker, so the page shows it without carrying the words: in `Finished`, in what is
+/// saved, and in the results restored at start (saved before results carried it).
+#[test]
+fn a_failed_result_carries_its_advice_from_the_worker() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("c1", "A claim."), check("c2", "Another claim.")],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: None,
+    });
+    engine.handle(ToWorker::Cancel { id: "c2".into() });
+    pool.run_until_stalled();
+    let cancelled = finished(&take(&recorded)).into_iter().find(|r| r.id == "c2").unwrap();
+    let Outcome::Failed { failure } = &cancelled.outcome else { panic!("{cancelled:?}") };
+    let advice = "The check was cancelled. Re-run it when you like.";
+    assert_eq!(failure["advice"], advice);
+    let saved = recorded.results.borrow().iter().find(|r| r.id == "c2").cloned().unwrap();
+    assert_eq!(saved, cancelled);
+
+    let (engine, mut pool, after) = new_engine();
+    let older = CheckResult {
+        id: "c3".into(),
+        claim: "A claim.".into(),
+        outcome: Outcome::Failed { failure: json!({"kind": "no-new-evidence", "message": "m"}) },
+        cited: Vec::new(),
+    };
+    pool.run_until(engine.start(Restored { results: vec![older], ..Restored::default() }));
+    let posted = take(&after);
+    let FromWorker::Ready { results, .. } = &posted[0] else { panic!("{posted:?}") };
+    let Outcome::Failed { failure } = &results[0].outcome else { panic!("{results:?}") };
+    assert!(failure["advice"].as_str().unwrap().starts_with("Research found nothing new"));
+    let view: FailureView = serde_json::from_value(failure.clone()).unwrap();
+    assert_eq!(view.advice, failure["advice"].as_str().unwrap());
 }

@@ -12,6 +12,7 @@ impl<H: Host> Engine<H> {
     /// tells its pages (the card ends saying so) and forgets the check, writing nothing.
     pub(super) fn ended(&self, ended: Ended) {
         let Ended { result, taken_over } = ended;
+        let result = result.advised();
         if !taken_over {
             self.finished(result);
             return;
@@ -29,6 +30,7 @@ impl<H: Host> Engine<H> {
     /// Records a finished check: posts it, saves the results and deletes its session (one
     /// write), starts the next queued check.
     pub(super) fn finished(&self, result: CheckResult) {
+        let result = result.advised();
         let id = result.id.clone();
         let was_unfinished = {
             let mut state = self.inner.state.borrow_mut();
@@ -52,6 +54,7 @@ impl<H: Host> Engine<H> {
     /// ([`Host::record_result`]): a reload between two writes could find the session of a
     /// finished check and run it again, paying twice.
     pub(super) fn record_result(&self, result: CheckResult) {
+        let result = result.advised();
         let mut state = self.inner.state.borrow_mut();
         state.results.retain(|kept| kept.id != result.id);
         self.inner.host.record_result(&result, &result.id);

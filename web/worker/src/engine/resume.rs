@@ -26,7 +26,8 @@ impl<H: Host> Engine<H> {
         {
             let mut state = self.inner.state.borrow_mut();
             state.corpus = CorpusState::from_passages(items);
-            state.results = results;
+            // Saved before results carried their advice: the page shows only what they carry.
+            state.results = results.into_iter().map(CheckResult::advised).collect();
             state.concurrency = unfinished.concurrency.max(1);
         }
         let corpus = self.inner.state.borrow().corpus.current().clone();
