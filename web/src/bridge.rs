@@ -27,6 +27,13 @@ extern "C" {
     /// `onmessageerror`, `onerror`, `terminate`).
     #[wasm_bindgen(catch, js_name = verityEngine)]
     fn verity_engine(url: &str) -> Result<Worker, JsValue>;
+
+    /// `navigator.storage.persist()`: asks the browser to keep the origin's storage (the
+    /// corpus, results and sessions in IndexedDB) under storage pressure rather than evict it.
+    /// Only a page can ask (not a worker); it throws where there is no `navigator.storage`
+    /// (a page that is not a secure context).
+    #[wasm_bindgen(catch, js_namespace = ["navigator", "storage"], js_name = persist)]
+    fn persist_storage() -> Result<JsValue, JsValue>;
 }
 
 /// A message for the worker as a JavaScript value (a plain object).
@@ -67,6 +74,9 @@ impl WorkerBridge {
         let worker = verity_engine(WORKER_URL).map_err(|error| {
             format!("the engine worker could not be started: {}", describe(&error))
         })?;
+        // The browser decides (Chromium by the site's use, Firefox by asking); either way the
+        // app works, and the answer is not needed.
+        let _ = persist_storage();
         let on_error = std::rc::Rc::new(on_error);
         let message_error = std::rc::Rc::clone(&on_error);
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {

@@ -225,6 +225,9 @@ fn CheckCardView(
         <li class="card" data-testid=format!("check-{}", card.n) data-check-id=move || state.with(|s| s.id.clone()) aria-labelledby=labelled_by>
             <div class="card-head">
                 <span class=move || format!("status status-{}", status().0)>{move || status().1}</span>
+                <Show when=move || state.with(|s| s.not_saved)>
+                    <span class="status status-failed" data-testid="not-saved">"Not saved"</span>
+                </Show>
                 <h3 id=title_id>{move || state.with(|s| s.claim.clone())}</h3>
                 <Show
                     when=active

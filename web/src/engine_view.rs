@@ -102,6 +102,8 @@ pub struct CheckState {
     pub calls: u32,
     /// A cancel was asked for.
     pub cancelling: bool,
+    /// Storage was full: its progress or result is kept in memory only.
+    pub not_saved: bool,
     /// A model call is in flight (sent, not answered).
     pub awaiting: bool,
     /// Events so far (wrapping): each is a sign of life. The "stalled" notice is drawn anew
@@ -122,6 +124,7 @@ impl CheckState {
             requests: 0,
             calls: 0,
             cancelling: false,
+            not_saved: false,
             awaiting: false,
             signs: 0,
         }
@@ -494,6 +497,12 @@ impl Engine {
             },
             FromWorker::Demo { claims } => self.suggested.set(claims),
             FromWorker::Error { message } => self.notify(None, None, message),
+            FromWorker::NotSaved { id, message } => {
+                if let Some(card) = id.and_then(|id| self.card(&id)) {
+                    card.state.update(|state| state.not_saved = true);
+                }
+                self.notify(None, None, message);
+            }
             FromWorker::Markdown { text } => {
                 if let Err(error) =
                     crate::export::download("verity-results.md", "text/markdown", &text)

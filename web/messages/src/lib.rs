@@ -292,6 +292,16 @@ pub enum FromWorker {
         /// What.
         message: String,
     },
+    /// The browser's storage for the page is full (IndexedDB refused a write with
+    /// `QuotaExceededError`): what was to be written is kept in memory and shown, and lost
+    /// when the engine stops (added after the first version of this contract; a page that
+    /// ignores it loses nothing it had).
+    NotSaved {
+        /// The check whose result or progress was not saved, if it was one.
+        id: Option<String>,
+        /// What was not saved and what to free ([`text::not_saved`]).
+        message: String,
+    },
 }
 
 /// The corpus as the page shows it.
@@ -553,6 +563,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A full disk is said with what was not saved, what became of it, and what to free.
+    #[test]
+    fn the_storage_full_notice_says_what_and_what_to_free() {
+        let notice = text::not_saved("The result of “A.” is", "It is shown until the tab closes.");
+        assert!(notice.starts_with("The result of “A.” is not saved: this browser's storage"));
+        assert!(notice.contains("It is shown until the tab closes. Export the results"));
+        assert!(notice.contains("clear old results or the corpus"));
+        let message = FromWorker::NotSaved { id: Some("c1".into()), message: notice };
+        let wire = serde_json::to_value(&message).unwrap();
+        assert_eq!(wire["type"], "notSaved");
+        assert_eq!(FromWorker::from_json(&wire).unwrap(), message);
+    }
+
     /// Research that found nothing new (`no-new-evidence`) leaves the claim unsettled by the
     /// corpus: the verdict "insufficient evidence", not a failure without one.
     #[test]
@@ -672,6 +695,8 @@ mod tests {
             },
             FromWorker::Markdown { text: "# Verity results\n".into() },
             FromWorker::Error { message: "storage".into() },
+            FromWorker::NotSaved { id: Some("c1".into()), message: "full".into() },
+            FromWorker::NotSaved { id: None, message: "full".into() },
         ]
     }
 

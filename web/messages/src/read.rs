@@ -211,6 +211,9 @@ impl FromJson for FromWorker {
             }
             "markdown" => FromWorker::Markdown { text: f.string("text")? },
             "error" => FromWorker::Error { message: f.string("message")? },
+            "notSaved" => {
+                FromWorker::NotSaved { id: f.opt_string("id")?, message: f.string("message")? }
+            }
             other => return Err(format!("message: unknown type `{other}`")),
         })
     }

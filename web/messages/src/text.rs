@@ -21,6 +21,17 @@ pub fn failure_verdict(kind: &str) -> Option<&'static str> {
     (kind == "no-new-evidence").then_some("insufficient")
 }
 
+/// What the page is told when the browser's storage for it is full and `what` (a check's
+/// result, its progress, the corpus) could not be written: kept in memory until the engine
+/// stops, and what to do about it.
+pub fn not_saved(what: &str, then: &str) -> String {
+    format!(
+        "{what} not saved: this browser's storage for the page is full. {then} Export the \
+         results you want to keep (JSON or Markdown), and free space: clear old results or the \
+         corpus here, or other sites' data in the browser's settings."
+    )
+}
+
 /// The advice for a request that failed: the key, the address, or the browser's CORS check.
 const REQUEST_FAILED: &str = "Check the API key, the base URL and the model name. If the \
     browser blocked the request (CORS), the server must allow this page's origin: for Ollama \

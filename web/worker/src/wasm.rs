@@ -19,7 +19,7 @@ use verity_core::{Append, DurableLog, Lease};
 use verity_core::{
     HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead, SessionError, Store,
 };
-use verity_messages::{CheckResult, FromWorker};
+use verity_messages::{CheckResult, FromWorker, text};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -349,11 +349,7 @@ async fn restore(db: &Rc<Database>, host: &WorkerHost) -> Result<Restored<IdbSto
         // Awaited, so the results are where the engine writes before it writes; if it fails,
         // the older records stay and are read (and moved) again at the next start.
         let moved = match write(db, writes) {
-            Ok(tx) => match tx.await {
-                Ok(done) if done.is_committed() => Ok(()),
-                Ok(_) => Err("the transaction was aborted".to_owned()),
-                Err(error) => Err(error.to_string()),
-            },
+            Ok(tx) => commit(tx).await.map_err(|failed| failed.why),
             Err(error) => Err(error.to_string()),
         };
         if let Err(error) = moved {
@@ -388,7 +384,13 @@ impl Write {
 
 /// Puts `value` under `key` in `store`, or with `None` deletes it ([`write_later`] with one
 /// write).
-fn put_later(db: &Rc<Database>, store: &'static str, key: &str, value: Option<String>) {
+fn put_later(
+    db: &Rc<Database>,
+    store: &'static str,
+    key: &str,
+    value: Option<String>,
+    if_full: Option<FromWorker>,
+) {
     let key = key.to_owned();
     write_later(
         db,
@@ -396,7 +398,64 @@ fn put_later(db: &Rc<Database>, store: &'static str, key: &str, value: Option<St
             Some(text) => Write::Put { store, key, text },
             None => Write::Delete { store, key },
         }],
+        if_full,
     );
+}
+
+/// Why a read-write transaction did not commit, and whether it was because the browser's
+/// storage for the page is full (`QuotaExceededError`: the transaction is aborted with it).
+struct NotCommitted {
+    why: String,
+    full: bool,
+}
+
+/// Awaits `tx`: committed, or why not.
+async fn commit(tx: idb::Transaction) -> Result<(), NotCommitted> {
+    // A second handle, to read the transaction's error once it has ended (awaiting consumes
+    // `tx`, and an abort resolves without the error).
+    let raw = web_sys::IdbTransaction::from(tx);
+    let watch = raw.clone();
+    let outcome = idb::Transaction::from(raw).await;
+    let error = watch.error();
+    let full = error.as_ref().is_some_and(|error| error.name() == "QuotaExceededError");
+    let why = |fallback: String| match &error {
+        Some(error) => format!("{}: {}", error.name(), error.message()),
+        None => fallback,
+    };
+    match outcome {
+        Ok(done) if done.is_committed() => Ok(()),
+        Ok(_) => {
+            Err(NotCommitted { why: why("the IndexedDB transaction was aborted".into()), full })
+        }
+        Err(error) => Err(NotCommitted { why: why(error.to_string()), full }),
+    }
+}
+
+thread_local! {
+    /// The storage-full notices posted since a write last landed: each is posted once, not
+    /// at every write of the same record while the disk stays full.
+    static TOLD_FULL: RefCell<Vec<FromWorker>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Posts `notice` (a [`FromWorker::NotSaved`]) unless it was posted since a write last landed.
+fn tell_full(notice: &FromWorker) {
+    let new = TOLD_FULL.with(|told| {
+        let mut told = told.borrow_mut();
+        let new = !told.contains(notice);
+        if new {
+            told.push(notice.clone());
+        }
+        new
+    });
+    if new {
+        post(notice);
+    }
+}
+
+/// The notice that `what` (with the check `id`, if it is one's) was not saved because the
+/// browser's storage is full, and what became of it (`then`).
+fn storage_full(id: Option<&str>, what: &str, then: &str) -> FromWorker {
+    FromWorker::NotSaved { id: id.map(str::to_owned), message: text::not_saved(what, then) }
 }
 
 /// Starts `writes` in one read-write transaction over their object stores, so they land
@@ -420,16 +479,22 @@ fn write(db: &Database, writes: Vec<Write>) -> Result<idb::Transaction, idb::Err
 }
 
 /// Makes `writes` in one read-write transaction ([`write`]). The transaction is created now
-/// (so writes land in the order they were asked for) and committed in the background.
-fn write_later(db: &Rc<Database>, writes: Vec<Write>) {
+/// (so writes land in the order they were asked for) and committed in the background. When
+/// it fails because storage is full, `if_full` is posted (what is kept in memory instead);
+/// any other failure is an `Error`.
+fn write_later(db: &Rc<Database>, writes: Vec<Write>, if_full: Option<FromWorker>) {
     let written = write(db, writes);
     wasm_bindgen_futures::spawn_local(async move {
         let outcome = match written {
-            Ok(tx) => tx.await.map(|_| ()),
-            Err(error) => Err(error),
+            Ok(tx) => commit(tx).await,
+            Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
         };
-        if let Err(error) = outcome {
-            post(&FromWorker::Error { message: format!("saving to IndexedDB failed: {error}") });
+        match (outcome, if_full) {
+            (Ok(()), _) => TOLD_FULL.with(|told| told.borrow_mut().clear()),
+            (Err(NotCommitted { full: true, .. }), Some(notice)) => tell_full(&notice),
+            (Err(NotCommitted { why, .. }), _) => {
+                post(&FromWorker::Error { message: format!("saving to IndexedDB failed: {why}") });
+            }
         }
     });
 }
@@ -504,14 +569,19 @@ impl Host for WorkerHost {
 
     fn end_session(&self, id: &str) {
         if let Some(db) = &self.db {
-            put_later(db, SESSIONS, id, None);
+            put_later(db, SESSIONS, id, None, None);
         }
     }
 
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>) {
         if let Some(db) = &self.db {
             let text = serde_json::to_string(corpus.corpus().passages()).expect("serializes");
-            put_later(db, KV, "corpus", Some(text));
+            let full = storage_full(
+                None,
+                "The corpus is",
+                "It is kept in memory, and lost when the last tab of the app closes.",
+            );
+            put_later(db, KV, "corpus", Some(text), Some(full));
         }
     }
 
@@ -520,33 +590,44 @@ impl Host for WorkerHost {
             let order = self.next_order.get();
             self.next_order.set(order.saturating_add(1));
             let text = ResultRecord::new(order, result.clone()).to_text();
+            let full = storage_full(
+                Some(&result.id),
+                &format!("The result of “{}” is", result.claim),
+                "It is shown until the last tab of the app closes.",
+            );
             write_later(
                 db,
                 vec![
                     Write::Put { store: RESULTS, key: result.id.clone(), text },
                     Write::Delete { store: SESSIONS, key: ended_session.to_owned() },
                 ],
+                Some(full),
             );
         }
     }
 
     fn forget_result(&self, id: &str) {
         if let Some(db) = &self.db {
-            put_later(db, RESULTS, id, None);
+            put_later(db, RESULTS, id, None, None);
         }
     }
 
     fn clear_results(&self) {
         if let Some(db) = &self.db {
             let blob = Write::Delete { store: KV, key: RESULTS_BLOB.to_owned() };
-            write_later(db, vec![Write::Clear { store: RESULTS }, blob]);
+            write_later(db, vec![Write::Clear { store: RESULTS }, blob], None);
         }
     }
 
     fn save_unfinished(&self, unfinished: &Unfinished) {
         if let Some(db) = &self.db {
             let text = serde_json::to_string(unfinished).expect("serializes");
-            put_later(db, KV, "unfinished", Some(text));
+            let full = storage_full(
+                None,
+                "The list of checks still to run is",
+                "They run now; a reload would not queue them again.",
+            );
+            put_later(db, KV, "unfinished", Some(text), Some(full));
         }
     }
 }
@@ -560,19 +641,30 @@ pub struct IdbStore {
     db: Option<Rc<Database>>,
     meta: SessionMeta,
     memory: RefCell<DurableLog>,
+    /// Storage was full when the log was written: from then on it lives in `memory` (the
+    /// record keeps what was written before), so the check goes on rather than ending.
+    full: Cell<bool>,
 }
 
 impl IdbStore {
     fn new(db: Option<Rc<Database>>, meta: SessionMeta) -> Self {
-        Self { db, meta, memory: RefCell::new(DurableLog::new()) }
+        Self { db, meta, memory: RefCell::new(DurableLog::new()), full: Cell::new(false) }
     }
 
-    /// Reads the log, lets `change` edit it, writes it back, in one transaction.
+    /// IndexedDB, unless there is none or it was full.
+    fn db(&self) -> Option<&Rc<Database>> {
+        self.db.as_ref().filter(|_| !self.full.get())
+    }
+
+    /// Reads the log, lets `change` edit it, writes it back, in one transaction. When the
+    /// write fails because storage is full, the log is kept in memory from then on, and the
+    /// pages are told (a check whose responses were paid for is not ended by a full disk; a
+    /// reload would resume it from the last write that landed).
     async fn update<T>(
         &self,
         change: impl FnOnce(&mut DurableLog) -> Result<T, SessionError>,
     ) -> Result<T, SessionError> {
-        let Some(db) = &self.db else { return change(&mut self.memory.borrow_mut()) };
+        let Some(db) = self.db() else { return change(&mut self.memory.borrow_mut()) };
         let failed = |e: idb::Error| SessionError::Store(e.to_string());
         let tx = db.transaction(&[SESSIONS], TransactionMode::ReadWrite).map_err(failed)?;
         let object_store = tx.object_store(SESSIONS).map_err(failed)?;
@@ -590,16 +682,25 @@ impl IdbStore {
         let text =
             serde_json::to_string(&record).map_err(|e| SessionError::Store(e.to_string()))?;
         object_store.put(&JsValue::from_str(&text), Some(&key)).map_err(failed)?;
-        let done = tx.await.map_err(failed)?;
-        if done.is_committed() {
-            Ok(value)
-        } else {
-            Err(SessionError::Store("the IndexedDB transaction was aborted".to_owned()))
+        match commit(tx).await {
+            Ok(()) => Ok(value),
+            Err(NotCommitted { full: true, .. }) => {
+                *self.memory.borrow_mut() = log;
+                self.full.set(true);
+                tell_full(&storage_full(
+                    Some(&self.meta.check.id),
+                    "The check's progress is",
+                    "It goes on in memory; a reload before it ends would start it over from \
+                     its last saved step.",
+                ));
+                Ok(value)
+            }
+            Err(NotCommitted { why, .. }) => Err(SessionError::Store(why)),
         }
     }
 
     async fn read(&self) -> Result<DurableLog, SessionError> {
-        let Some(db) = &self.db else { return Ok(self.memory.borrow().clone()) };
+        let Some(db) = self.db() else { return Ok(self.memory.borrow().clone()) };
         let text =
             get_text(db, SESSIONS, &self.meta.check.id).await.map_err(SessionError::Store)?;
         parse_record(text.map(JsValue::from))

@@ -1,0 +1,64 @@
+// A full disk: with the origin's quota set below what it uses (Chromium's
+// Storage.overrideQuotaForOrigin), every write to IndexedDB fails with QuotaExceededError. A
+// check still runs to its verdict (its session kept in memory), its result is shown with "not
+// saved" and what to free, never "cancelled". And the page asks for persistent storage.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { serve, browser, screenshot } from './harness.mjs';
+
+let site;
+before(async () => { site = await serve(); });
+after(async () => { await site.close(); });
+
+const id = (name) => `[data-testid="${name}"]`;
+
+const CORPUS = [
+  { id: 'e1', text: 'The storage migration finished in March without data loss.' },
+  { id: 'e2', text: 'Quarterly revenue grew four percent.' },
+].map((item) => JSON.stringify(item)).join('\n');
+
+test('with the disk full, a check ends with its verdict, shown as not saved; the page asks to persist storage', async () => {
+  const { context, page: first, errors, close } = await browser();
+  try {
+    await context.addInitScript(() => {
+      // Counts the page's requests for persistent storage (the browser decides; headless
+      // Chromium mostly says no).
+      const persist = navigator.storage.persist.bind(navigator.storage);
+      window.persistAsked = 0;
+      navigator.storage.persist = () => { window.persistAsked += 1; return persist(); };
+    });
+    await first.goto(site.url);
+    await first.locator('.engine-ready').waitFor({ timeout: 60000 });
+    assert.ok(await first.evaluate(() => window.persistAsked) >= 1, 'the page asked for persistent storage');
+    await first.setInputFiles(id('corpus-file-input'), { name: 'notes.jsonl', mimeType: 'text/plain', buffer: Buffer.from(CORPUS) });
+    await first.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
+    // The quota applies to storage opened after it is set: the app's tab is closed (the engine
+    // and its database with it), the quota set below what the origin uses, the app opened again.
+    const page = await context.newPage();
+    await page.goto(`${site.url}not-the-app`);
+    await first.close();
+    await page.waitForTimeout(3000);
+    errors.splice(0);
+    const cdp = await context.newCDPSession(page);
+    await cdp.send('Storage.overrideQuotaForOrigin', { origin: site.url.replace(/\/$/, ''), quotaSize: 1 });
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
+    await page.fill(id('claims-input'), 'The storage migration finished in March without data loss.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.match(await card.locator(id('verdict')).innerText(), /supported/i);
+    await card.locator(id('not-saved')).waitFor({ timeout: 10000 });
+    assert.match(await card.locator(id('not-saved')).innerText(), /not saved/i);
+    const notices = page.locator(id('notice')).filter({ hasText: 'not saved' });
+    await notices.filter({ hasText: 'The result of' }).waitFor();
+    assert.match(await notices.filter({ hasText: 'The result of' }).innerText(), /storage for the page is full/);
+    // Each record's notice once, not at every write while the disk stays full.
+    assert.equal(await notices.filter({ hasText: 'The list of checks' }).count(), 1);
+    await screenshot(page, 'quota-not-saved');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
