@@ -324,6 +324,9 @@ pub struct Agent<H> {
     /// The last model call announced with [`Event::ModelCall`].
     #[serde(default)]
     announced: Option<CallId>,
+    /// The output limit of this loop's calls ([`ModelRequest::output_limit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    output_limit: Option<u32>,
 }
 
 pub use crate::event::Event;
@@ -412,7 +415,16 @@ impl<H: Hooks> Agent<H> {
             compaction: None,
             events: Vec::new(),
             announced: None,
+            output_limit: None,
         }
+    }
+
+    /// The output limit of this loop's calls when the provider's configuration sets none
+    /// ([`ModelRequest::output_limit`]).
+    #[must_use]
+    pub fn with_output_limit(mut self, limit: u32) -> Self {
+        self.output_limit = Some(limit);
+        self
     }
 
     /// Retries failed requests the provider marked retryable, within `policy`'s budget.
@@ -497,6 +509,7 @@ impl<H: Hooks> Agent<H> {
                     system: &self.system,
                     messages: &self.messages,
                     tools: &self.specs,
+                    output_limit: self.output_limit,
                 },
             }),
             Phase::AwaitTools { batch, host_calls, sequential, host_replay_safe, .. } => {

@@ -330,6 +330,12 @@ pub struct ModelRequest<'a> {
     pub messages: &'a [Message],
     /// The tools the model may call.
     pub tools: &'a [ToolSpec],
+    /// The output limit this kind of call needs (a claim's assessment, research turn or
+    /// summary: [`crate::claim::assessment_output_limit`], [`crate::claim::RESEARCH_OUTPUT_LIMIT`],
+    /// [`crate::claim::SUMMARY_OUTPUT_LIMIT`]), sent when the provider's configuration sets
+    /// none (`maxTokens`) and asks for no reasoning; `None`: the provider's own default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_limit: Option<u32>,
 }
 
 /// An owned copy of a [`ModelRequest`].
@@ -342,6 +348,22 @@ pub struct OwnedModelRequest {
     pub messages: Vec<Message>,
     /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
+    /// See [`ModelRequest::output_limit`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_limit: Option<u32>,
+}
+
+impl OwnedModelRequest {
+    /// The borrowed form, as a provider's `encode` takes it.
+    #[must_use]
+    pub fn as_request(&self) -> ModelRequest<'_> {
+        ModelRequest {
+            system: &self.system,
+            messages: &self.messages,
+            tools: &self.tools,
+            output_limit: self.output_limit,
+        }
+    }
 }
 
 impl ModelRequest<'_> {
@@ -352,6 +374,7 @@ impl ModelRequest<'_> {
             system: self.system.to_owned(),
             messages: self.messages.to_vec(),
             tools: self.tools.to_vec(),
+            output_limit: self.output_limit,
         }
     }
 

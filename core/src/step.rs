@@ -212,6 +212,7 @@ pub struct StepBuilder<T> {
     retry: RetryPolicy,
     compaction: Option<Compaction>,
     constrained: Option<Value>,
+    output_limit: Option<u32>,
     target: PhantomData<fn() -> T>,
 }
 
@@ -244,6 +245,7 @@ impl<T: DeserializeOwned> StepBuilder<T> {
             retry: RetryPolicy::default(),
             compaction: None,
             constrained: None,
+            output_limit: None,
             target: PhantomData,
         }
     }
@@ -283,6 +285,13 @@ impl<T: DeserializeOwned> StepBuilder<T> {
     /// [`ToolSpec::constrained`]); submissions are still validated against the step's schema.
     pub fn constrained(mut self, schema: Value) -> Self {
         self.constrained = Some(schema);
+        self
+    }
+
+    /// The output limit of the step's calls when the provider's configuration sets none
+    /// ([`crate::ModelRequest::output_limit`]).
+    pub fn output_limit(mut self, limit: u32) -> Self {
+        self.output_limit = Some(limit);
         self
     }
 
@@ -337,6 +346,9 @@ impl<T: DeserializeOwned> StepBuilder<T> {
         .with_retry(self.retry);
         if let Some(compaction) = self.compaction {
             agent = agent.with_compaction(compaction);
+        }
+        if let Some(limit) = self.output_limit {
+            agent = agent.with_output_limit(limit);
         }
         Ok(Step { agent })
     }

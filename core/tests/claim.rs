@@ -520,3 +520,48 @@ fn a_host_answered_lookup_reaches_the_model_delimited_like_the_cores() {
         assert!(!outside.contains("SYSTEM"), "host text outside the markers: {content:?}");
     }
 }
+
+#[test]
+fn each_kind_of_call_carries_its_own_output_limit() {
+    // An insufficient first assessment, a research turn that finds the second item, a
+    // reassessment and the summary: every kind of call a check makes.
+    let evidence = vec!["Unrelated.".to_owned()];
+    let corpus = indexed(&[("e1", "Unrelated."), ("e2", "The tower is in Paris.")]);
+    let model = ScriptedModel::new([
+        response(vec![call(
+            "a1",
+            "record_assessment",
+            json!({"verdict": "insufficient", "confidence": 0.2, "citations": []}),
+        )]),
+        response(vec![call("r1", "lookup_evidence", json!({"query": "tower Paris"}))]),
+        response(Vec::new()),
+        response(vec![call(
+            "a2",
+            "record_assessment",
+            json!({"verdict": "supported", "confidence": 0.9,
+                   "citations": ["The tower is in Paris."]}),
+        )]),
+        response(vec![call("s1", "submit", json!({"text": "The tower is in Paris."}))]),
+    ])
+    .recording();
+    let machine =
+        ClaimCheck::with_evidence("The tower is in Paris.", corpus, evidence.clone(), keyword());
+    let report = pollster::block_on(drive(machine, &model, &verity_core::NoTools)).unwrap();
+    assert_eq!(report.assessment.verdict, Verdict::Supported);
+    let limits: Vec<Option<u32>> = model.recorded().iter().map(|r| r.output_limit).collect();
+    let reassessed = vec!["Unrelated.".to_owned(), "The tower is in Paris.".to_owned()];
+    assert_eq!(
+        limits,
+        [
+            Some(claim::assessment_output_limit(&evidence)),
+            Some(claim::RESEARCH_OUTPUT_LIMIT),
+            Some(claim::RESEARCH_OUTPUT_LIMIT),
+            Some(claim::assessment_output_limit(&reassessed)),
+            Some(claim::SUMMARY_OUTPUT_LIMIT),
+        ]
+    );
+    // An assessment has room to cite every item verbatim, up to the providers' default.
+    assert_eq!(claim::assessment_output_limit(&[]), 512);
+    assert_eq!(claim::assessment_output_limit(&["x".repeat(3000)]), 1512);
+    assert_eq!(claim::assessment_output_limit(&["x".repeat(300_000)]), 4096);
+}

@@ -59,7 +59,7 @@ impl Model {
 /// The borrowed form of an owned request.
 #[must_use]
 pub fn borrow(request: &OwnedModelRequest) -> ModelRequest<'_> {
-    ModelRequest { system: &request.system, messages: &request.messages, tools: &request.tools }
+    request.as_request()
 }
 
 impl verity_core::Transport for Model {

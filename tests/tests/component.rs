@@ -303,7 +303,12 @@ fn drive_in_component(
         let input = match guest.poll(job) {
             wit::Output::CallModel(call) => {
                 // The scripted model reads no request: it answers in order and counts.
-                let response = model.answer(ModelRequest { system: "", messages: &[], tools: &[] });
+                let response = model.answer(ModelRequest {
+                    system: "",
+                    messages: &[],
+                    tools: &[],
+                    output_limit: None,
+                });
                 wit::Input::ModelResponse(wit::ModelResponse {
                     call: call.id,
                     response: message_to_wit(&response),

@@ -346,7 +346,7 @@ fn task(text: &str) -> Vec<Message> {
 
 fn complete(transport: &impl Transport, text: &str) -> AssistantMessage {
     let messages = task(text);
-    let request = ModelRequest { system: "", messages: &messages, tools: &[] };
+    let request = ModelRequest { system: "", messages: &messages, tools: &[], output_limit: None };
     pollster::block_on(transport.complete(request))
 }
 

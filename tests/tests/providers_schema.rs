@@ -373,7 +373,12 @@ fn every_openai_request_validates_against_create_chat_completion_request() {
     let validator = openai_schema();
     let mut checked = 0;
     for (what, system, messages, tools) in requests() {
-        let request = ModelRequest { system: &system, messages: &messages, tools: &tools };
+        let request = ModelRequest {
+            system: &system,
+            messages: &messages,
+            tools: &tools,
+            output_limit: None,
+        };
         for (i, config) in openai_configs().iter().enumerate() {
             let http = openai::encode(&request, config);
             check(validator, &format!("{what} (config {i})"), &http.json());
@@ -388,7 +393,12 @@ fn every_anthropic_request_validates_against_create_message_params() {
     let validator = anthropic_schema();
     let mut checked = 0;
     for (what, system, messages, tools) in requests() {
-        let request = ModelRequest { system: &system, messages: &messages, tools: &tools };
+        let request = ModelRequest {
+            system: &system,
+            messages: &messages,
+            tools: &tools,
+            output_limit: None,
+        };
         for (i, config) in anthropic_configs().iter().enumerate() {
             let http = anthropic::encode(&request, config);
             check(validator, &format!("{what} (config {i})"), &http.json());

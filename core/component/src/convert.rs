@@ -39,6 +39,7 @@ pub fn output(output: Output<'_>) -> wit::Output {
                 system: call.request.system.to_owned(),
                 messages: call.request.messages.iter().filter_map(message_entry_out).collect(),
                 tools: call.request.tools.iter().map(tool_spec_out).collect(),
+                output_limit: call.request.output_limit,
             },
         }),
         Output::RunTools(batch) => wit::Output::RunTools(wit::ToolBatch {
@@ -320,6 +321,7 @@ pub fn message_in(message: wit::AssistantMessage) -> AssistantMessage {
 
 pub fn request_in(request: wit::ModelRequest) -> OwnedModelRequest {
     OwnedModelRequest {
+        output_limit: request.output_limit,
         system: request.system,
         messages: request
             .messages

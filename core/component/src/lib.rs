@@ -181,11 +181,7 @@ impl wit_provider::GuestCodec for CodecResource {
 
     fn encode(&self, request: WitRequest) -> HttpRequest {
         let request = convert::request_in(request);
-        let request = self.provider.encode(&verity_core::ModelRequest {
-            system: &request.system,
-            messages: &request.messages,
-            tools: &request.tools,
-        });
+        let request = self.provider.encode(&request.as_request());
         HttpRequest {
             method: request.method,
             url: request.url,

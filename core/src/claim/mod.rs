@@ -44,6 +44,26 @@ pub const ESCALATION_TURNS: u32 = 6;
 /// The assessment tool.
 pub const RECORD_ASSESSMENT: &str = "record_assessment";
 
+/// The output limit of a research turn when the provider's configuration sets none: a turn is
+/// one `lookup_evidence` call (a query of at most 200 characters), with room for a few words
+/// beside it. A model that writes on and on is stopped here, not at the provider's 4,096.
+pub const RESEARCH_OUTPUT_LIMIT: u32 = 512;
+
+/// The output limit of the summary when the provider's configuration sets none: one sentence
+/// (at most 300 characters in constrained output) in a `submit` call.
+pub const SUMMARY_OUTPUT_LIMIT: u32 = 512;
+
+/// The output limit of an assessment of `evidence` when the provider's configuration sets
+/// none: the verdict, confidence and a rationale (512 tokens), plus room to cite every item
+/// verbatim (a citation is an item's text; a token per 3 characters), at most 4,096 (the
+/// providers' default).
+#[must_use]
+pub fn assessment_output_limit(evidence: &[String]) -> u32 {
+    let chars: usize = evidence.iter().map(|item| item.chars().count()).sum();
+    let tokens = 512usize.saturating_add(chars / 3);
+    u32::try_from(tokens).unwrap_or(u32::MAX).min(4096)
+}
+
 /// How a check runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -230,6 +250,7 @@ impl ClaimCheck {
             1,
             Recorder::default(),
         )
+        .with_output_limit(assessment_output_limit(&self.evidence))
         .with_retry(self.remaining_retry())
         .starting_at(self.next_id);
         self.stage = Stage::Assess { round, agent: Box::new(agent) };
@@ -302,6 +323,7 @@ impl ClaimCheck {
             self.options.research_turns,
             hooks,
         )
+        .with_output_limit(RESEARCH_OUTPUT_LIMIT)
         .with_retry(self.remaining_retry())
         .starting_at(self.next_id);
         self.stage = Stage::Research { agent: Box::new(agent) };
@@ -342,6 +364,7 @@ impl ClaimCheck {
         let system = format!("{}{}", prompt::SUMMARY_SYSTEM, prompt::DATA_NOTICE);
         let summary = step::<Summary>(system, prompt::summary_prompt(&input))
             .constrained(report::constrained_summary_schema())
+            .output_limit(SUMMARY_OUTPUT_LIMIT)
             .retry(self.remaining_retry())
             .build()
             .expect("the summary step's configuration is valid")

@@ -668,7 +668,12 @@ mod tests {
             }),
         ]);
         let messages = vec![Message::User { text: "task".into() }, Message::Assistant(turn)];
-        let request = crate::ModelRequest { system: "s", messages: &messages, tools: &[] };
+        let request = crate::ModelRequest {
+            system: "s",
+            messages: &messages,
+            tools: &[],
+            output_limit: None,
+        };
         let wire = messages_of(&request);
         assert_eq!(
             wire[1]["content"],

@@ -93,7 +93,12 @@ impl Provider {
         parse: impl FnOnce(&str) -> Option<(String, String)>,
     ) -> Result<(), String> {
         http::refuse_key_in_the_clear(
-            &self.encode(&ModelRequest { system: "", messages: &[], tools: &[] }),
+            &self.encode(&ModelRequest {
+                system: "",
+                messages: &[],
+                tools: &[],
+                output_limit: None,
+            }),
             parse,
         )
     }
@@ -228,7 +233,7 @@ pub(crate) mod testing {
         messages: &'a [Message],
         tools: &'a [ToolSpec],
     ) -> ModelRequest<'a> {
-        ModelRequest { system, messages, tools }
+        ModelRequest { system, messages, tools, output_limit: None }
     }
 
     pub(crate) const KEY: &str = "sk-live-0123456789abcdef";

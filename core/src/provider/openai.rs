@@ -281,7 +281,7 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
         MaxTokensField::MaxTokens => "max_tokens",
         MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
     };
-    body.insert(field.into(), json!(config.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
+    body.insert(field.into(), json!(output_limit(request, config)));
     if let Some(temperature) = config.temperature.and_then(serde_json::Number::from_f64) {
         body.insert("temperature".into(), Value::Number(temperature));
     }
@@ -313,6 +313,17 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
         timeout_ms: Some(config.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
         idle_timeout_ms: Some(config.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)),
     }
+}
+
+/// The output limit a request carries: the configuration's `maxTokens`; else the call kind's
+/// own ([`ModelRequest::output_limit`]), unless the configuration asks for reasoning (a
+/// reasoning model's hidden reasoning counts against the limit, and a kind's small limit would
+/// cut it off); else [`DEFAULT_MAX_TOKENS`].
+fn output_limit(request: &ModelRequest<'_>, config: &OpenAiConfig) -> u32 {
+    config.max_tokens.unwrap_or_else(|| match request.output_limit {
+        Some(limit) if config.reasoning_effort.is_none() => limit,
+        _ => DEFAULT_MAX_TOKENS,
+    })
 }
 
 /// The schema a constrained turn's answer must follow: one object naming the tool it calls
@@ -842,6 +853,21 @@ mod tests {
         assert_eq!(deltas.len(), 2, "progress is shown while it streams");
         let done = stream.finish();
         assert_eq!(done.tool_calls().next().unwrap().arguments, json!({"text": "yes"}));
+    }
+
+    #[test]
+    fn a_call_kinds_output_limit_is_sent_unless_the_configuration_sets_one_or_asks_for_reasoning() {
+        let (messages, tools) = conversation();
+        let kind = ModelRequest { output_limit: Some(512), ..request("", &messages, &tools) };
+        let sent = |config: &OpenAiConfig, request: &ModelRequest<'_>| {
+            encode(request, config).json()["max_tokens"].clone()
+        };
+        assert_eq!(sent(&config(), &kind), 512, "the kind's own limit");
+        assert_eq!(sent(&config(), &request("", &messages, &tools)), DEFAULT_MAX_TOKENS);
+        let set = OpenAiConfig { max_tokens: Some(100), ..config() };
+        assert_eq!(sent(&set, &kind), 100, "the person's maxTokens wins");
+        let reasoning = OpenAiConfig { reasoning_effort: Some("high".into()), ..config() };
+        assert_eq!(sent(&reasoning, &kind), DEFAULT_MAX_TOKENS, "hidden reasoning needs room");
     }
 
     #[test]
