@@ -123,3 +123,34 @@ test('a corrupt record and one of an older shape among good ones: the good ones 
     await close();
   }
 });
+
+test('a newer version of the app opening the database is not blocked by this one, which says to reload and goes on in memory', async () => {
+  const { page, errors, close } = await browser();
+  try {
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    // What a newer version's upgrade does first: open the database at a higher version.
+    const outcome = await page.evaluate(() => new Promise((done) => {
+      const request = indexedDB.open('verity', 99);
+      request.onblocked = () => done('blocked');
+      request.onsuccess = () => { request.result.close(); done('opened'); };
+      request.onerror = () => done(`error ${request.error?.name}`);
+    }));
+    assert.equal(outcome, 'opened', 'the engine closed its connection instead of blocking the upgrade');
+    const notice = page.locator(id('notice')).filter({ hasText: 'newer version' });
+    await notice.waitFor();
+    assert.match(await notice.innerText(), /reload this tab/);
+    // This tab goes on, in memory: a corpus and a check, which ends with its verdict.
+    await page.setInputFiles(id('corpus-file-input'), { name: 'notes.jsonl', mimeType: 'text/plain',
+      buffer: Buffer.from(JSON.stringify({ id: 'e1', text: 'The storage migration finished in March.' })) });
+    await page.locator(id('corpus-count')).filter({ hasText: '1 item' }).waitFor();
+    await page.fill(id('claims-input'), 'The storage migration finished in March.');
+    await page.click(id('run'));
+    await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.match(await page.locator(id('check-1')).locator(id('verdict')).innerText(), /supported/i);
+    assert.equal(await page.locator(id('notice')).filter({ hasText: 'failed' }).count(), 0, 'no write was tried');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});

@@ -233,6 +233,10 @@ pub fn start() {
     });
 }
 
+/// Opens the database at [`DB_VERSION`], creating what is missing. An upgrade waits while an
+/// older version of the app holds a connection (its pages are told, and it goes on once that
+/// tab closes); and this connection is closed when a newer version asks to upgrade, so that
+/// it never waits on this one (the pages are told to reload).
 async fn open_database() -> Result<Database, String> {
     let factory = Factory::new().map_err(|e| e.to_string())?;
     let mut request = factory.open(DB_NAME, Some(DB_VERSION)).map_err(|e| e.to_string())?;
@@ -244,7 +248,28 @@ async fn open_database() -> Result<Database, String> {
             }
         }
     });
-    request.await.map_err(|e| e.to_string())
+    request.on_blocked(|_| {
+        post(&FromWorker::Error {
+            message: "another tab has an older version of this app open, which holds its \
+                      storage: close or reload that tab, and this one restores what was saved"
+                .to_owned(),
+        });
+    });
+    let mut database = request.await.map_err(|e| e.to_string())?;
+    database.on_version_change(|event| {
+        if let Some(database) =
+            event.target().and_then(|target| target.dyn_into::<web_sys::IdbDatabase>().ok())
+        {
+            database.close();
+        }
+        CLOSED.with(|closed| closed.set(true));
+        post(&FromWorker::Error {
+            message: "a newer version of this app was opened in another tab: reload this tab \
+                      (until then, what it does is kept in memory, not saved)"
+                .to_owned(),
+        });
+    });
+    Ok(database)
 }
 
 /// The session record: what the check is, and its log as JSONL.
@@ -432,6 +457,9 @@ async fn commit(tx: idb::Transaction) -> Result<(), NotCommitted> {
 }
 
 thread_local! {
+    /// The database was closed for a newer version's upgrade: from then on nothing is read
+    /// from or written to it (sessions go on from the logs they hold in memory).
+    static CLOSED: Cell<bool> = const { Cell::new(false) };
     /// The storage-full notices posted since a write last landed: each is posted once, not
     /// at every write of the same record while the disk stays full.
     static TOLD_FULL: RefCell<Vec<FromWorker>> = const { RefCell::new(Vec::new()) };
@@ -535,6 +563,13 @@ struct WorkerHost {
     next_order: Cell<u64>,
 }
 
+impl WorkerHost {
+    /// IndexedDB, unless there is none or it was closed for a newer version.
+    fn db(&self) -> Option<&Rc<Database>> {
+        self.db.as_ref().filter(|_| !CLOSED.with(Cell::get))
+    }
+}
+
 impl Host for WorkerHost {
     type Client = FetchClient;
     type Store = IdbStore;
@@ -568,13 +603,13 @@ impl Host for WorkerHost {
     }
 
     fn end_session(&self, id: &str) {
-        if let Some(db) = &self.db {
+        if let Some(db) = self.db() {
             put_later(db, SESSIONS, id, None, None);
         }
     }
 
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>) {
-        if let Some(db) = &self.db {
+        if let Some(db) = self.db() {
             let text = serde_json::to_string(corpus.corpus().passages()).expect("serializes");
             let full = storage_full(
                 None,
@@ -586,7 +621,7 @@ impl Host for WorkerHost {
     }
 
     fn record_result(&self, result: &CheckResult, ended_session: &str) {
-        if let Some(db) = &self.db {
+        if let Some(db) = self.db() {
             let order = self.next_order.get();
             self.next_order.set(order.saturating_add(1));
             let text = ResultRecord::new(order, result.clone()).to_text();
@@ -607,20 +642,20 @@ impl Host for WorkerHost {
     }
 
     fn forget_result(&self, id: &str) {
-        if let Some(db) = &self.db {
+        if let Some(db) = self.db() {
             put_later(db, RESULTS, id, None, None);
         }
     }
 
     fn clear_results(&self) {
-        if let Some(db) = &self.db {
+        if let Some(db) = self.db() {
             let blob = Write::Delete { store: KV, key: RESULTS_BLOB.to_owned() };
             write_later(db, vec![Write::Clear { store: RESULTS }, blob], None);
         }
     }
 
     fn save_unfinished(&self, unfinished: &Unfinished) {
-        if let Some(db) = &self.db {
+        if let Some(db) = self.db() {
             let text = serde_json::to_string(unfinished).expect("serializes");
             let full = storage_full(
                 None,
@@ -640,6 +675,8 @@ impl Host for WorkerHost {
 pub struct IdbStore {
     db: Option<Rc<Database>>,
     meta: SessionMeta,
+    /// The log: all of it without IndexedDB, else a copy of it as last stored (what the
+    /// session goes on from when storage becomes full or is closed for a newer version).
     memory: RefCell<DurableLog>,
     /// Storage was full when the log was written: from then on it lives in `memory` (the
     /// record keeps what was written before), so the check goes on rather than ending.
@@ -651,9 +688,9 @@ impl IdbStore {
         Self { db, meta, memory: RefCell::new(DurableLog::new()), full: Cell::new(false) }
     }
 
-    /// IndexedDB, unless there is none or it was full.
+    /// IndexedDB, unless there is none, it was full, or it was closed for a newer version.
     fn db(&self) -> Option<&Rc<Database>> {
-        self.db.as_ref().filter(|_| !self.full.get())
+        self.db.as_ref().filter(|_| !self.full.get() && !CLOSED.with(Cell::get))
     }
 
     /// Reads the log, lets `change` edit it, writes it back, in one transaction. When the
@@ -683,7 +720,12 @@ impl IdbStore {
             serde_json::to_string(&record).map_err(|e| SessionError::Store(e.to_string()))?;
         object_store.put(&JsValue::from_str(&text), Some(&key)).map_err(failed)?;
         match commit(tx).await {
-            Ok(()) => Ok(value),
+            Ok(()) => {
+                // The log as stored, also in memory: what the session goes on from if
+                // IndexedDB becomes unusable (full, or closed for a newer version).
+                *self.memory.borrow_mut() = log;
+                Ok(value)
+            }
             Err(NotCommitted { full: true, .. }) => {
                 *self.memory.borrow_mut() = log;
                 self.full.set(true);
