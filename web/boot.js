@@ -13,11 +13,11 @@ import init from "./verity-web.js";
 // an object with a dedicated Worker's members, which is what the UI was written against.
 globalThis.verityEngine = (url) => runsModels(engineAt(url));
 
-/** Keeps the `.gguf` file picked in `input` (the Provider section's file field) in this
+/** Keeps the `.gguf` file picked in the Provider section's file field (#provider-gguf) in this
  * browser (web/in-tab.js), then puts its model reference (`file:NAME`), or why it could not be
  * kept, in the model field as if typed, so the UI takes it as it takes typing. */
-globalThis.verityKeepModelFile = async (input) => {
-  const file = input.files?.[0];
+addEventListener("change", async ({ target }) => {
+  const file = target?.id === "provider-gguf" ? target.files?.[0] : null;
   if (!file) return;
   let model;
   try {
@@ -29,7 +29,7 @@ globalThis.verityKeepModelFile = async (input) => {
   if (!field) return;
   field.value = model;
   field.dispatchEvent(new Event("input", { bubbles: true }));
-};
+});
 
 function engineAt(url) {
   if (typeof SharedWorker === "function") {

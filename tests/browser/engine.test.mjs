@@ -185,27 +185,32 @@ test('cancel mid-run ends the check as cancelled and leaves no request open', as
   }
 });
 
-test('a stream that stops is shown stalled, then ended by the idle timeout and retried', async () => {
+test('a stream that stops is shown stalled, then ended by the idle timeout the page set and retried', async () => {
   const stalled = await silentServer({ firstBytes: 'data: {"choices":[{"delta":{"content":"{"}}]}\n\n' });
   const { page, errors, close } = await open();
   try {
     await loadEiffel(page);
     await useOpenAi(page, `${stalled.url}/v1`);
+    // The person's own idle timeout (the Provider section's "Stalled after"), not the 60 s default.
+    await page.getByLabel('Stalled after (s)').fill('20');
     await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
     await page.click(id('run'));
     const card = page.locator(id('check-1'));
     // Not while bytes are recent...
     for (let i = 0; i < 100 && stalled.open() === 0; i++) await page.waitForTimeout(50);
+    const opened = Date.now();
     assert.equal(await card.locator(id('check-stalled')).isVisible(), false, 'not stalled yet');
     // ...the page says so after 15 s without a byte, while the request is still open...
     await card.locator(id('check-stalled')).waitFor({ timeout: 30000 });
     assert.match(await card.locator(id('check-stalled')).innerText(), /Stalled: nothing from the model for 15 s/);
     assert.equal(stalled.open(), 1, 'the request is still open');
     await screenshot(page, 'stalled');
-    // ...and the idle timeout (60 s by default) ends that request with a failure that names
-    // the stall (the app then retries it: the activity log says both).
+    // ...and the idle timeout set in the page (20 s) ends that request with a failure that
+    // names the stall (the app then retries it: the activity log says both).
     await card.locator(id('check-log')).filter({ hasText: /stalled \(no bytes within the idle timeout\)/ })
       .waitFor({ state: 'attached', timeout: 60000 });
+    const waited = (Date.now() - opened) / 1000;
+    assert.ok(waited >= 15 && waited < 40, `ended by the 20 s idle timeout, not the 60 s default: ${waited} s`);
     await card.locator(id('check-log')).filter({ hasText: /sent again \(retry 1/ })
       .waitFor({ state: 'attached', timeout: 20000 });
     await card.locator(id('cancel')).click();

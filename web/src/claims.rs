@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use crate::engine_view::{CheckCard, Engine, Phase};
 use crate::export;
 use crate::progress::ProgressView;
-use crate::provider::ProviderSettings;
+use crate::provider::{ProviderSettings, for_check};
 use crate::results::ResultView;
 
 /// The claims typed, one per non-empty line.
@@ -36,7 +36,6 @@ const CONCURRENCY: [usize; 5] = [1, 2, 3, 4, 8];
 pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> impl IntoView {
     let text = RwSignal::new(String::new());
     let concurrency = RwSignal::new(2usize);
-    let problem = RwSignal::new(None::<String>);
     // The demo corpus comes with claims to try: they fill an empty box.
     Effect::new(move |_| {
         let suggested = engine.suggested.get();
@@ -48,15 +47,9 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
     let corpus_empty = move || engine.corpus.with(|c| c.items == 0);
     let run = move || {
         let claims = claims_of(&text.get_untracked());
-        match settings.with_untracked(ProviderSettings::choice) {
-            Ok(provider) => {
-                problem.set(None);
-                let first = engine.checks.with_untracked(Vec::len) + 1;
-                engine.run(claims, provider, concurrency.get_untracked());
-                show_card(first);
-            }
-            Err(message) => problem.set(Some(message)),
-        }
+        let first = engine.checks.with_untracked(Vec::len) + 1;
+        engine.run(claims, settings.with_untracked(for_check), concurrency.get_untracked());
+        show_card(first);
     };
     let run_label = move || match claim_count() {
         0 | 1 => "Check claim".to_owned(),
@@ -129,7 +122,6 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
                 </span>
             </div>
             <p class="hint" id="run-why">{why_disabled}" "<span class="kbd-hint">"Ctrl+Enter runs."</span></p>
-            {move || problem.get().map(|message| view! { <p class="notice" role="alert">{message}</p> })}
         </section>
         <ChecksList engine settings concurrency />
     }
@@ -204,13 +196,8 @@ fn CheckCardView(
         })
     };
     let active = move || state.with(|s| s.is_active());
-    let problem = RwSignal::new(None::<String>);
-    let rerun = move |_| match settings.with_untracked(ProviderSettings::choice) {
-        Ok(provider) => {
-            problem.set(None);
-            engine.rerun(card, provider, concurrency.get_untracked());
-        }
-        Err(message) => problem.set(Some(message)),
+    let rerun = move |_| {
+        engine.rerun(card, settings.with_untracked(for_check), concurrency.get_untracked());
     };
     // Only the end of the check swaps progress for the result (not every streamed piece).
     let finished = Memo::new(move |_| {
@@ -246,7 +233,6 @@ fn CheckCardView(
                     </button>
                 </Show>
             </div>
-            {move || problem.get().map(|message| view! { <p class="notice" role="alert">{message}</p> })}
             {move || {
                 match finished.get() {
                     Some(result) => view! { <ResultView n=card.n result /> }.into_any(),

@@ -338,10 +338,9 @@ impl std::fmt::Debug for Outbox {
 fn remembered_provider() -> Option<ProviderChoice> {
     #[cfg(target_arch = "wasm32")]
     {
-        crate::provider::ProviderSettings::load()
-            .choice()
-            .ok()
-            .filter(|choice| matches!(choice, ProviderChoice::Network { .. }))
+        let settings = crate::provider::load();
+        (settings.kind != crate::provider::ProviderKind::Offline)
+            .then(|| crate::provider::for_check(&settings))
     }
     #[cfg(not(target_arch = "wasm32"))]
     None

@@ -33,12 +33,12 @@ use leptos::prelude::*;
 use crate::claims::ClaimsSection;
 use crate::corpus::CorpusSection;
 use crate::engine_view::{Engine, EngineStatus};
-use crate::provider::{ProviderSection, ProviderSettings};
+use crate::provider::ProviderSection;
 
 /// The whole page for an engine state (the real worker's, or a preview's).
 #[component]
 pub fn App(engine: Engine) -> impl IntoView {
-    let settings = RwSignal::new(ProviderSettings::load());
+    let settings = RwSignal::new(crate::provider::load());
     let status = move || match engine.status.get() {
         EngineStatus::Loading => ("loading", "Engine loading…".to_owned()),
         EngineStatus::Ready => ("ready", "Engine ready".to_owned()),

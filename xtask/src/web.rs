@@ -165,9 +165,12 @@ fn build(release: bool) -> Result {
             .arg(built.join(format!("{bin}.wasm"))))?;
         if release {
             let wasm = staging.join(format!("{bin}_bg.wasm"));
+            // -Os, not -Oz: what the browser downloads is the gzip, and -Os's code compresses
+            // better (measured on this app: the UI 149,224 -> 148,559 B gzip, the worker
+            // 1,042,815 -> 1,041,037 B, though both are larger raw).
             run(Command::new(root().join("node_modules/.bin/wasm-opt"))
                 .arg(format!("--output={}", wasm.display()))
-                .arg("-Oz")
+                .arg("-Os")
                 .arg(&wasm)
                 .arg("--low-memory-unused"))?;
         }

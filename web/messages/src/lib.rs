@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod markdown;
+pub mod provider;
 mod read;
 pub mod text;
 pub use read::FromJson;
@@ -45,6 +46,27 @@ pub enum ProviderChoice {
         /// The provider configuration.
         config: Value,
     },
+    /// The app's Provider section as the page keeps it ([`provider::ProviderSettings`]'s
+    /// serde JSON): the worker makes it `Offline` or `Network` when the message arrives
+    /// ([`ProviderChoice::resolved`]), so no other part of the worker ever sees this form.
+    Settings {
+        /// The settings.
+        settings: Value,
+    },
+}
+
+impl ProviderChoice {
+    /// `Offline` or `Network` as they are; `Settings` made one of them, or why they cannot be
+    /// (a missing model, base URL or key, a limit that is not a number).
+    ///
+    /// # Errors
+    /// What the settings lack, in words for the person.
+    pub fn resolved(self) -> Result<Self, String> {
+        match self {
+            Self::Settings { settings } => provider::ProviderSettings::read(&settings).choice(),
+            other => Ok(other),
+        }
+    }
 }
 
 /// One claim to check.

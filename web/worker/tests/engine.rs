@@ -1360,3 +1360,46 @@ fn a_failed_result_carries_its_advice_from_the_worker() {
     let view: FailureView = serde_json::from_value(failure.clone()).unwrap();
     assert_eq!(view.advice, failure["advice"].as_str().unwrap());
 }
+
+#[test]
+fn the_pages_provider_settings_are_made_the_cores_provider_here_or_fail_the_checks_saying_why() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    // The Provider section as the page keeps it: llama.cpp's preset with no model name.
+    let settings = |model: &str| ProviderChoice::Settings {
+        settings: json!({"kind": "openAi", "preset": "llamacpp", "baseUrl": "http://127.0.0.1:9/v1",
+                         "openaiModel": model, "constrained": true, "limits": ["", "", ""]}),
+    };
+    engine.handle(ToWorker::Check {
+        checks: vec![check("no-model", claim)],
+        provider: settings(""),
+        concurrency: 1,
+        corpus: None,
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(
+        (&failure["kind"], &failure["message"]),
+        (&json!("config"), &json!("Enter a model name."))
+    );
+    assert!(recorded.sent.borrow().is_empty(), "nothing was sent");
+    // With a model the check runs with the core's provider JSON: constrained output, sent to
+    // the base URL (the tests' network then fails it).
+    engine.handle(ToWorker::Check {
+        checks: vec![check("model", claim)],
+        provider: settings("local"),
+        concurrency: 1,
+        corpus: None,
+    });
+    pool.run_until_stalled();
+    let sent = recorded.sent.borrow();
+    assert!(!sent.is_empty(), "the check made a request");
+    assert!(sent[0].url.starts_with("http://127.0.0.1:9/v1/chat/completions"), "{}", sent[0].url);
+    assert!(sent[0].body.contains("\"response_format\""), "constrained: {}", sent[0].body);
+    drop(sent);
+    let done = finished(&take(&recorded));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert_ne!(failure["kind"], "config", "it ran: {failure}");
+}

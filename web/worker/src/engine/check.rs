@@ -122,6 +122,10 @@ impl<H: Host> Engine<H> {
                 let transport = ProviderTransport::new(provider, host.client()).with_cancel(cancel);
                 drive_on(&mut session, store, &transport, options).await
             }
+            // Settings are resolved when a message arrives; only a forged saved record holds them.
+            ProviderChoice::Settings { .. } => {
+                return failed(refused("the saved check names no provider the engine can run"));
+            }
         };
         if let Err(error) = driven {
             let spent = session.machine().spent();

@@ -25,7 +25,7 @@ use serde_json::Value;
 use verity_core::corpus::Passage;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::{Cancel, Spent, ToolOutput};
-use verity_messages::{CheckResult, FromWorker, Item, Outcome, ToWorker};
+use verity_messages::{CheckResult, FromWorker, Item, Outcome, StepOutcome, ToWorker};
 
 use crate::demo::{DEMO_CLAIMS, demo_passages};
 use crate::host::Host;
@@ -188,6 +188,22 @@ impl<H: Host> Engine<H> {
                 self.reply(&FromWorker::Items { query, offset, total, items });
             }
             ToWorker::Check { checks, provider, concurrency, corpus } => {
+                // The app sends its Provider section as it is: what it lacks fails the checks.
+                let provider = match provider.resolved() {
+                    Ok(provider) => provider,
+                    Err(message) => {
+                        for check in checks {
+                            self.post(&FromWorker::Queued { check: check.clone() });
+                            self.finished(CheckResult {
+                                id: check.id,
+                                claim: check.claim,
+                                outcome: Outcome::Failed { failure: refused(message.clone()) },
+                                cited: Vec::new(),
+                            });
+                        }
+                        return;
+                    }
+                };
                 let named = match corpus {
                     None => None,
                     Some(name) => {
@@ -237,12 +253,22 @@ impl<H: Host> Engine<H> {
                 }
                 self.pump();
             }
-            ToWorker::Credentials { provider } => self.credentials(provider.as_ref()),
+            ToWorker::Credentials { provider } => {
+                // Settings that are not a provider (no model, no key) resume nothing.
+                let provider = provider.and_then(|provider| provider.resolved().ok());
+                self.credentials(provider.as_ref());
+            }
             ToWorker::AddToCorpus { name, items, files } => self.add_to_corpus(name, items, files),
             ToWorker::DropCorpus { name } => {
                 self.inner.state.borrow_mut().named.remove(&name);
             }
-            ToWorker::RunStep { id, config, provider } => self.run_step(id, config, provider),
+            ToWorker::RunStep { id, config, provider } => match provider.resolved() {
+                Ok(provider) => self.run_step(id, config, provider),
+                Err(message) => self.post(&FromWorker::StepFinished {
+                    id,
+                    outcome: StepOutcome::Failed { failure: refused(message) },
+                }),
+            },
             ToWorker::ToolResult { id, call, content, is_error } => {
                 let waiting = self.inner.state.borrow_mut().tool_calls.remove(&(id, call));
                 if let Some(sender) = waiting {

@@ -76,6 +76,10 @@ impl<H: Host> Engine<H> {
                 let transport = ProviderTransport::new(provider, host.client()).with_cancel(cancel);
                 drive_with(job, &transport, &tools, options).await
             }
+            // Resolved when the message arrived (`Engine::handle`).
+            ProviderChoice::Settings { .. } => {
+                return StepOutcome::Failed { failure: refused("the step names no provider") };
+            }
         };
         match outcome {
             Ok(value) => StepOutcome::Value { value },
