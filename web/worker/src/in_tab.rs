@@ -10,7 +10,8 @@
 //! model loads or reads a long prompt, and the answer as a response with a readable body, which
 //! the engine then reads like any other (the same codec, the same clocks, the same failures).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use js_sys::{Array, Function, Promise, Reflect};
 use verity_core::{HttpFailure, HttpRequest, ResponseHead};
@@ -19,7 +20,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{ReadableStream, ReadableStreamDefaultReader};
 
-use crate::wasm::{Abort, FetchBody};
+use crate::wasm::{Abort, FetchBody, rearm};
 
 /// The base URL that names the model in the tab (`{"api": "openai", "baseUrl": "in-tab:",
 /// "model": "<URL of a .gguf file, or file:NAME>"}`).
@@ -79,7 +80,18 @@ pub async fn send(
                     .to_owned(),
             )
         })?;
-    let alive = abort.keep_alive();
+    // A page that never says it is alive before the idle clock fires is gone (closed without
+    // `bye`, or crashed): it is let go, so the retry goes to another page.
+    let heard = Rc::new(Cell::new(false));
+    let alive = {
+        let (heard, idle) = (Rc::clone(&heard), abort.idle());
+        Closure::<dyn FnMut()>::new(move || {
+            heard.set(true);
+            if let Some(idle) = &idle {
+                rearm(idle);
+            }
+        })
+    };
     let promise = call
         .call4(
             &JsValue::NULL,
@@ -92,7 +104,13 @@ pub async fn send(
     let answer = JsFuture::from(Promise::resolve(&promise)).await;
     // The port is closed once the answer (or the abort) came: nothing calls `alive` again.
     drop(alive);
-    let answer = answer.map_err(|error| abort.failure(&error))?;
+    let answer = answer.map_err(|error| {
+        let failure = abort.failure(&error);
+        if failure == HttpFailure::Stalled && !heard.get() {
+            RUNNERS.with(|runners| runners.borrow_mut().retain(|runner| *runner != page));
+        }
+        failure
+    })?;
     abort.progress();
     let field = |name: &str| Reflect::get(&answer, &JsValue::from_str(name)).ok();
     let status = field("status")

@@ -800,7 +800,7 @@ pub(crate) struct Abort {
 }
 
 /// The idle clock: the running timer's id, its length in ms, and what it calls.
-type IdleTimer = (Cell<i32>, i32, Closure<dyn FnMut()>);
+pub(crate) type IdleTimer = (Cell<i32>, i32, Closure<dyn FnMut()>);
 
 /// Calls `callback` after `ms` milliseconds; the timer's id.
 fn set_timer(callback: &Closure<dyn FnMut()>, ms: i32) -> i32 {
@@ -845,15 +845,10 @@ impl Abort {
         }
     }
 
-    /// A callback that starts the idle clock again, for a request answered by something that
-    /// reports being alive before it sends bytes (the model in the tab, `crate::in_tab`).
-    pub(crate) fn keep_alive(&self) -> Closure<dyn FnMut()> {
-        let idle = self.idle.clone();
-        Closure::new(move || {
-            if let Some(idle) = &idle {
-                rearm(idle);
-            }
-        })
+    /// The idle clock, for a request answered by something that reports being alive before
+    /// it sends bytes (the model in the tab, `crate::in_tab`): [`rearm`] starts it again.
+    pub(crate) fn idle(&self) -> Option<Rc<IdleTimer>> {
+        self.idle.clone()
     }
 
     /// The signal that aborts the request (a deadline, the idle clock, a cancel).
@@ -894,7 +889,7 @@ impl Abort {
 }
 
 /// Starts the idle clock again.
-fn rearm((id, ms, on_stall): &IdleTimer) {
+pub(crate) fn rearm((id, ms, on_stall): &IdleTimer) {
     scope().clear_timeout_with_handle(id.get());
     id.set(set_timer(on_stall, *ms));
 }
