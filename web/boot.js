@@ -115,7 +115,8 @@ function elected(url) {
   const tab = `${Date.now()}-${Math.random()}`;
   const bus = new BroadcastChannel(NAME);
   const listeners = {};
-  const deliver = (data) => listeners.message?.(new MessageEvent("message", { data }));
+  // With its ports: the engine's requests to the model in the tab come with one.
+  const deliver = (data, ports = []) => listeners.message?.(new MessageEvent("message", { data, ports: [...ports] }));
   const waiting = [];
   let send = (message) => waiting.push(message);
   const sendWith = (next) => {
@@ -125,7 +126,10 @@ function elected(url) {
   const hello = () => bus.postMessage({ to: "leader", from: tab, hello: true });
   const lead = () => {
     const worker = new Worker(url, { type: "module" });
-    worker.onmessage = (event) => deliver(event.data);
+    worker.onmessage = (event) => deliver(event.data, event.ports);
+    // The leader's tab runs the model in the tab for its engine (runsModels); a follower
+    // cannot (a port does not cross the channel), so its offer is not passed on.
+    worker.postMessage({ verityModel: "runner" });
     worker.onerror = (event) => listeners.error?.(event);
     worker.onmessageerror = (event) => listeners.error?.(event);
     const followers = new Map();
@@ -139,7 +143,7 @@ function elected(url) {
         followers.set(data.from, port);
         worker.postMessage("connect", [channel.port2]);
       }
-      if ("message" in data) port.postMessage(data.message);
+      if ("message" in data && !data.message?.verityModel) port.postMessage(data.message);
     };
     sendWith((message) => worker.postMessage(message));
     bus.postMessage({ leader: true });

@@ -14,7 +14,7 @@ const GGUF = process.env.VERITY_GGUF;
 const skip = GGUF ? false : 'VERITY_GGUF is not set (cargo xtask test installs the model and sets it)';
 
 let site;
-before(async () => { if (GGUF) site = await serve(); });
+before(async () => { site = await serve(); });
 after(async () => { await site?.close(); });
 
 const id = (name) => `[data-testid="${name}"]`;
@@ -120,3 +120,34 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
     await models.close();
   }
 });
+
+for (const shared of [true, false]) {
+  test(`the app's tab runs the model for the engine ${shared ? 'in a shared worker' : 'of a Web Lock leader (no SharedWorker)'}: a missing model is fetched once and the check says why`, async () => {
+    const models = await recordingServer();
+    const { context, page, errors, close } = await browser();
+    if (!shared) await context.addInitScript(() => { delete globalThis.SharedWorker; });
+    try {
+      await page.goto(site.url);
+      await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+      assert.equal(await page.evaluate(() => typeof SharedWorker === 'function'), shared);
+      await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
+      await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+      await page.selectOption(id('provider-kind'), 'openai');
+      await page.selectOption(id('provider-preset'), 'intab');
+      await page.fill(id('provider-model'), `${models.url}/missing.gguf`);
+      await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+      await page.click(id('run'));
+      const card = page.locator(id('check-1'));
+      await card.locator(id('failure-message')).waitFor({ timeout: 60000 });
+      const message = await card.locator(id('failure-message')).innerText();
+      assert.match(message, /could not be loaded in this tab: downloading the model .*missing\.gguf failed: HTTP 404/, message);
+      assert.deepEqual(models.requests.map((request) => `${request.method} ${request.url}`), ['GET /missing.gguf']);
+      assert.match(await page.locator(id('model-state')).innerText(), /could not be loaded/);
+      await screenshot(page, `in-tab-missing-model-${shared ? 'shared' : 'leader'}`);
+      assert.deepEqual(errors.filter((error) => !error.includes('404')), []);
+    } finally {
+      await close();
+      await models.close();
+    }
+  });
+}

@@ -10,6 +10,12 @@ if ("onconnect" in self) {
   self.verityConnected = waiting;
   self.onconnect = (event) => waiting.push(...event.ports);
 }
+// As a dedicated worker, messages the page posts while the wasm loads are dispatched during the
+// await below (Chromium does not hold them for a module's top-level await): they wait here and
+// are handed to the wasm's listener once it is installed (the page's own messages wait for
+// `ready`; a page's offer to run the model in the tab is posted at once).
+const early = [];
+if (!("onconnect" in self)) self.onmessage = (event) => early.push(event);
 
 // A request to the model in the tab (base URL `in-tab:`), which a page runs (web/in-tab.js):
 // sent to `page` with a port of its own; each `{progress}` on the port calls `alive` (the idle
@@ -40,3 +46,4 @@ self.verityCallInTab = (page, body, signal, alive) =>
   });
 
 await init();
+for (const event of early.splice(0)) self.onmessage?.(event);
