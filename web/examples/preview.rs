@@ -88,6 +88,7 @@ fn results(items: &[Item]) -> Vec<CheckResult> {
                 "The corpus says the bridge opened to traffic on May 27, 1937.",
             ),
             cited: vec![cite(0)],
+            provenance: None,
         },
         CheckResult {
             id: "r2".into(),
@@ -100,6 +101,7 @@ fn results(items: &[Item]) -> Vec<CheckResult> {
                 "The bridge's colour is International Orange, not red. <b>bold?</b> is shown as text.",
             ),
             cited: vec![cite(2), cite(5)],
+            provenance: None,
         },
         CheckResult {
             id: "r3".into(),
@@ -112,6 +114,7 @@ fn results(items: &[Item]) -> Vec<CheckResult> {
                 "Nothing in the corpus speaks to tolls.",
             ),
             cited: Vec::new(),
+            provenance: None,
         },
     ]
 }
@@ -125,6 +128,7 @@ fn failures() -> Vec<CheckResult> {
                 failure: json!({"kind": "provider", "message": "the request was blocked by the browser (CORS?): http://localhost:11434/v1/chat/completions", "spent": {"turns": 1, "requests": 1, "retries": 0, "usage": {}}}),
             },
             cited: Vec::new(),
+            provenance: None,
         },
         CheckResult {
             id: "f2".into(),
@@ -133,6 +137,7 @@ fn failures() -> Vec<CheckResult> {
                 failure: json!({"kind": "no-new-evidence", "message": "research turn 2 found no evidence beyond what the assessment had", "spent": {"turns": 3, "requests": 4, "retries": 1, "usage": {"input": 5230, "output": 611, "cost": 0.0021}}}),
             },
             cited: Vec::new(),
+            provenance: None,
         },
     ]
 }
@@ -231,6 +236,7 @@ fn stand_in(
                                     "A preview answer.",
                                 ),
                                 cited: Vec::new(),
+                                provenance: None,
                             };
                             answer(FromWorker::Queued { check });
                             set_timeout(
@@ -247,6 +253,7 @@ fn stand_in(
                                 failure: json!({"kind": "cancelled", "message": "cancelled by the page"}),
                             },
                             cited: Vec::new(),
+                            provenance: None,
                         },
                     }),
                     _ => {}

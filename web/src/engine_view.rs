@@ -787,6 +787,7 @@ mod tests {
                     claim: "Old.".into(),
                     outcome: Outcome::Failed { failure: json!({"kind": "cancelled"}) },
                     cited: Vec::new(),
+                    provenance: None,
                 }],
                 resumed: vec![CheckRequest { id: "r".into(), claim: "Resumed.".into() }],
                 queued: vec![CheckRequest { id: "q".into(), claim: "Queued.".into() }],
@@ -836,6 +837,7 @@ mod tests {
                     claim: "Old.".into(),
                     outcome: Outcome::Failed { failure: json!({"kind": "cancelled"}) },
                     cited: Vec::new(),
+                    provenance: None,
                 },
             });
             engine.clear_results();

@@ -45,6 +45,7 @@ mod tests {
                 failure: json!({"kind": "cancelled", "message": "stopped"}),
             },
             cited: Vec::new(),
+            provenance: None,
         }];
         let back: Vec<CheckResult> = serde_json::from_value(to_json(&results)).unwrap();
         assert_eq!(back, results);

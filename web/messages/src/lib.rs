@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod markdown;
+mod provenance;
 pub mod provider;
 mod read;
 pub mod text;
+pub use provenance::{Provenance, public_url};
 pub use read::FromJson;
 
 /// A file the page read, by name and text.
@@ -355,6 +357,12 @@ pub struct CheckResult {
     /// The corpus items the check cited, by text, with their ids, for linking.
     #[serde(default)]
     pub cited: Vec<Item>,
+    /// Where the result came from: a [`Provenance`]'s JSON, written by the worker when the
+    /// check ended (`None` in results saved before it did), read with
+    /// [`CheckResult::provenance`]. JSON rather than the type, like the report: the page only
+    /// carries it back to the exports, and reading and writing the type cost its wasm ~1 KB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Value>,
 }
 
 /// How a check ended.
@@ -374,6 +382,12 @@ pub enum Outcome {
 }
 
 impl CheckResult {
+    /// Where the result came from, if it says (and the JSON is a [`Provenance`]).
+    #[must_use]
+    pub fn provenance(&self) -> Option<Provenance> {
+        self.provenance.clone().and_then(|value| serde_json::from_value(value).ok())
+    }
+
     /// This result with a failure's advice ([`text::what_to_do`] for its kind) written into
     /// the failure as `advice` ([`FailureView::advice`]): the worker adds it, so the words
     /// live in the worker's wasm and not in the page's.
@@ -636,6 +650,7 @@ mod tests {
                 claim: "A claim.".into(),
                 outcome: Outcome::Failed { failure: json!({"kind": "cancelled"}) },
                 cited: Vec::new(),
+                provenance: None,
             },
         };
         let wire = serde_json::to_value(&finished).unwrap();
@@ -660,12 +675,16 @@ mod tests {
             claim: "A <img src=x onerror=alert(1)>.".into(),
             outcome: Outcome::Report { report },
             cited: vec![Item { id: "e1".into(), text: "x".into() }],
+            provenance: Some(json!({"provider": "openai", "baseUrl": "https://api.example/v1",
+                "model": "m", "corpus": "sha256:ab", "items": 3, "appVersion": "0.1.0",
+                "date": "2026-01-02T03:04:05.000Z"})),
         };
         let failed = CheckResult {
             id: "c2".into(),
             claim: "B.".into(),
             outcome: Outcome::Failed { failure: json!({"kind": "cancelled", "message": "m"}) },
             cited: Vec::new(),
+            provenance: None,
         };
         vec![
             FromWorker::Ready {

@@ -2,7 +2,9 @@
 //! that the page's wasm carries none of it. Everything that came from a claim, a model or the
 //! corpus is escaped (`inline`): it renders as the text it was, never as a link or markup.
 
-use crate::text::{failure_verdict, fixed, spent_text, usage_text, verdict_text, what_to_do};
+use crate::text::{
+    failure_verdict, fixed, provenance_text, spent_text, usage_text, verdict_text, what_to_do,
+};
 use crate::{CheckResult, FailureView, FromJson, Outcome, ReportView};
 
 /// Text on one Markdown line, with nothing that Markdown would read as markup or HTML. Beyond
@@ -64,6 +66,9 @@ pub fn to_markdown(results: &[CheckResult]) -> String {
                 Err(error) => md.push_str(&format!("The failure could not be read: {error}\n")),
             },
         }
+        if let Some(provenance) = result.provenance() {
+            md.push_str(&format!("\nFrom: {}\n", inline(&provenance_text(&provenance))));
+        }
     }
     md
 }
@@ -85,6 +90,7 @@ mod tests {
                         "summary": "Yes.", "requests": 2, "usage": {"input": 10, "output": 5, "cost": 0.0}}),
                 },
                 cited: Vec::new(),
+                provenance: None,
             },
             CheckResult {
                 id: "c2".into(),
@@ -93,6 +99,7 @@ mod tests {
                     failure: json!({"kind": "cancelled", "message": "stopped"}),
                 },
                 cited: Vec::new(),
+                provenance: None,
             },
         ];
         let md = to_markdown(&results);
@@ -100,6 +107,28 @@ mod tests {
         assert!(md.contains("**Supported** (90% confidence)"), "{md}");
         assert!(md.contains("> The bridge opened in 1932\\."), "{md}");
         assert!(md.contains("**Failed** (`cancelled`): stopped"), "{md}");
+    }
+
+    /// Each result says where it came from, escaped like the rest (a base URL is no link).
+    #[test]
+    fn markdown_carries_the_provenance() {
+        let results = [CheckResult {
+            id: "c1".into(),
+            claim: "A.".into(),
+            outcome: Outcome::Failed { failure: json!({"kind": "cancelled", "message": "m"}) },
+            cited: Vec::new(),
+            provenance: Some(json!({"provider": "openai", "baseUrl": "https://api.example/v1",
+                "model": "m-1", "corpus": "sha256:ab", "items": 12, "appVersion": "0.1.0",
+                "date": "2026-01-02T03:04:05.000Z"})),
+        }];
+        let md = to_markdown(&results);
+        assert!(
+            md.contains(
+                "From: openai at https\\://api\\.example/v1, model m\\-1 · corpus sha256\\:ab \
+                 (12 items\\) · Verity 0\\.1\\.0 · 2026\\-01\\-02T03\\:04\\:05\\.000Z"
+            ),
+            "{md}"
+        );
     }
 
     /// Nothing from a claim, a model or a corpus becomes a link, an image, a list, a heading,
@@ -117,6 +146,7 @@ mod tests {
                         "usage": {"input": 10, "output": 5, "cache_read": 0, "cost": 0.0}}}),
             },
             cited: Vec::new(),
+            provenance: None,
         }];
         let md = to_markdown(&results);
         assert!(
@@ -142,6 +172,7 @@ mod tests {
                         "usage": {"input": 10, "output": 5, "cost": 0.0}}),
                 },
                 cited: Vec::new(),
+                provenance: None,
             },
             CheckResult {
                 id: "c2".into(),
@@ -150,6 +181,7 @@ mod tests {
                     failure: json!({"kind": "provider", "message": hostile}),
                 },
                 cited: Vec::new(),
+                provenance: None,
             },
         ];
         let md = to_markdown(&results);

@@ -261,6 +261,7 @@ impl FromJson for CheckResult {
             claim: f.string("claim")?,
             outcome: f.read("outcome")?,
             cited: f.list_or_empty("cited")?,
+            provenance: f.get(&["provenance"]).cloned(),
         })
     }
 }

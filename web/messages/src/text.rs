@@ -2,7 +2,7 @@
 //! about it), shared by the app's cards and the Markdown export ([`crate::markdown`]), which
 //! the worker writes.
 
-use crate::{SpentView, UsageView};
+use crate::{Provenance, SpentView, UsageView};
 
 /// A verdict in words.
 pub fn verdict_text(verdict: &str) -> String {
@@ -114,4 +114,23 @@ pub fn fixed(value: f64, decimals: u32) -> String {
     } else {
         format!("{sign}{whole}.{fraction:0width$}", width = decimals as usize)
     }
+}
+
+/// Where a result came from, in one line: the provider and its base URL, the model, the
+/// corpus and its size, the app's version and the date.
+pub fn provenance_text(provenance: &Provenance) -> String {
+    let mut text = provenance.provider.clone();
+    if let Some(base_url) = &provenance.base_url {
+        text = format!("{text} at {base_url}");
+    }
+    if let Some(model) = &provenance.model {
+        text = format!("{text}, model {model}");
+    }
+    let corpus = provenance.corpus.as_deref().unwrap_or("empty");
+    format!(
+        "{text} · corpus {corpus} ({}) · Verity {} · {}",
+        count(u32::try_from(provenance.items).unwrap_or(u32::MAX), "item"),
+        provenance.app_version,
+        provenance.date
+    )
 }

@@ -32,6 +32,8 @@ pub trait Host: 'static {
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()>>>);
     /// Milliseconds on a monotonic clock (for timing the index).
     fn now_ms(&self) -> f64;
+    /// The date and time now by the wall clock, ISO 8601 in UTC (a result's provenance).
+    fn date(&self) -> String;
     /// A client for one check's requests.
     fn client(&self) -> Self::Client;
     /// The scheme and host of `url` as [`Host::client`] reads it when it connects (the

@@ -261,6 +261,7 @@ mod tests {
             claim: format!("claim {id}"),
             outcome: Outcome::Report { report: json!({"assessment": {"verdict": "supported"}}) },
             cited: Vec::new(),
+            provenance: None,
         }
     }
 

@@ -590,6 +590,10 @@ impl Host for WorkerHost {
         scope().performance().map_or_else(js_sys::Date::now, |performance| performance.now())
     }
 
+    fn date(&self) -> String {
+        js_sys::Date::new_0().to_iso_string().into()
+    }
+
     fn client(&self) -> FetchClient {
         FetchClient
     }

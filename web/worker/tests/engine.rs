@@ -163,6 +163,9 @@ impl Host for TestHost {
         self.recorded.clock.set(self.recorded.clock.get() + 1.5);
         self.recorded.clock.get()
     }
+    fn date(&self) -> String {
+        "2026-01-02T03:04:05.000Z".to_owned()
+    }
     fn client(&self) -> Canned {
         Canned(Rc::clone(&self.recorded))
     }
@@ -1139,6 +1142,7 @@ fn results_are_exported_as_markdown_by_the_worker() {
         claim: "See https://evil.example.".into(),
         outcome: Outcome::Failed { failure: json!({"kind": "cancelled", "message": "stopped"}) },
         cited: Vec::new(),
+        provenance: None,
     };
     engine.handle_json(&json!({"type": "exportMarkdown", "results": [result]}).to_string());
     let posted = take(&recorded);
@@ -1306,6 +1310,7 @@ fn unreadable_records_are_named_after_ready_and_the_rest_restored() {
         claim: "A claim.".into(),
         outcome: Outcome::Failed { failure: json!({"kind": "cancelled", "message": "m"}) },
         cited: Vec::new(),
+        provenance: None,
     };
     pool.run_until(engine.start(Restored {
         results: vec![kept],
@@ -1351,6 +1356,7 @@ fn a_failed_result_carries_its_advice_from_the_worker() {
         claim: "A claim.".into(),
         outcome: Outcome::Failed { failure: json!({"kind": "no-new-evidence", "message": "m"}) },
         cited: Vec::new(),
+        provenance: None,
     };
     pool.run_until(engine.start(Restored { results: vec![older], ..Restored::default() }));
     let posted = take(&after);
@@ -1402,4 +1408,77 @@ fn the_pages_provider_settings_are_made_the_cores_provider_here_or_fail_the_chec
     let done = finished(&take(&recorded));
     let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
     assert_ne!(failure["kind"], "config", "it ran: {failure}");
+}
+
+/// Every result says where it came from: the provider's kind and base URL (never its key, nor
+/// credentials in the URL), the model, the corpus by content id and size, the app's version
+/// and the date by the host's clock; the exports carry it.
+#[test]
+fn every_result_records_its_provenance_without_the_key() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let corpus = last_corpus(&take(&recorded));
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    engine.handle(ToWorker::Check {
+        checks: vec![check("offline", claim)],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: None,
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let provenance = done[0].provenance().expect("a provenance");
+    assert_eq!(provenance.provider, "offline");
+    assert_eq!(provenance.base_url, None);
+    assert_eq!(provenance.corpus, corpus.id);
+    assert_eq!(provenance.items, corpus.items);
+    assert_eq!(provenance.app_version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(provenance.date, "2026-01-02T03:04:05.000Z", "the host's clock");
+    assert_eq!(recorded.results.borrow()[0].provenance(), Some(provenance), "and it is saved");
+    // A network check: the base URL without its user info or query, the model, no key.
+    engine.handle(ToWorker::Check {
+        checks: vec![check("network", claim)],
+        provider: ProviderChoice::Network {
+            config: json!({"api": "openai", "baseUrl": "https://me:pw@api.example/v1?key=sk-q",
+                           "model": "m-1", "stream": false, "apiKey": "sk-secret"}),
+        },
+        concurrency: 1,
+        corpus: None,
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let provenance = done[0].provenance().expect("a provenance");
+    assert_eq!(provenance.provider, "openai");
+    assert_eq!(provenance.base_url.as_deref(), Some("https://api.example/v1"));
+    assert_eq!(provenance.model.as_deref(), Some("m-1"));
+    let wire = serde_json::to_string(&done[0]).unwrap();
+    for secret in ["sk-secret", "sk-q", "pw"] {
+        assert!(!wire.contains(secret), "{secret} in {wire}");
+    }
+    // A check refused before it ran (settings without a model) says what it was asked with.
+    engine.handle(ToWorker::Check {
+        checks: vec![check("refused", claim)],
+        provider: ProviderChoice::Settings {
+            settings: json!({"kind": "openAi", "preset": "custom",
+                             "baseUrl": "http://127.0.0.1:9/v1", "openaiModel": ""}),
+        },
+        concurrency: 1,
+        corpus: None,
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let provenance = done[0].provenance().expect("a provenance");
+    assert_eq!(provenance.provider, "openai");
+    assert_eq!(provenance.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
+    // The Markdown export carries it.
+    engine.handle(ToWorker::ExportMarkdown { results: done });
+    let posted = take(&recorded);
+    let [FromWorker::Markdown { text }] = posted.as_slice() else { panic!("{posted:?}") };
+    assert!(text.contains("From: openai at http\\://127\\.0\\.0\\.1\\:9/v1"), "{text}");
+    assert!(text.contains("2026\\-01\\-02T03\\:04\\:05\\.000Z"), "{text}");
+    // A result saved before results had a provenance still reads.
+    let old = json!({"id": "c0", "claim": "A.",
+                     "outcome": {"status": "failed", "failure": {"kind": "cancelled", "message": "m"}}});
+    let old: CheckResult = serde_json::from_value(old).unwrap();
+    assert_eq!(old.provenance(), None);
 }

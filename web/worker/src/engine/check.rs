@@ -62,8 +62,13 @@ impl<H: Host> Engine<H> {
             }
             Outcome::Failed { .. } => Vec::new(),
         };
-        let result =
-            CheckResult { id: check.id.clone(), claim: check.claim.clone(), outcome, cited };
+        let result = CheckResult {
+            id: check.id.clone(),
+            claim: check.claim.clone(),
+            outcome,
+            cited,
+            provenance: self.provenance(provider, Some(corpus)),
+        };
         Ended { result, taken_over }
     }
 

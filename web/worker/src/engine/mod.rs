@@ -189,9 +189,10 @@ impl<H: Host> Engine<H> {
             }
             ToWorker::Check { checks, provider, concurrency, corpus } => {
                 // The app sends its Provider section as it is: what it lacks fails the checks.
-                let provider = match provider.resolved() {
+                let provider = match provider.clone().resolved() {
                     Ok(provider) => provider,
                     Err(message) => {
+                        let corpus = self.corpus();
                         for check in checks {
                             self.post(&FromWorker::Queued { check: check.clone() });
                             self.finished(CheckResult {
@@ -199,6 +200,7 @@ impl<H: Host> Engine<H> {
                                 claim: check.claim,
                                 outcome: Outcome::Failed { failure: refused(message.clone()) },
                                 cited: Vec::new(),
+                                provenance: self.provenance(&provider, Some(&corpus)),
                             });
                         }
                         return;
@@ -224,6 +226,7 @@ impl<H: Host> Engine<H> {
                                     claim: check.claim,
                                     outcome: Outcome::Failed { failure: refused(message) },
                                     cited: Vec::new(),
+                                    provenance: self.provenance(&provider, None),
                                 });
                             }
                             return;
@@ -322,13 +325,14 @@ impl<H: Host> Engine<H> {
                 return;
             }
             let position = state.queue.iter().position(|pending| pending.check.id == id);
-            position.and_then(|position| state.queue.remove(position)).map(|pending| pending.check)
+            position.and_then(|position| state.queue.remove(position))
         };
         let queued = queued.or_else(|| {
             // Waiting for the page's credentials after a reload.
             let mut awaiting = self.inner.awaiting_queue.borrow_mut();
             let position = awaiting.iter().position(|meta| meta.check.id == id)?;
-            Some(awaiting.remove(position).check)
+            let meta = awaiting.remove(position);
+            Some(Pending { check: meta.check, provider: meta.provider, corpus: None })
         });
         if queued.is_none() {
             let resumed = {
@@ -344,7 +348,8 @@ impl<H: Host> Engine<H> {
                 self.resume(meta, provider, cancel, store, session, corpus);
             }
         }
-        if let Some(check) = queued {
+        if let Some(Pending { check, provider, corpus }) = queued {
+            let corpus = corpus.unwrap_or_else(|| self.corpus());
             self.finished(CheckResult {
                 id: check.id,
                 claim: check.claim,
@@ -352,6 +357,7 @@ impl<H: Host> Engine<H> {
                     failure: cancelled("cancelled by the user before it started", Spent::default()),
                 },
                 cited: Vec::new(),
+                provenance: self.provenance(&provider, Some(&corpus)),
             });
         }
     }

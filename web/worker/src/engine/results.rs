@@ -1,12 +1,29 @@
 //! A finished check: posted, saved with the results and its session deleted (one write), the
 //! next one started.
 
-use verity_messages::{CheckResult, FromWorker};
+use verity_core::indexed::IndexedCorpus;
+use verity_messages::{CheckResult, FromWorker, Provenance, ProviderChoice};
 
 use super::check::Ended;
 use super::{Engine, Host};
 
 impl<H: Host> Engine<H> {
+    /// Where a check's result comes from: `provider` (in any form; no key is read), `corpus`
+    /// (`None` when there was none), this app's version and the host's date now.
+    pub(super) fn provenance(
+        &self,
+        provider: &ProviderChoice,
+        corpus: Option<&IndexedCorpus>,
+    ) -> Option<serde_json::Value> {
+        let (id, items) = corpus.map_or((None, 0), |corpus| {
+            let items = corpus.corpus().len();
+            ((items > 0).then(|| corpus.id().to_string()), items)
+        });
+        let version = env!("CARGO_PKG_VERSION");
+        let provenance = Provenance::new(provider, id, items, version, self.inner.host.date());
+        serde_json::to_value(provenance).ok()
+    }
+
     /// A check's run ended: [`finished`](Self::finished), unless another engine took its
     /// session over. Then that engine owns the session and will save the result: this one only
     /// tells its pages (the card ends saying so) and forgets the check, writing nothing.

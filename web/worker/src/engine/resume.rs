@@ -80,6 +80,7 @@ impl<H: Host> Engine<H> {
                             ),
                         },
                         cited: Vec::new(),
+                        provenance: self.provenance(&meta.provider, Some(&corpus)),
                     };
                     self.inner.state.borrow_mut().unfinished.retain(|meta| meta.check.id != id);
                     self.record_result(result);
@@ -183,14 +184,18 @@ impl<H: Host> Engine<H> {
                     let pending = Pending { check: meta.check, provider: given, corpus: None };
                     self.inner.state.borrow_mut().queue.push_back(pending);
                 }
-                None => self.finished(CheckResult {
-                    id: meta.check.id,
-                    claim: meta.check.claim,
-                    outcome: Outcome::Failed {
-                        failure: cancelled(not_resumed(), Spent::default()),
-                    },
-                    cited: Vec::new(),
-                }),
+                None => {
+                    let provenance = self.provenance(&meta.provider, Some(&self.corpus()));
+                    self.finished(CheckResult {
+                        id: meta.check.id,
+                        claim: meta.check.claim,
+                        outcome: Outcome::Failed {
+                            failure: cancelled(not_resumed(), Spent::default()),
+                        },
+                        cited: Vec::new(),
+                        provenance,
+                    })
+                }
             }
         }
         self.pump();
