@@ -16,8 +16,9 @@
 import { Wllama } from "./wllama/index.js";
 
 const CACHE = "verity-models";
-/** How often a call that is still working tells the engine so (its idle clock is 60 s). */
-const ALIVE_EVERY_MS = 5000;
+/** How often a call that is still working tells the engine so (its idle clock is 60 s by
+ * default, and a person may set it as low as 1 s). */
+const ALIVE_EVERY_MS = 500;
 /** The context the model is loaded with: a claim check's longest prompt fits in it. */
 const CONTEXT_TOKENS = 4096;
 
