@@ -155,6 +155,9 @@ fn ChecksList(
                     <button type="button" class="button small" data-testid="export-md" disabled=move || !any_results() on:click=export_md>
                         "Export Markdown"
                     </button>
+                    <button type="button" class="button small" data-testid="export-csv" disabled=move || !any_results() on:click=move |_| engine.export_csv()>
+                        "Export CSV"
+                    </button>
                     <button type="button" class="button small" data-testid="clear-results" disabled=move || !any_results() on:click=move |_| engine.clear_results()>
                         "Clear results"
                     </button>

@@ -502,13 +502,8 @@ impl Engine {
                 }
                 self.notify(None, None, message);
             }
-            FromWorker::Markdown { text } => {
-                if let Err(error) =
-                    crate::export::download("verity-results.md", "text/markdown", &text)
-                {
-                    self.notify(None, None, format!("The export failed: {error}"));
-                }
-            }
+            FromWorker::Markdown { text } => self.save("verity-results.md", "text/markdown", &text),
+            FromWorker::Csv { text } => self.save("verity-results.csv", "text/csv", &text),
             _ => {}
         }
     }
@@ -631,6 +626,19 @@ impl Engine {
     /// `FromWorker::Markdown`, which is downloaded.
     pub fn export_markdown(&self) {
         self.send(ToWorker::ExportMarkdown { results: self.results() });
+    }
+
+    /// Asks the worker for the finished results as CSV; it answers with `FromWorker::Csv`,
+    /// which is downloaded.
+    pub fn export_csv(&self) {
+        self.send(ToWorker::ExportCsv { results: self.results() });
+    }
+
+    /// Offers a document the worker wrote as a download, saying so when that fails.
+    fn save(&self, name: &str, mime: &str, text: &str) {
+        if let Err(error) = crate::export::download(name, mime, text) {
+            self.notify(None, None, format!("The export failed: {error}"));
+        }
     }
 
     /// Forgets finished checks (the running ones stay).

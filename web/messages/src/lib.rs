@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod csv;
 pub mod markdown;
 mod provenance;
 pub mod provider;
@@ -193,6 +194,12 @@ pub enum ToWorker {
         /// The results, in the order the page shows them.
         results: Vec<CheckResult>,
     },
+    /// `results` as CSV, answered by [`FromWorker::Csv`] (added after the first version of
+    /// this contract).
+    ExportCsv {
+        /// The results, in the order the page shows them.
+        results: Vec<CheckResult>,
+    },
     /// Forget one finished result (its card is checked again under a new id, so the old
     /// verdict does not come back after a reload; added after the first version of this
     /// contract).
@@ -308,6 +315,11 @@ pub enum FromWorker {
     /// The finished results as Markdown ([`ToWorker::ExportMarkdown`]; written by
     /// [`markdown::to_markdown`]).
     Markdown {
+        /// The document.
+        text: String,
+    },
+    /// The finished results as CSV ([`ToWorker::ExportCsv`]; written by [`csv::to_csv`]).
+    Csv {
         /// The document.
         text: String,
     },
@@ -735,6 +747,7 @@ mod tests {
                 outcome: StepOutcome::Failed { failure: json!({"kind": "turn-limit"}) },
             },
             FromWorker::Markdown { text: "# Verity results\n".into() },
+            FromWorker::Csv { text: "\"id\"\r\n".into() },
             FromWorker::Error { message: "storage".into() },
             FromWorker::NotSaved { id: Some("c1".into()), message: "full".into() },
             FromWorker::NotSaved { id: None, message: "full".into() },

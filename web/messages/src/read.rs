@@ -210,6 +210,7 @@ impl FromJson for FromWorker {
                 FromWorker::StepFinished { id: f.string("id")?, outcome: f.read("outcome")? }
             }
             "markdown" => FromWorker::Markdown { text: f.string("text")? },
+            "csv" => FromWorker::Csv { text: f.string("text")? },
             "error" => FromWorker::Error { message: f.string("message")? },
             "notSaved" => {
                 FromWorker::NotSaved { id: f.opt_string("id")?, message: f.string("message")? }

@@ -27,7 +27,7 @@ pub fn failure_verdict(kind: &str) -> Option<&'static str> {
 pub fn not_saved(what: &str, then: &str) -> String {
     format!(
         "{what} not saved: this browser's storage for the page is full. {then} Export the \
-         results you want to keep (JSON or Markdown), and free space: clear old results or the \
+         results you want to keep (JSON, Markdown or CSV), and free space: clear old results or the \
          corpus here, or other sites' data in the browser's settings."
     )
 }

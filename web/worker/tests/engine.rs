@@ -1482,3 +1482,53 @@ fn every_result_records_its_provenance_without_the_key() {
     let old: CheckResult = serde_json::from_value(old).unwrap();
     assert_eq!(old.provenance(), None);
 }
+
+/// The CSV export is the worker's too: one row per result with its provenance, every cell
+/// quoted, and no cell that a spreadsheet would run as a formula.
+#[test]
+fn results_are_exported_as_csv_by_the_worker_with_formulas_defused() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    engine.handle(ToWorker::Check {
+        checks: vec![check(
+            "c1",
+            "=HYPERLINK(\"http://evil\") The Golden Gate Bridge opened in 1937.",
+        )],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: None,
+    });
+    pool.run_until_stalled();
+    let mut results = finished(&take(&recorded));
+    results.push(CheckResult {
+        id: "c2".into(),
+        claim: "@SUM(A1), \"quoted\"\nsecond line".into(),
+        outcome: Outcome::Failed { failure: json!({"kind": "cancelled", "message": "-1+1"}) },
+        cited: Vec::new(),
+        provenance: None,
+    });
+    engine.handle_json(&json!({"type": "exportCsv", "results": results}).to_string());
+    let posted = take(&recorded);
+    let [FromWorker::Csv { text }] = posted.as_slice() else { panic!("{posted:?}") };
+    let mut lines = text.split("\r\n");
+    assert_eq!(
+        lines.next(),
+        Some(
+            "\"id\",\"claim\",\"verdict\",\"failure kind\",\"confidence\",\"summary\",\
+             \"cited ids\",\"provider\",\"base URL\",\"model\",\"corpus\",\"corpus items\",\
+             \"app version\",\"date\""
+        )
+    );
+    let row = lines.next().unwrap();
+    assert!(row.starts_with("\"c1\",\"'=HYPERLINK(\"\"http://evil\"\") The Golden"), "{row}");
+    assert!(row.contains(",\"supported\",\"\","), "{row}");
+    assert!(row.contains("\"demo#"), "the cited ids: {row}");
+    assert!(row.contains(",\"offline\",\"\",\"\",\"sha256:"), "{row}");
+    assert!(row.ends_with(",\"2026-01-02T03:04:05.000Z\""), "{row}");
+    assert_eq!(
+        lines.next(),
+        Some(
+            "\"c2\",\"'@SUM(A1), \"\"quoted\"\"\nsecond line\",\"failed\",\"cancelled\",\"\",\"'-1+1\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\""
+        )
+    );
+}

@@ -294,6 +294,9 @@ impl<H: Host> Engine<H> {
                     text: verity_messages::markdown::to_markdown(&results),
                 });
             }
+            ToWorker::ExportCsv { results } => {
+                self.reply(&FromWorker::Csv { text: verity_messages::csv::to_csv(&results) });
+            }
             ToWorker::ForgetResult { id } => {
                 let mut state = self.inner.state.borrow_mut();
                 let before = state.results.len();
