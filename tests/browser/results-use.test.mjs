@@ -58,3 +58,25 @@ test('the CSV export has a row per result with its provenance and no live formul
     await close();
   }
 });
+
+test('claims read from a file fill the box, and the bad lines are named', async () => {
+  const { page, errors, close } = await browser();
+  try {
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    const csv = 'id,claim\n1,The bridge is orange.\n2,\n3,"A claim, with a comma"\n';
+    await page.setInputFiles(id('claims-file'), { name: 'claims.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) });
+    await page.locator(id('claims-read')).filter({ hasText: '2 claims read' }).waitFor();
+    assert.equal(await page.inputValue(id('claims-input')), 'The bridge is orange.\nA claim, with a comma');
+    assert.equal(await page.textContent(id('claims-read')),
+      '2 claims read from claims.csv; line 3: the claim is empty.');
+    await screenshot(page, 'results-use-claims-file');
+    // A file of another kind changes nothing in the box and says why.
+    await page.setInputFiles(id('claims-file'), { name: 'claims.pdf', mimeType: 'application/pdf', buffer: Buffer.from('%PDF') });
+    await page.locator(id('claims-read')).filter({ hasText: 'was not read' }).waitFor();
+    assert.equal(await page.inputValue(id('claims-input')), 'The bridge is orange.\nA claim, with a comma');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});

@@ -34,15 +34,8 @@ const CONCURRENCY: [usize; 5] = [1, 2, 3, 4, 8];
 /// The Claims section and the check cards.
 #[component]
 pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> impl IntoView {
-    let text = RwSignal::new(String::new());
+    let text = engine.claims;
     let concurrency = RwSignal::new(2usize);
-    // The demo corpus comes with claims to try: they fill an empty box.
-    Effect::new(move |_| {
-        let suggested = engine.suggested.get();
-        if !suggested.is_empty() && text.with_untracked(|text| text.trim().is_empty()) {
-            text.set(suggested.join("\n"));
-        }
-    });
     let claim_count = move || text.with(|text| claims_of(text).len());
     let corpus_empty = move || engine.corpus.with(|c| c.items == 0);
     let run = move || {
@@ -85,6 +78,22 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
                         }
                     }
                 ></textarea>
+                <input
+                    id="claims-file"
+                    class="visually-hidden"
+                    data-testid="claims-file"
+                    type="file"
+                    accept=".txt,.csv,.jsonl"
+                    on:change=move |ev| {
+                        let input = event_target::<web_sys::HtmlInputElement>(&ev);
+                        if let Some(files) = input.files() {
+                            crate::corpus::read_files(engine, files, false);
+                        }
+                        input.set_value("");
+                    }
+                />
+                <label for="claims-file" class="button small">"Read claims from a file…"</label>
+                <span class="hint" role="status" data-testid="claims-read">{move || engine.claims_read.get()}</span>
             </div>
             <div class="row controls">
                 <button

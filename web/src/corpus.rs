@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use verity_messages::NamedText;
+use verity_messages::{NamedText, ToWorker};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{DragEvent, FileList, HtmlInputElement};
 
@@ -13,16 +13,18 @@ use crate::js::describe;
 /// The file types the picker offers (the worker decides by extension).
 pub const ACCEPT: &str = ".txt,.md,.jsonl,.json,.csv";
 
-/// Reads the files' text and sends them to the engine in one message.
-fn read_files(engine: Engine, list: FileList) {
+/// Reads the files' text and sends them to the engine in one message: to the corpus, or (not
+/// `corpus`) as a claims file.
+pub fn read_files(engine: Engine, list: FileList, corpus: bool) {
     let files: Vec<web_sys::File> = (0..list.length()).filter_map(|i| list.get(i)).collect();
     if files.is_empty() {
         return;
     }
-    engine.reading.update(|n| *n += files.len());
+    // The Corpus section says how many of its files are being read.
+    let count = if corpus { files.len() } else { 0 };
+    engine.reading.update(|n| *n += count);
     spawn_local(async move {
         let mut read = Vec::new();
-        let count = files.len();
         for file in files {
             let name = file.name();
             match JsFuture::from(file.text()).await {
@@ -37,7 +39,11 @@ fn read_files(engine: Engine, list: FileList) {
             }
         }
         engine.reading.update(|n| *n = n.saturating_sub(count));
-        engine.add_files(read);
+        if corpus {
+            engine.add_files(read);
+        } else if let Some(file) = read.pop() {
+            engine.send(ToWorker::ReadClaims { file });
+        }
     });
 }
 
@@ -52,13 +58,13 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
         ev.prevent_default();
         dragging.set(false);
         if let Some(files) = ev.data_transfer().and_then(|transfer| transfer.files()) {
-            read_files(engine, files);
+            read_files(engine, files, true);
         }
     };
     let on_pick = move |ev: leptos::ev::Event| {
         let input = event_target::<HtmlInputElement>(&ev);
         if let Some(files) = input.files() {
-            read_files(engine, files);
+            read_files(engine, files, true);
         }
         // The same file can be chosen again after a fix.
         input.set_value("");

@@ -200,6 +200,13 @@ pub enum ToWorker {
         /// The results, in the order the page shows them.
         results: Vec<CheckResult>,
     },
+    /// Reads claims from a file (`.txt`: a claim per line; `.csv`: a `claim` column; `.jsonl`:
+    /// a `claim` field), answered by [`FromWorker::Claims`] (added after the first version of
+    /// this contract).
+    ReadClaims {
+        /// The file.
+        file: NamedText,
+    },
     /// Forget one finished result (its card is checked again under a new id, so the old
     /// verdict does not come back after a reload; added after the first version of this
     /// contract).
@@ -323,6 +330,18 @@ pub enum FromWorker {
         /// The document.
         text: String,
     },
+    /// The claims read from a file ([`ToWorker::ReadClaims`]), at most a bounded number.
+    Claims {
+        /// The file's name.
+        file: String,
+        /// The claims, in the file's order.
+        claims: Vec<String>,
+        /// The lines that held no claim that could be read (the first few).
+        bad: Vec<BadLine>,
+        /// All of it in words for the person: how many claims were read, the bad lines by
+        /// number, what was not read.
+        message: String,
+    },
     /// Something went wrong outside any check (storage unavailable, a bad message).
     Error {
         /// What.
@@ -338,6 +357,15 @@ pub enum FromWorker {
         /// What was not saved and what to free ([`text::not_saved`]).
         message: String,
     },
+}
+
+/// A line of a file that could not be read, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BadLine {
+    /// Its number, from 1.
+    pub line: usize,
+    /// Why.
+    pub message: String,
 }
 
 /// The corpus as the page shows it.
@@ -748,6 +776,12 @@ mod tests {
             },
             FromWorker::Markdown { text: "# Verity results\n".into() },
             FromWorker::Csv { text: "\"id\"\r\n".into() },
+            FromWorker::Claims {
+                file: "c.csv".into(),
+                claims: vec!["A.".into()],
+                bad: vec![BadLine { line: 3, message: "the claim is empty".into() }],
+                message: "1 claim read from c.csv; line 3: the claim is empty.".into(),
+            },
             FromWorker::Error { message: "storage".into() },
             FromWorker::NotSaved { id: Some("c1".into()), message: "full".into() },
             FromWorker::NotSaved { id: None, message: "full".into() },

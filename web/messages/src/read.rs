@@ -16,8 +16,8 @@
 use serde_json::{Map, Value};
 
 use crate::{
-    AssessmentView, CheckRequest, CheckResult, CorpusSummary, EventView, FailureView, FromWorker,
-    Item, Outcome, ReportView, SpentView, StepOutcome, UsageView,
+    AssessmentView, BadLine, CheckRequest, CheckResult, CorpusSummary, EventView, FailureView,
+    FromWorker, Item, Outcome, ReportView, SpentView, StepOutcome, UsageView,
 };
 
 /// A type read from its JSON [`Value`]; the error names the field at fault.
@@ -211,6 +211,12 @@ impl FromJson for FromWorker {
             }
             "markdown" => FromWorker::Markdown { text: f.string("text")? },
             "csv" => FromWorker::Csv { text: f.string("text")? },
+            "claims" => FromWorker::Claims {
+                file: f.string("file")?,
+                claims: f.strings("claims")?,
+                bad: f.list("bad")?,
+                message: f.string("message")?,
+            },
             "error" => FromWorker::Error { message: f.string("message")? },
             "notSaved" => {
                 FromWorker::NotSaved { id: f.opt_string("id")?, message: f.string("message")? }
@@ -237,6 +243,13 @@ impl FromJson for CorpusSummary {
                 .map(|ms| ms.as_f64().ok_or_else(|| f.wrong("indexMs", "a number", ms)))
                 .transpose()?,
         })
+    }
+}
+
+impl FromJson for BadLine {
+    fn from_json(value: &Value) -> Result<Self, String> {
+        let f = Fields::of("bad line", value)?;
+        Ok(BadLine { line: f.unsigned(&["line"], USIZE)? as usize, message: f.string("message")? })
     }
 }
 

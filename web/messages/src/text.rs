@@ -134,3 +134,16 @@ pub fn provenance_text(provenance: &Provenance) -> String {
         provenance.date
     )
 }
+
+/// `n` with a comma between each group of three digits (`1,000`).
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i != 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}

@@ -49,6 +49,7 @@
 //! session that could not be resumed or whose storage failed (`cancelled`, with the reason).
 #![deny(missing_docs)]
 
+pub mod claims_file;
 pub mod corpus;
 pub mod demo;
 pub mod engine;

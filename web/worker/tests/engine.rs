@@ -1532,3 +1532,75 @@ fn results_are_exported_as_csv_by_the_worker_with_formulas_defused() {
         )
     );
 }
+
+fn claims_read(
+    engine: &Engine<TestHost>,
+    recorded: &Recorded,
+    name: &str,
+    text: &str,
+) -> (Vec<String>, Vec<(usize, String)>, String) {
+    engine.handle(ToWorker::ReadClaims { file: file(name, text) });
+    let posted = take(recorded);
+    let [FromWorker::Claims { file, claims, bad, message }] = posted.as_slice() else {
+        panic!("{posted:?}")
+    };
+    assert_eq!(file, name);
+    let bad = bad.iter().map(|bad| (bad.line, bad.message.clone())).collect();
+    (claims.clone(), bad, message.clone())
+}
+
+/// Claims come from a file (`.txt` a claim per line, `.csv` with a `claim` column, `.jsonl`
+/// with a `claim` field), read by the worker: the claims, and each bad line named by number.
+#[test]
+fn claims_are_read_from_a_file_with_the_bad_lines_named() {
+    let (engine, _pool, recorded) = started();
+    take(&recorded);
+    let (claims, bad, message) =
+        claims_read(&engine, &recorded, "claims.txt", "\u{feff} A.\r\n\n  B. \n");
+    assert_eq!((claims, bad), (vec!["A.".to_owned(), "B.".to_owned()], vec![]));
+    assert_eq!(message, "2 claims read from claims.txt.");
+    let csv = "id,Claim\n1,The bridge is orange.\n2,\n3,\"A claim, with a comma\nand a line\"\n4\n";
+    let (claims, bad, message) = claims_read(&engine, &recorded, "claims.CSV", csv);
+    assert_eq!(claims, ["The bridge is orange.", "A claim, with a comma\nand a line"]);
+    assert_eq!(
+        bad,
+        [(3, "the claim is empty".to_owned()), (6, "no claim column in this row".to_owned())]
+    );
+    assert_eq!(
+        message,
+        "2 claims read from claims.CSV; line 3: the claim is empty; line 6: no claim column in \
+         this row."
+    );
+    let jsonl =
+        "{\"claim\": \"A.\"}\nnot json\n{\"text\": \"B.\"}\n\n{\"claim\": 3}\n{\"claim\": \"C.\"}";
+    let (claims, bad, _) = claims_read(&engine, &recorded, "c.jsonl", jsonl);
+    assert_eq!(claims, ["A.", "C."]);
+    let lines: Vec<usize> = bad.iter().map(|(line, _)| *line).collect();
+    assert_eq!(lines, [2, 3, 5]);
+    assert!(bad[0].1.starts_with("not JSON"), "{bad:?}");
+    assert_eq!(bad[1].1, "no \"claim\" field");
+    assert_eq!(bad[2].1, "\"claim\" is not text");
+    // A CSV file without a claim column, and a file of another kind, read nothing, saying why.
+    let (claims, bad, message) = claims_read(&engine, &recorded, "c.csv", "id,text\n1,A.\n");
+    assert!(claims.is_empty());
+    assert_eq!(bad, [(1, "no column named \"claim\" (the columns: id, text)".to_owned())]);
+    assert!(message.starts_with("0 claims read from c.csv; line 1: no column"), "{message}");
+    let (claims, _, message) = claims_read(&engine, &recorded, "c.pdf", "%PDF");
+    assert!(claims.is_empty());
+    assert!(message.contains(".txt, .csv or .jsonl"), "{message}");
+    // A file of a million lines is read up to the cap, and the rest is named, not read.
+    let (claims, _, message) =
+        claims_read(&engine, &recorded, "big.txt", &"A claim.\n".repeat(1_000_000));
+    assert_eq!(claims.len(), 1_000);
+    assert!(message.contains("only the first 1,000 claims are read"), "{message}");
+    assert!(message.contains("from line 1,001"), "{message}");
+    // Ten bad lines are named; the others are counted.
+    let (_, bad, message) = claims_read(&engine, &recorded, "bad.jsonl", &"x\n".repeat(500));
+    assert_eq!(bad.len(), 10);
+    assert!(
+        message.ends_with(
+            "line 10: not JSON (expected value at line 1 column 1); and 490 more bad lines."
+        ),
+        "{message}"
+    );
+}

@@ -297,6 +297,9 @@ impl<H: Host> Engine<H> {
             ToWorker::ExportCsv { results } => {
                 self.reply(&FromWorker::Csv { text: verity_messages::csv::to_csv(&results) });
             }
+            ToWorker::ReadClaims { file } => {
+                self.reply(&crate::claims_file::read_claims(&file.name, &file.text));
+            }
             ToWorker::ForgetResult { id } => {
                 let mut state = self.inner.state.borrow_mut();
                 let before = state.results.len();
