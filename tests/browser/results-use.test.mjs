@@ -1,5 +1,6 @@
 // Results a person can use: the CSV export (one row per result, with where it came from, no
-// cell a spreadsheet would run), checked with the demo corpus and the offline baseline.
+// cell a spreadsheet would run), claims read from a file, and the results filtered by verdict
+// with a count per verdict; checked with the demo corpus and the offline baseline.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { serve, browser, screenshot } from './harness.mjs';
@@ -75,6 +76,34 @@ test('claims read from a file fill the box, and the bad lines are named', async 
     await page.setInputFiles(id('claims-file'), { name: 'claims.pdf', mimeType: 'application/pdf', buffer: Buffer.from('%PDF') });
     await page.locator(id('claims-read')).filter({ hasText: 'was not read' }).waitFor();
     assert.equal(await page.inputValue(id('claims-input')), 'The bridge is orange.\nA claim, with a comma');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
+
+test('the results are filtered by verdict, with a count per verdict', async () => {
+  const { page, errors, close } = await checked(['Nothing in the corpus speaks of tides.']);
+  try {
+    assert.equal((await page.textContent(id('verdict-counts'))).trim(),
+      'All 4 · Supported 1 · Contradicted 1 · Insufficient 2 · Failed 0');
+    const shown = (n) => page.waitForFunction((n) => [...document.querySelectorAll('ol.cards > li')]
+      .filter((card) => card.checkVisibility()).length === n, n);
+    const visible = page.locator('ol.cards > li:visible');
+    await page.selectOption(id('filter'), 'contradicted');
+    await shown(1);
+    assert.equal(await visible.locator(id('verdict')).textContent(), 'Contradicted');
+    await screenshot(page, 'results-use-filtered');
+    await page.selectOption(id('filter'), 'insufficient');
+    await shown(2);
+    assert.deepEqual(await visible.locator('.verdict').allTextContents(),
+      ['Insufficient evidence', 'Insufficient evidence']);
+    await page.selectOption(id('filter'), 'failed');
+    await shown(0);
+    await page.selectOption(id('filter'), 'supported');
+    await shown(1);
+    await page.selectOption(id('filter'), 'all');
+    await shown(4);
     assert.deepEqual(errors, []);
   } finally {
     await close();

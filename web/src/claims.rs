@@ -8,6 +8,7 @@ use crate::export;
 use crate::progress::ProgressView;
 use crate::provider::{ProviderSettings, for_check};
 use crate::results::ResultView;
+use verity_messages::text::{VERDICT_FILTERS, verdict_counts};
 
 /// The claims typed, one per non-empty line.
 pub fn claims_of(text: &str) -> Vec<String> {
@@ -176,6 +177,19 @@ fn ChecksList(
                 when=move || engine.checks.with(|cards| !cards.is_empty())
                 fallback=|| view! { <p class="empty">"No checks yet. Type a claim above and run it; its verdict, citations and cost appear here."</p> }
             >
+                <p class="row filters">
+                    <label for="show" class="inline-label">"Show"</label>
+                    // No handler: the style sheet hides the other cards (`:has(… :checked)`).
+                    <select id="show" data-testid="filter">
+                        {VERDICT_FILTERS
+                            .iter()
+                            .map(|(key, words)| view! { <option value=*key>{*words}</option> })
+                            .collect_view()}
+                    </select>
+                    <span class="hint" data-testid="verdict-counts">
+                        {move || verdict_counts(engine.checks.with(Vec::len), &engine.results())}
+                    </span>
+                </p>
                 <ol class="cards">
                     <For
                         each=move || engine.checks.get()

@@ -443,6 +443,25 @@ impl CheckResult {
 }
 
 impl Outcome {
+    /// The verdict filter it falls under ([`text::VERDICT_FILTERS`]): a report's verdict, the
+    /// verdict a failure amounts to, or `failed`.
+    pub fn verdict_key(&self) -> &'static str {
+        let verdict = match self {
+            Self::Report { report } => report
+                .get("assessment")
+                .and_then(|assessment| assessment.get("verdict"))
+                .and_then(Value::as_str),
+            Self::Failed { failure } => {
+                failure.get("kind").and_then(Value::as_str).and_then(text::failure_verdict)
+            }
+        };
+        text::VERDICT_FILTERS[1..4]
+            .iter()
+            .map(|(key, _)| *key)
+            .find(|key| Some(*key) == verdict)
+            .unwrap_or("failed")
+    }
+
     /// Whether the check reached a verdict: a report, or a failure that amounts to one
     /// ([`text::failure_verdict`]).
     pub fn has_verdict(&self) -> bool {
@@ -667,6 +686,35 @@ mod tests {
         assert_eq!(text::failure_verdict("no-new-evidence"), Some("insufficient"));
         assert_eq!(text::failure_verdict("provider"), None);
         assert_eq!(text::verdict_text("insufficient"), "Insufficient evidence");
+    }
+
+    /// The Results section's filter: each result falls under one verdict (no-new-evidence is
+    /// "insufficient", a failure without a verdict is "failed"), counted per verdict.
+    #[test]
+    fn results_are_counted_per_verdict_for_the_filter() {
+        let report = |verdict: &str| Outcome::Report {
+            report: json!({"assessment": {"verdict": verdict, "confidence": 1}}),
+        };
+        let failed = |kind: &str| Outcome::Failed { failure: json!({"kind": kind}) };
+        assert_eq!(report("supported").verdict_key(), "supported");
+        assert_eq!(report("contradicted").verdict_key(), "contradicted");
+        assert_eq!(report("insufficient").verdict_key(), "insufficient");
+        assert_eq!(failed("no-new-evidence").verdict_key(), "insufficient");
+        assert_eq!(failed("cancelled").verdict_key(), "failed");
+        assert_eq!(Outcome::Report { report: json!({}) }.verdict_key(), "failed");
+        let result = |outcome: Outcome| CheckResult {
+            id: "c".into(),
+            claim: "A.".into(),
+            outcome,
+            cited: Vec::new(),
+            provenance: None,
+        };
+        let results =
+            [result(report("supported")), result(report("supported")), result(failed("cancelled"))];
+        assert_eq!(
+            text::verdict_counts(12, &results),
+            "All 12 · Supported 2 · Contradicted 0 · Insufficient 0 · Failed 1"
+        );
     }
 
     #[test]

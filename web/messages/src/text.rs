@@ -147,3 +147,28 @@ pub fn thousands(n: usize) -> String {
     }
     out
 }
+
+/// The Results section's filters: a key (`all`, a verdict, `failed` for a failure without
+/// one; [`crate::Outcome::verdict_key`]) and its words.
+pub const VERDICT_FILTERS: [(&str, &str); 5] = [
+    ("all", "All"),
+    ("supported", "Supported"),
+    ("contradicted", "Contradicted"),
+    ("insufficient", "Insufficient"),
+    ("failed", "Failed"),
+];
+
+/// The results counted per filter, in words: "All 12 · Supported 5 · Contradicted 2 ·
+/// Insufficient 3 · Failed 2", for `all` cards and the finished `results` by their
+/// [`crate::Outcome::verdict_key`]s.
+pub fn verdict_counts(all: usize, results: &[crate::CheckResult]) -> String {
+    let counts = VERDICT_FILTERS.map(|(key, words)| {
+        let n = if key == "all" {
+            all
+        } else {
+            results.iter().filter(|result| result.outcome.verdict_key() == key).count()
+        };
+        format!("{words} {n}")
+    });
+    counts.join(" · ")
+}
