@@ -228,7 +228,7 @@ fn CheckCardView(
     // Only the end of the check swaps progress for the result (not every streamed piece).
     let finished = Memo::new(move |_| {
         state.with(|s| match &s.phase {
-            Phase::Finished(result) => Some(result.clone()),
+            Phase::Finished(result) => Some(verity_messages::CheckResult::clone(result)),
             _ => None,
         })
     });

@@ -75,8 +75,9 @@ pub enum Phase {
     Queued,
     /// Running (progress events arrive).
     Running,
-    /// Ended with a report or a typed failure.
-    Finished(CheckResult),
+    /// Ended with a report or a typed failure (boxed: a result with its report and
+    /// provenance is far larger than the other phases).
+    Finished(Box<CheckResult>),
 }
 
 /// One check, as its card shows it.
@@ -435,7 +436,7 @@ impl Engine {
                         self.add_card(CheckState::new(
                             id,
                             result.claim.clone(),
-                            Phase::Finished(result),
+                            Phase::Finished(Box::new(result)),
                         ));
                     }
                 }
@@ -491,11 +492,11 @@ impl Engine {
                 Some(card) => card.state.update(|state| {
                     state.live.clear();
                     state.cancelling = false;
-                    state.phase = Phase::Finished(result);
+                    state.phase = Phase::Finished(Box::new(result));
                 }),
                 None => {
                     let (id, claim) = (result.id.clone(), result.claim.clone());
-                    self.add_card(CheckState::new(id, claim, Phase::Finished(result)));
+                    self.add_card(CheckState::new(id, claim, Phase::Finished(Box::new(result))));
                 }
             },
             // The demo corpus comes with claims to try: they fill an empty box.
@@ -674,7 +675,7 @@ impl Engine {
                 .iter()
                 .filter_map(|card| {
                     card.state.with(|state| match &state.phase {
-                        Phase::Finished(result) => Some(result.clone()),
+                        Phase::Finished(result) => Some(CheckResult::clone(result)),
                         _ => None,
                     })
                 })
