@@ -10,25 +10,26 @@
 //! model loads or reads a long prompt, and the answer as a response with a readable body, which
 //! the engine then reads like any other (the same codec, the same clocks, the same failures).
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::cell::RefCell;
 
 use js_sys::{Array, Function, Promise, Reflect};
-use verity_core::{HttpFailure, HttpRequest, ResponseHead};
+use verity_core::ResponseHead;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{ReadableStream, ReadableStreamDefaultReader};
-
-use crate::wasm::{Abort, FetchBody, rearm};
+use web_sys::{AbortSignal, ReadableStream, ReadableStreamDefaultReader};
 
 /// The base URL that names the model in the tab (`{"api": "openai", "baseUrl": "in-tab:",
 /// "model": "<URL of a .gguf file, or file:NAME>"}`).
 pub const SCHEME: &str = "in-tab:";
 
 /// Why a request to the model in the tab could not be made: no page runs it.
-const NO_PAGE: &str = "the model in the tab runs in a page of the app, and no open page has \
+pub const NO_PAGE: &str = "the model in the tab runs in a page of the app, and no open page has \
      offered to run it: open the app (or the page that embeds it) and check again";
+
+/// Why it could not be made: the loader is older than the engine.
+const OLD_LOADER: &str = "this engine's loader (verity-worker_loader.js) cannot reach the model \
+     in the tab: it is older than the engine; reload the page";
 
 thread_local! {
     /// The pages that can run the model, the most recent last.
@@ -62,56 +63,44 @@ pub fn register(page: &JsValue, data: &JsValue) -> bool {
     true
 }
 
-/// Sends `request` to the page that runs the model, under `abort`'s clocks.
-pub async fn send(
-    request: &HttpRequest,
-    abort: Abort,
-) -> Result<(ResponseHead, FetchBody), HttpFailure> {
-    let Some(page) = RUNNERS.with(|runners| runners.borrow().last().cloned()) else {
-        return Err(HttpFailure::Network(NO_PAGE.to_owned()));
-    };
+/// The page that runs the model now: the last that offered.
+pub fn runner() -> Option<JsValue> {
+    RUNNERS.with(|runners| runners.borrow().last().cloned())
+}
+
+/// Lets `page` go: it never said it was alive before a request's idle clock fired, so it is
+/// gone (closed without `bye`, or crashed), and a retry goes to another page.
+pub fn let_go(page: &JsValue) {
+    RUNNERS.with(|runners| runners.borrow_mut().retain(|runner| runner != page));
+}
+
+/// Why [`call`] failed.
+pub enum CallError {
+    /// No page runs the model, or the loader cannot reach one: nothing was sent.
+    Unreachable(&'static str),
+    /// The exchange was aborted (`signal`) or the page answered something else.
+    Rejected(JsValue),
+}
+
+/// Sends the OpenAI-compatible `body` to `page` (see the module's doc), calling `alive` each
+/// time the page says it is; the response's head and its body's reader.
+///
+/// # Errors
+/// [`CallError`].
+pub async fn call(
+    page: &JsValue,
+    body: &str,
+    signal: &AbortSignal,
+    alive: &Function,
+) -> Result<(ResponseHead, Option<ReadableStreamDefaultReader>), CallError> {
     let call = Reflect::get(&js_sys::global(), &JsValue::from_str("verityCallInTab"))
         .ok()
         .and_then(|call| call.dyn_into::<Function>().ok())
-        .ok_or_else(|| {
-            HttpFailure::Network(
-                "this engine's loader (verity-worker_loader.js) cannot reach the model in the \
-                 tab: it is older than the engine; reload the page"
-                    .to_owned(),
-            )
-        })?;
-    // A page that never says it is alive before the idle clock fires is gone (closed without
-    // `bye`, or crashed): it is let go, so the retry goes to another page.
-    let heard = Rc::new(Cell::new(false));
-    let alive = {
-        let (heard, idle) = (Rc::clone(&heard), abort.idle());
-        Closure::<dyn FnMut()>::new(move || {
-            heard.set(true);
-            if let Some(idle) = &idle {
-                rearm(idle);
-            }
-        })
-    };
+        .ok_or(CallError::Unreachable(OLD_LOADER))?;
     let promise = call
-        .call4(
-            &JsValue::NULL,
-            &page,
-            &JsValue::from_str(&request.body),
-            &abort.signal(),
-            alive.as_ref(),
-        )
-        .map_err(|error| abort.failure(&error))?;
-    let answer = JsFuture::from(Promise::resolve(&promise)).await;
-    // The port is closed once the answer (or the abort) came: nothing calls `alive` again.
-    drop(alive);
-    let answer = answer.map_err(|error| {
-        let failure = abort.failure(&error);
-        if failure == HttpFailure::Stalled && !heard.get() {
-            RUNNERS.with(|runners| runners.borrow_mut().retain(|runner| *runner != page));
-        }
-        failure
-    })?;
-    abort.progress();
+        .call4(&JsValue::NULL, page, &JsValue::from_str(body), signal, alive)
+        .map_err(CallError::Rejected)?;
+    let answer = JsFuture::from(Promise::resolve(&promise)).await.map_err(CallError::Rejected)?;
     let field = |name: &str| Reflect::get(&answer, &JsValue::from_str(name)).ok();
     let status = field("status")
         .and_then(|status| status.as_f64())
@@ -132,5 +121,5 @@ pub async fn send(
     let reader = field("body")
         .and_then(|body| body.dyn_into::<ReadableStream>().ok())
         .map(|body| body.get_reader().unchecked_into::<ReadableStreamDefaultReader>());
-    Ok((ResponseHead { status, headers }, FetchBody::new(reader, abort)))
+    Ok((ResponseHead { status, headers }, reader))
 }

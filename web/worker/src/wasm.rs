@@ -794,7 +794,7 @@ async fn sleep(ms: u64) {
 /// Aborts its request when dropped (a cancelled check drops the request's future or body),
 /// and enforces the request's two clocks: the deadline of the whole exchange (`timeout_ms`)
 /// and the longest wait for the next bytes (`idle_timeout_ms`, re-armed by [`Abort::progress`]).
-pub(crate) struct Abort {
+struct Abort {
     controller: AbortController,
     timer: Option<(i32, Closure<dyn FnMut()>)>,
     idle: Option<Rc<IdleTimer>>,
@@ -804,7 +804,7 @@ pub(crate) struct Abort {
 }
 
 /// The idle clock: the running timer's id, its length in ms, and what it calls.
-pub(crate) type IdleTimer = (Cell<i32>, i32, Closure<dyn FnMut()>);
+type IdleTimer = (Cell<i32>, i32, Closure<dyn FnMut()>);
 
 /// Calls `callback` after `ms` milliseconds; the timer's id.
 fn set_timer(callback: &Closure<dyn FnMut()>, ms: i32) -> i32 {
@@ -843,25 +843,14 @@ impl Abort {
     }
 
     /// Bytes arrived: the idle clock starts again.
-    pub(crate) fn progress(&self) {
+    fn progress(&self) {
         if let Some(idle) = &self.idle {
             rearm(idle);
         }
     }
 
-    /// The idle clock, for a request answered by something that reports being alive before
-    /// it sends bytes (the model in the tab, `crate::in_tab`): [`rearm`] starts it again.
-    pub(crate) fn idle(&self) -> Option<Rc<IdleTimer>> {
-        self.idle.clone()
-    }
-
-    /// The signal that aborts the request (a deadline, the idle clock, a cancel).
-    pub(crate) fn signal(&self) -> web_sys::AbortSignal {
-        self.controller.signal()
-    }
-
     /// The failure for a rejected `read`.
-    pub(crate) fn failure(&self, error: &JsValue) -> HttpFailure {
+    fn failure(&self, error: &JsValue) -> HttpFailure {
         self.classify(error.is_instance_of::<js_sys::TypeError>(), describe(error))
     }
 
@@ -893,7 +882,7 @@ impl Abort {
 }
 
 /// Starts the idle clock again.
-pub(crate) fn rearm((id, ms, on_stall): &IdleTimer) {
+fn rearm((id, ms, on_stall): &IdleTimer) {
     scope().clear_timeout_with_handle(id.get());
     id.set(set_timer(on_stall, *ms));
 }
@@ -922,13 +911,6 @@ pub struct FetchBody {
     abort: Abort,
 }
 
-impl FetchBody {
-    /// The body `reader` reads, under `abort`'s clocks.
-    pub(crate) fn new(reader: Option<ReadableStreamDefaultReader>, abort: Abort) -> Self {
-        Self { reader, abort }
-    }
-}
-
 impl std::fmt::Debug for FetchBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FetchBody").finish_non_exhaustive()
@@ -944,7 +926,7 @@ impl HttpClient for FetchClient {
         refuse_key_in_the_clear(request, url_parts).map_err(HttpFailure::Refused)?;
         let abort = Abort::new(request.timeout_ms, request.idle_timeout_ms)?;
         if crate::in_tab::is_in_tab(&request.url) {
-            return crate::in_tab::send(request, abort).await;
+            return send_in_tab(request, abort).await;
         }
         let headers = Headers::new()
             .map_err(|e| HttpFailure::Network(format!("headers: {}", describe(&e))))?;
@@ -987,6 +969,48 @@ impl HttpClient for FetchClient {
 
     async fn wait(&self, delay_ms: u64) {
         sleep(delay_ms).await;
+    }
+}
+
+/// Sends `request` to the page that runs the model in the tab (`crate::in_tab`), under
+/// `abort`'s clocks: each time the page says it is alive the idle clock starts again, and a page
+/// that never said so before it fired is let go.
+async fn send_in_tab(
+    request: &HttpRequest,
+    abort: Abort,
+) -> Result<(ResponseHead, FetchBody), HttpFailure> {
+    let page = crate::in_tab::runner()
+        .ok_or_else(|| HttpFailure::Network(crate::in_tab::NO_PAGE.to_owned()))?;
+    let heard = Rc::new(Cell::new(false));
+    let alive = {
+        let (heard, idle) = (Rc::clone(&heard), abort.idle.clone());
+        Closure::<dyn FnMut()>::new(move || {
+            heard.set(true);
+            if let Some(idle) = &idle {
+                rearm(idle);
+            }
+        })
+    };
+    let signal = abort.controller.signal();
+    let answered =
+        crate::in_tab::call(&page, &request.body, &signal, alive.as_ref().unchecked_ref()).await;
+    // The port is closed once the answer (or the abort) came: nothing calls `alive` again.
+    drop(alive);
+    match answered {
+        Ok((head, reader)) => {
+            abort.progress();
+            Ok((head, FetchBody { reader, abort }))
+        }
+        Err(crate::in_tab::CallError::Unreachable(why)) => {
+            Err(HttpFailure::Network(why.to_owned()))
+        }
+        Err(crate::in_tab::CallError::Rejected(error)) => {
+            let failure = abort.failure(&error);
+            if failure == HttpFailure::Stalled && !heard.get() {
+                crate::in_tab::let_go(&page);
+            }
+            Err(failure)
+        }
     }
 }
 
