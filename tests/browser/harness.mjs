@@ -11,6 +11,13 @@ import { chromium } from 'playwright-core';
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const DIST = process.env.VERITY_DIST ?? join(ROOT, 'dist');
 export const SCREENSHOTS = process.env.VERITY_SCREENSHOTS ?? join(ROOT, 'target/browser-screenshots');
+
+/** Three towers as a `.jsonl` corpus: what the real-model tests check a claim against. */
+export const TOWERS = [
+  { id: 'eiffel', text: 'The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.' },
+  { id: 'louvre', text: "The Louvre is the world's most-visited art museum." },
+  { id: 'tokyo', text: 'Tokyo Tower is a communications and observation tower in Minato.' },
+].map((item) => JSON.stringify(item)).join('\n');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 
 const TYPES = {

@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createReadStream, statSync } from 'node:fs';
 import { basename } from 'node:path';
-import { serve, browser, screenshot, recordingServer } from './harness.mjs';
+import { serve, browser, screenshot, recordingServer, TOWERS } from './harness.mjs';
 
 const GGUF = process.env.VERITY_GGUF;
 const skip = GGUF ? false : 'VERITY_GGUF is not set (cargo xtask test installs the model and sets it)';
@@ -18,12 +18,6 @@ before(async () => { site = await serve(); });
 after(async () => { await site?.close(); });
 
 const id = (name) => `[data-testid="${name}"]`;
-
-const TOWERS = [
-  { id: 'eiffel', text: 'The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.' },
-  { id: 'louvre', text: "The Louvre is the world's most-visited art museum." },
-  { id: 'tokyo', text: 'Tokyo Tower is a communications and observation tower in Minato.' },
-].map((item) => JSON.stringify(item)).join('\n');
 
 /** A loopback server of the GGUF (another origin than the app's: CORS, as a model host has). */
 function modelServer() {

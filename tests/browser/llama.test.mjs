@@ -3,7 +3,7 @@
 // claim through streaming, with constrained output, to a verdict, in real Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { serve, browser, screenshot, countingProxy } from './harness.mjs';
+import { serve, browser, screenshot, countingProxy, TOWERS } from './harness.mjs';
 
 const LLAMA = process.env.VERITY_LLAMA_URL;
 const skip = LLAMA ? false : 'VERITY_LLAMA_URL is not set (cargo xtask test starts the server)';
@@ -13,12 +13,6 @@ before(async () => { if (LLAMA) site = await serve(); });
 after(async () => { await site?.close(); });
 
 const id = (name) => `[data-testid="${name}"]`;
-
-const TOWERS = [
-  { id: 'eiffel', text: 'The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.' },
-  { id: 'louvre', text: "The Louvre is the world's most-visited art museum." },
-  { id: 'tokyo', text: 'Tokyo Tower is a communications and observation tower in Minato.' },
-].map((item) => JSON.stringify(item)).join('\n');
 
 test('the llama.cpp preset checks a claim against a real llama.cpp server', { skip }, async () => {
   const { page, errors, close } = await browser();
