@@ -8,7 +8,7 @@
 //! refused.
 
 use std::cell::RefCell;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -22,14 +22,32 @@ pub struct IndexedCorpus {
     corpus: Corpus,
     id: CorpusId,
     bm25: OnceLock<Bm25Index>,
+    /// The index of the version this one was made from ([`IndexedCorpus::next`]): its
+    /// segments are reused when this one's index is built, then it is dropped.
+    previous: Mutex<Option<Bm25Index>>,
 }
 
 impl IndexedCorpus {
-    /// Hashes `corpus`; the BM25 index is built when first needed.
+    /// Hashes `corpus` (from its chunks' hashes); the BM25 index is built when first needed.
     #[must_use]
     pub fn new(corpus: Corpus) -> Arc<Self> {
         let id = corpus.id();
-        Arc::new(Self { corpus, id, bm25: OnceLock::new() })
+        Arc::new(Self { corpus, id, bm25: OnceLock::new(), previous: Mutex::new(None) })
+    }
+
+    /// The next version of this corpus, `corpus` (made from this one's with
+    /// [`Corpus::appended`] or [`Corpus::without`], sharing its chunks): its index, when
+    /// built, reuses the segments of the chunks the two share, so only the changed chunks are
+    /// indexed.
+    #[must_use]
+    pub fn next(&self, corpus: Corpus) -> Arc<Self> {
+        let previous = self
+            .bm25
+            .get()
+            .cloned()
+            .or_else(|| self.previous.lock().ok().and_then(|previous| previous.clone()));
+        let id = corpus.id();
+        Arc::new(Self { corpus, id, bm25: OnceLock::new(), previous: Mutex::new(previous) })
     }
 
     /// The passages.
@@ -47,7 +65,10 @@ impl IndexedCorpus {
     /// The BM25 index, built on the first call and shared afterwards.
     #[must_use]
     pub fn bm25(&self) -> &Bm25Index {
-        self.bm25.get_or_init(|| Bm25Index::build(&self.corpus))
+        self.bm25.get_or_init(|| {
+            let previous = self.previous.lock().ok().and_then(|mut previous| previous.take());
+            Bm25Index::build_from(&self.corpus, previous.as_ref())
+        })
     }
 
     /// Whether the BM25 index has been built.

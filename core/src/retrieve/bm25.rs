@@ -1,12 +1,14 @@
 //! BM25 ranking with a top-k bound (the product default): an index of integer term ids and
-//! sorted postings with fixed-point scores, searched with MaxScore pruning and a bounded heap.
+//! sorted postings, one segment per chunk of the corpus, searched with MaxScore pruning and a
+//! bounded heap.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
+use std::sync::Arc;
 
 use super::tokenize::for_each_term;
-use crate::corpus::Corpus;
+use crate::corpus::{Chunk, Corpus};
 
 /// BM25's term-frequency saturation.
 const K1: f32 = 1.2;
@@ -14,32 +16,150 @@ const K1: f32 = 1.2;
 const B: f32 = 0.75;
 /// Scores are fixed-point integers in units of `1 / SCALE`: sums are exact, so a passage's
 /// score does not depend on the order its terms are added in, equal scores are really equal
-/// (ties go to corpus order) and the pruning bound in [`Bm25Index::search`] is exact.
+/// (ties go to corpus order) and the pruning in [`Bm25Index::search`] loses nothing.
 const SCALE: f32 = 65_536.0;
 
-/// A BM25 index of a corpus: integer term ids and one postings list per term.
+type Vocabulary = HashMap<Box<str>, u32, BuildFxHasher>;
+
+/// A BM25 index of a corpus: integer term ids, and per chunk of the corpus ([`Chunk`]) a
+/// segment with one postings list per term.
 ///
-/// Built once per corpus ([`Bm25Index::build`]) and read-only afterwards, so one index can
-/// serve any number of searches, from several threads. It keeps no text of the passages, only
-/// the vocabulary and the postings, and refers to passages by their index in the corpus.
+/// Read-only once built, so one index can serve any number of searches, from several threads.
+/// It keeps no text of the passages, only the vocabulary and the postings, and refers to
+/// passages by their index in the corpus.
+///
+/// A segment holds what depends on its chunk alone (each term's passages and frequencies, the
+/// passages' lengths); the collection statistics (the number of passages, each term's document
+/// frequency, the average length) are summed over the segments, and a posting's weight is
+/// computed from them when a query reads it. So the index of the next version of a corpus
+/// ([`Bm25Index::build_from`]) reuses every segment whose chunk it kept, and builds only the
+/// new chunks' segments: adding a file indexes the file, removing a passage re-indexes its
+/// chunk.
 ///
 /// Scoring is Okapi BM25 with `k1 = 1.2`, `b = 0.75` and the non-negative idf
 /// `ln(1 + (N - df + 0.5) / (df + 0.5))` over the terms of [`bm25_terms`](super::bm25_terms).
-/// Each distinct query term counts once.
+/// Each distinct query term counts once. A term frequency counts up to 65,535 in a passage.
 #[derive(Clone, Default)]
 pub struct Bm25Index {
-    /// Term → term id.
-    vocabulary: HashMap<Box<str>, u32, BuildFxHasher>,
-    /// The postings of term `t` are `passages[starts[t]..starts[t + 1]]`, in corpus order.
-    starts: Vec<u32>,
-    /// Passage indices, term after term.
-    passages: Vec<u32>,
-    /// The BM25 score contribution of the term to the passage, beside `passages`.
-    weights: Vec<u32>,
-    /// The largest weight of each term (MaxScore's bound).
-    max_weights: Vec<u32>,
+    /// Term → term id; only grows (a term no passage has any more has no postings).
+    vocabulary: Arc<Vocabulary>,
+    /// One per chunk, in corpus order.
+    segments: Vec<Arc<Segment>>,
+    /// The index of each segment's first passage in the corpus.
+    offsets: Vec<u32>,
+    /// The passages that have each term.
+    document_frequency: Vec<u32>,
+    /// The average passage length in terms.
+    average_length: f64,
     /// The number of passages indexed.
     len: usize,
+}
+
+/// The postings of one chunk.
+struct Segment {
+    /// The chunk's content hash: a segment is reused for a chunk with the same one.
+    digest: [u8; 32],
+    /// The term ids the chunk has, ascending.
+    terms: Vec<u32>,
+    /// The postings of `terms[i]` are `passages[starts[i]..starts[i + 1]]`.
+    starts: Vec<u32>,
+    /// Passage indices in the chunk, term after term, ascending within a term.
+    passages: Vec<u16>,
+    /// The term's frequency in the passage, beside `passages`.
+    frequencies: Vec<u16>,
+    /// Per term: its highest frequency and the shortest length among its passages (the
+    /// bound of its weights in this segment, for MaxScore).
+    max_frequency: Vec<u16>,
+    min_length: Vec<u32>,
+    /// Each passage's length in terms.
+    lengths: Vec<u32>,
+    /// Their sum.
+    total_length: u64,
+}
+
+impl Segment {
+    /// Indexes `chunk`, adding its new terms to `vocabulary`.
+    fn build(chunk: &Chunk, vocabulary: &mut Arc<Vocabulary>) -> Self {
+        let passages = chunk.passages();
+        let mut lengths: Vec<u32> = Vec::with_capacity(passages.len());
+        // Per passage, its (term, frequency) pairs, sorted by term.
+        let mut pairs: Vec<(u32, u16)> = Vec::new();
+        let mut pair_ends: Vec<usize> = Vec::with_capacity(passages.len());
+        let mut term_ids: Vec<u32> = Vec::new();
+        let mut word = String::new();
+        for passage in passages {
+            term_ids.clear();
+            for_each_term(&passage.text, &mut word, |term| {
+                let id = if let Some(&id) = vocabulary.get(term) {
+                    id
+                } else {
+                    let words = Arc::make_mut(vocabulary);
+                    let id = u32::try_from(words.len()).expect("fewer than 2^32 terms");
+                    words.insert(term.into(), id);
+                    id
+                };
+                term_ids.push(id);
+            });
+            lengths.push(u32::try_from(term_ids.len()).unwrap_or(u32::MAX));
+            term_ids.sort_unstable();
+            for run in term_ids.chunk_by(|a, b| a == b) {
+                pairs.push((run[0], u16::try_from(run.len()).unwrap_or(u16::MAX)));
+            }
+            pair_ends.push(pairs.len());
+        }
+        let mut terms: Vec<u32> = pairs.iter().map(|&(term, _)| term).collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let rank = |term: u32| terms.binary_search(&term).expect("a term of the chunk");
+        let mut counts = vec![0u32; terms.len()];
+        for &(term, _) in &pairs {
+            counts[rank(term)] += 1;
+        }
+        let mut starts = Vec::with_capacity(terms.len() + 1);
+        let mut next = 0u32;
+        for &count in &counts {
+            starts.push(next);
+            next += count;
+        }
+        starts.push(next);
+        let mut cursor = starts.clone();
+        let mut local = vec![0u16; pairs.len()];
+        let mut frequencies = vec![0u16; pairs.len()];
+        let mut max_frequency = vec![0u16; terms.len()];
+        let mut min_length = vec![u32::MAX; terms.len()];
+        let mut begin = 0;
+        for (passage, (&end, &length)) in pair_ends.iter().zip(&lengths).enumerate() {
+            for &(term, frequency) in &pairs[begin..end] {
+                let slot = rank(term);
+                let at = cursor[slot] as usize;
+                cursor[slot] += 1;
+                local[at] = u16::try_from(passage).expect("a chunk holds fewer than 2^16 passages");
+                frequencies[at] = frequency;
+                max_frequency[slot] = max_frequency[slot].max(frequency);
+                min_length[slot] = min_length[slot].min(length);
+            }
+            begin = end;
+        }
+        let total_length = lengths.iter().map(|&l| u64::from(l)).sum();
+        Self {
+            digest: *chunk.digest(),
+            terms,
+            starts,
+            passages: local,
+            frequencies,
+            max_frequency,
+            min_length,
+            lengths,
+            total_length,
+        }
+    }
+
+    /// The postings of `term` in this segment.
+    fn postings(&self, term: u32) -> Option<(&[u16], &[u16], usize)> {
+        let rank = self.terms.binary_search(&term).ok()?;
+        let range = self.starts[rank] as usize..self.starts[rank + 1] as usize;
+        Some((&self.passages[range.clone()], &self.frequencies[range], rank))
+    }
 }
 
 impl fmt::Debug for Bm25Index {
@@ -47,8 +167,31 @@ impl fmt::Debug for Bm25Index {
         f.debug_struct("Bm25Index")
             .field("passages", &self.len)
             .field("terms", &self.vocabulary.len())
-            .field("postings", &self.passages.len())
+            .field("segments", &self.segments.len())
+            .field("postings", &self.segments.iter().map(|s| s.passages.len()).sum::<usize>())
             .finish()
+    }
+}
+
+/// A query term's weights: its idf, and the collection's average length.
+#[derive(Clone, Copy)]
+struct Weigh {
+    idf: f32,
+    average_length: f64,
+}
+
+impl Weigh {
+    /// The term's BM25 contribution to a passage of `length` terms where it appears
+    /// `frequency` times, in units of `1 / SCALE`.
+    #[inline(always)]
+    fn weight(self, frequency: u16, length: u32) -> u32 {
+        #[allow(clippy::cast_possible_truncation)]
+        let norm = K1 * (1.0 - B + B * (f64::from(length) / self.average_length) as f32);
+        let tf = f32::from(frequency);
+        let score = self.idf * tf * (K1 + 1.0) / (tf + norm);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let weight = (score * SCALE).round() as u32;
+        weight
     }
 }
 
@@ -59,86 +202,55 @@ impl Bm25Index {
     /// When the corpus has more than `u32::MAX` passages or postings.
     #[must_use]
     pub fn build(corpus: &Corpus) -> Self {
+        Self::build_from(corpus, None)
+    }
+
+    /// Indexes `corpus`, taking from `previous` (the index of an earlier version of it) the
+    /// segments of the chunks both have: only the other chunks are read.
+    ///
+    /// # Panics
+    /// When the corpus has more than `u32::MAX` passages.
+    #[must_use]
+    pub fn build_from(corpus: &Corpus, previous: Option<&Self>) -> Self {
         // So a passage index is below `u32::MAX`, which `search` uses as "none".
         assert!(u32::try_from(corpus.len()).is_ok(), "fewer than 2^32 passages");
-        let mut vocabulary: HashMap<Box<str>, u32, BuildFxHasher> = HashMap::default();
-        let mut document_frequency: Vec<u32> = Vec::new();
-        // Per passage: its length in terms and its (term, frequency) pairs, sorted by term.
-        let mut lengths: Vec<u32> = Vec::with_capacity(corpus.len());
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
-        let mut pair_ends: Vec<usize> = Vec::with_capacity(corpus.len());
-        let mut term_ids: Vec<u32> = Vec::new();
-        let mut word = String::new();
-        for passage in corpus.passages() {
-            term_ids.clear();
-            for_each_term(&passage.text, &mut word, |term| {
-                let id = if let Some(&id) = vocabulary.get(term) {
-                    id
-                } else {
-                    let id = u32::try_from(vocabulary.len()).expect("fewer than 2^32 terms");
-                    vocabulary.insert(term.into(), id);
-                    document_frequency.push(0);
-                    id
-                };
-                term_ids.push(id);
-            });
-            lengths.push(u32::try_from(term_ids.len()).expect("fewer than 2^32 terms"));
-            term_ids.sort_unstable();
-            for run in term_ids.chunk_by(|a, b| a == b) {
-                pairs.push((run[0], u32::try_from(run.len()).expect("fewer than 2^32 terms")));
-                document_frequency[run[0] as usize] += 1;
-            }
-            pair_ends.push(pairs.len());
-        }
-
-        let total = u32::try_from(pairs.len()).expect("fewer than 2^32 postings");
-        let mut starts = Vec::with_capacity(document_frequency.len() + 1);
-        let mut next = 0u32;
-        for &df in &document_frequency {
-            starts.push(next);
-            next += df;
-        }
-        starts.push(total);
-
-        #[allow(clippy::cast_precision_loss)]
-        let n = corpus.len() as f32;
-        #[allow(clippy::cast_precision_loss)]
-        let average_length =
-            lengths.iter().map(|&l| f64::from(l)).sum::<f64>() / corpus.len().max(1) as f64;
-        let idf: Vec<f32> = document_frequency
+        let mut vocabulary = previous.map(|p| Arc::clone(&p.vocabulary)).unwrap_or_default();
+        let kept: HashMap<[u8; 32], &Arc<Segment>> = previous
+            .map(|p| p.segments.iter().map(|segment| (segment.digest, segment)).collect())
+            .unwrap_or_default();
+        let segments: Vec<Arc<Segment>> = corpus
+            .chunks()
             .iter()
-            .map(|&df| {
-                #[allow(clippy::cast_precision_loss)]
-                let df = df as f32;
-                (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+            .map(|chunk| match kept.get(chunk.digest()) {
+                Some(segment) => Arc::clone(segment),
+                None => Arc::new(Segment::build(chunk, &mut vocabulary)),
             })
             .collect();
-
-        let mut cursor = starts.clone();
-        let mut passages = vec![0u32; pairs.len()];
-        let mut weights = vec![0u32; pairs.len()];
-        let mut max_weights = vec![0u32; document_frequency.len()];
-        let mut begin = 0;
-        for (passage, (&end, &length)) in pair_ends.iter().zip(&lengths).enumerate() {
-            #[allow(clippy::cast_possible_truncation)]
-            let norm = K1 * (1.0 - B + B * (f64::from(length) / average_length) as f32);
-            for &(term, frequency) in &pairs[begin..end] {
-                let slot = &mut cursor[term as usize];
-                let at = *slot as usize;
-                *slot += 1;
-                passages[at] = u32::try_from(passage).expect("fewer than 2^32 passages");
-                #[allow(clippy::cast_precision_loss)]
-                let tf = frequency as f32;
-                let score = idf[term as usize] * tf * (K1 + 1.0) / (tf + norm);
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                let weight = (score * SCALE).round() as u32;
-                weights[at] = weight;
-                let max = &mut max_weights[term as usize];
-                *max = (*max).max(weight);
+        let mut document_frequency = vec![0u32; vocabulary.len()];
+        let mut offsets = Vec::with_capacity(segments.len());
+        let mut total_length = 0u64;
+        let mut len = 0u32;
+        for segment in &segments {
+            offsets.push(len);
+            len += u32::try_from(segment.lengths.len()).expect("fewer than 2^32 passages");
+            total_length += segment.total_length;
+            for (rank, &term) in segment.terms.iter().enumerate() {
+                document_frequency[term as usize] +=
+                    segment.starts[rank + 1] - segment.starts[rank];
             }
-            begin = end;
         }
-        Self { vocabulary, starts, passages, weights, max_weights, len: corpus.len() }
+        // An integer sum below 2^53 is exact in an f64: the same average as summing the
+        // lengths one by one.
+        #[allow(clippy::cast_precision_loss)]
+        let average_length = total_length as f64 / corpus.len().max(1) as f64;
+        Self {
+            vocabulary,
+            segments,
+            offsets,
+            document_frequency,
+            average_length,
+            len: corpus.len(),
+        }
     }
 
     /// The number of passages indexed.
@@ -153,101 +265,206 @@ impl Bm25Index {
         self.len == 0
     }
 
-    /// The at most `k` best passages for `query`, as `(passage index, score)`, best first;
-    /// equal scores in corpus order. Only passages with a positive score are returned: an
-    /// empty query (or one of stop words only) gives an empty list.
-    ///
-    /// Document-at-a-time over the query terms' postings with MaxScore pruning: once `k`
-    /// passages are held, the low-weight terms whose best weights together cannot beat the
-    /// `k`-th score stop proposing passages; they are only looked up in the passages the other
-    /// terms propose. Memory is proportional to the query and `k`, never to the corpus.
-    #[must_use]
-    pub fn search(&self, query: &str, k: usize) -> Vec<(usize, f32)> {
-        if k == 0 {
-            return Vec::new();
-        }
+    /// The distinct indexed terms of `query` that some passage has, ascending.
+    fn query_terms(&self, query: &str) -> Vec<u32> {
         let mut terms: Vec<u32> = Vec::new();
         for_each_term(query, &mut String::new(), |term| {
-            if let Some(&id) = self.vocabulary.get(term) {
+            if let Some(&id) = self.vocabulary.get(term)
+                && self.document_frequency[id as usize] > 0
+            {
                 terms.push(id);
             }
         });
         terms.sort_unstable();
         terms.dedup();
-        // Lists by their best weight, ascending: the prefix that cannot reach the threshold on
-        // its own is the "non-essential" part.
-        terms.sort_by_key(|&t| (self.max_weights[t as usize], t));
-        let mut lists: Vec<Postings<'_>> = terms
+        terms
+    }
+
+    /// The passages that have every term of `query` (its [`bm25_terms`](super::bm25_terms)),
+    /// in corpus order: how many, and the indices of those from `offset` on, at most `limit`.
+    /// `None` when the query has no term (empty, or stop words only); a term no passage has
+    /// gives no passage.
+    #[must_use]
+    pub fn containing_all(
+        &self,
+        query: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Option<(usize, Vec<usize>)> {
+        let mut analysed = 0;
+        let mut known = true;
+        for_each_term(query, &mut String::new(), |term| {
+            analysed += 1;
+            known &= self
+                .vocabulary
+                .get(term)
+                .is_some_and(|&id| self.document_frequency[id as usize] > 0);
+        });
+        if analysed == 0 {
+            return None;
+        }
+        if !known {
+            return Some((0, Vec::new()));
+        }
+        let terms = self.query_terms(query);
+        let mut total = 0;
+        let mut page = Vec::new();
+        for (segment, &offset_of) in self.segments.iter().zip(&self.offsets) {
+            let mut lists: Vec<&[u16]> = Vec::with_capacity(terms.len());
+            for &term in &terms {
+                match segment.postings(term) {
+                    Some((passages, _, _)) => lists.push(passages),
+                    None => {
+                        lists.clear();
+                        break;
+                    }
+                }
+            }
+            if lists.is_empty() {
+                continue;
+            }
+            lists.sort_by_key(|list| list.len());
+            let (shortest, others) = lists.split_first().expect("one list at least");
+            let mut cursors = vec![0usize; others.len()];
+            'passages: for &passage in *shortest {
+                for (list, at) in others.iter().zip(&mut cursors) {
+                    *at += list[*at..].partition_point(|&p| p < passage);
+                    if list.get(*at) != Some(&passage) {
+                        continue 'passages;
+                    }
+                }
+                if total >= offset && page.len() < limit {
+                    page.push(offset_of as usize + usize::from(passage));
+                }
+                total += 1;
+            }
+        }
+        Some((total, page))
+    }
+
+    /// The at most `k` best passages for `query`, as `(passage index, score)`, best first;
+    /// equal scores in corpus order. Only passages with a positive score are returned: an
+    /// empty query (or one of stop words only) gives an empty list.
+    ///
+    /// Segment after segment (in corpus order, into one top `k`), document-at-a-time over the
+    /// query terms' postings with MaxScore pruning: once `k` passages are held, the terms whose
+    /// weights together cannot beat the `k`-th score stop proposing passages; they are only
+    /// looked up in the passages the other terms propose. A term's bound in a segment is the
+    /// weight of its highest frequency at its shortest length there. Memory is proportional to
+    /// the query and `k`, never to the corpus.
+    #[must_use]
+    pub fn search(&self, query: &str, k: usize) -> Vec<(usize, f32)> {
+        if k == 0 {
+            return Vec::new();
+        }
+        let terms = self.query_terms(query);
+        #[allow(clippy::cast_precision_loss)]
+        let n = self.len as f32;
+        let weighs: Vec<Weigh> = terms
             .iter()
             .map(|&t| {
-                let range = self.starts[t as usize] as usize..self.starts[t as usize + 1] as usize;
-                Postings {
-                    passages: &self.passages[range.clone()],
-                    weights: &self.weights[range],
-                    at: 0,
-                }
+                #[allow(clippy::cast_precision_loss)]
+                let df = self.document_frequency[t as usize] as f32;
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                Weigh { idf, average_length: self.average_length }
             })
             .collect();
-        // bound[i]: the most lists[..=i] can add to a score.
-        let bound: Vec<u64> = terms
-            .iter()
-            .scan(0u64, |sum, &t| {
-                *sum += u64::from(self.max_weights[t as usize]);
-                Some(*sum)
-            })
-            .collect();
-
         let mut top = TopK::new(k);
-        // lists[..essential] are non-essential: they only score passages the others found.
-        let mut essential = bound.iter().take_while(|&&b| b <= top.threshold()).count();
-        while essential < lists.len() {
-            // The next passage of the essential lists. Written as a loop: a closure here is not
-            // inlined in the size-optimised wasm build, which made this a fifth of a query.
-            // `u32::MAX` is never a passage ([`Bm25Index::build`]).
-            let mut passage = u32::MAX;
-            for list in &lists[essential..] {
-                if let Some(&next) = list.passages.get(list.at) {
-                    passage = passage.min(next);
+        let mut lists: Vec<Postings<'_>> = Vec::with_capacity(terms.len());
+        for (segment, &offset) in self.segments.iter().zip(&self.offsets) {
+            lists.clear();
+            for (&term, &weigh) in terms.iter().zip(&weighs) {
+                if let Some((passages, frequencies, rank)) = segment.postings(term) {
+                    let bound = weigh
+                        .weight(segment.max_frequency[rank], segment.min_length[rank])
+                        .saturating_add(1);
+                    lists.push(Postings {
+                        passages,
+                        frequencies,
+                        lengths: &segment.lengths,
+                        weigh,
+                        bound,
+                        at: 0,
+                    });
                 }
             }
-            if passage == u32::MAX {
-                break;
-            }
-            let mut score = 0u64;
-            for list in &mut lists[essential..] {
-                if list.current() == Some(passage) {
-                    score += u64::from(list.weights[list.at]);
-                    list.at += 1;
-                }
-            }
-            for i in (0..essential).rev() {
-                if score + bound[i] <= top.threshold() {
-                    break;
-                }
-                score += u64::from(lists[i].seek(passage));
-            }
-            if score > top.threshold() {
-                top.push(score, passage);
-                while essential < lists.len() && bound[essential] <= top.threshold() {
-                    essential += 1;
-                }
-            }
+            search_segment(&mut lists, offset, &mut top);
         }
         top.into_sorted()
     }
 }
 
-/// One term's postings and a cursor into them.
+/// MaxScore over one segment's `lists`, into `top`.
+fn search_segment(lists: &mut [Postings<'_>], offset: u32, top: &mut TopK) {
+    // Lists by their bound, ascending: the prefix that cannot reach the threshold on its own
+    // is the "non-essential" part.
+    lists.sort_by_key(|list| list.bound);
+    // bound[i]: the most lists[..=i] can add to a score.
+    let bound: Vec<u64> = lists
+        .iter()
+        .scan(0u64, |sum, list| {
+            *sum += u64::from(list.bound);
+            Some(*sum)
+        })
+        .collect();
+    // lists[..essential] are non-essential: they only score passages the others found.
+    let mut essential = bound.iter().take_while(|&&b| b <= top.threshold()).count();
+    while essential < lists.len() {
+        // The next passage of the essential lists. Written as a loop: a closure here is not
+        // inlined in the size-optimised wasm build. `u32::MAX` is never a passage here.
+        let mut passage = u32::MAX;
+        for list in &lists[essential..] {
+            if let Some(&next) = list.passages.get(list.at) {
+                passage = passage.min(u32::from(next));
+            }
+        }
+        if passage == u32::MAX {
+            break;
+        }
+        let mut score = 0u64;
+        for list in &mut lists[essential..] {
+            if list.current() == Some(passage) {
+                score += u64::from(list.weight());
+                list.at += 1;
+            }
+        }
+        for i in (0..essential).rev() {
+            if score + bound[i] <= top.threshold() {
+                break;
+            }
+            score += u64::from(lists[i].seek(passage));
+        }
+        if score > top.threshold() {
+            top.push(score, offset + passage);
+            while essential < lists.len() && bound[essential] <= top.threshold() {
+                essential += 1;
+            }
+        }
+    }
+}
+
+/// One term's postings in a segment and a cursor into them.
 struct Postings<'a> {
-    passages: &'a [u32],
-    weights: &'a [u32],
+    passages: &'a [u16],
+    frequencies: &'a [u16],
+    lengths: &'a [u32],
+    weigh: Weigh,
+    /// At least every weight of the list.
+    bound: u32,
     at: usize,
 }
 
 impl Postings<'_> {
     #[inline(always)]
     fn current(&self) -> Option<u32> {
-        self.passages.get(self.at).copied()
+        self.passages.get(self.at).map(|&p| u32::from(p))
+    }
+
+    /// The weight at the cursor.
+    #[inline(always)]
+    fn weight(&self) -> u32 {
+        let passage = usize::from(self.passages[self.at]);
+        self.weigh.weight(self.frequencies[self.at], self.lengths[passage])
     }
 
     /// Moves to the first passage at or after `passage`; its weight if it is `passage`.
@@ -255,13 +472,13 @@ impl Postings<'_> {
         // Galloping: the target is usually near.
         let rest = &self.passages[self.at..];
         let mut step = 1;
-        while step < rest.len() && rest[step] < passage {
+        while step < rest.len() && u32::from(rest[step]) < passage {
             step *= 2;
         }
         let low = step / 2;
         let high = step.min(rest.len());
-        self.at += low + rest[low..high].partition_point(|&p| p < passage);
-        if self.current() == Some(passage) { self.weights[self.at] } else { 0 }
+        self.at += low + rest[low..high].partition_point(|&p| u32::from(p) < passage);
+        if self.current() == Some(passage) { self.weight() } else { 0 }
     }
 }
 
@@ -414,8 +631,18 @@ mod tests {
     /// MaxScore pruning must not change the ranking: compare with scoring every passage.
     #[test]
     fn pruned_search_equals_exhaustive_scoring() {
+        pruned_equals_exhaustive(300);
+    }
+
+    /// The same over several segments, with the bounds of each.
+    #[test]
+    fn pruned_search_over_segments_equals_exhaustive_scoring() {
+        pruned_equals_exhaustive(4_000);
+    }
+
+    fn pruned_equals_exhaustive(passages: usize) {
         let words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"];
-        let texts: Vec<String> = (0..300usize)
+        let texts: Vec<String> = (0..passages)
             .map(|i| {
                 (0..(i % 7 + 1))
                     .map(|j| words[(i * 31 + j * j * 17 + i / 5) % words.len()])
@@ -439,17 +666,15 @@ mod tests {
                 let expected: Vec<(usize, f32)> = everything.iter().copied().take(k).collect();
                 assert_eq!(index.search(query, k), expected, "{query:?} k={k}");
                 // Exhaustive: a passage's score is the sum of its matching terms' weights.
+                let alone: Vec<std::collections::HashMap<usize, f32>> = bm25_terms(query)
+                    .into_iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .iter()
+                    .map(|t| index.search(t, usize::MAX).into_iter().collect())
+                    .collect();
                 let mut exhaustive: Vec<(usize, f32)> = (0..corpus.len())
                     .filter_map(|p| {
-                        let alone: f32 = bm25_terms(query)
-                            .iter()
-                            .collect::<std::collections::BTreeSet<_>>()
-                            .iter()
-                            .filter_map(|t| {
-                                index.search(t, usize::MAX).into_iter().find(|&(q, _)| q == p)
-                            })
-                            .map(|(_, s)| s)
-                            .sum();
+                        let alone: f32 = alone.iter().filter_map(|scores| scores.get(&p)).sum();
                         (alone > 0.0).then_some((p, alone))
                     })
                     .collect();
@@ -462,5 +687,80 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn numbered(range: std::ops::Range<usize>) -> Vec<crate::corpus::Passage> {
+        let words = ["river", "city", "zeppelin", "tower", "album", "million", "song", "film"];
+        range
+            .map(|i| crate::corpus::Passage {
+                id: format!("p{i}"),
+                text: (0..(i % 9 + 1))
+                    .map(|j| words[(i * 7 + j * j * 3 + i / 11) % 8])
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            })
+            .collect()
+    }
+
+    /// An index built from an earlier version's (after an append, after a remove) searches
+    /// exactly as one built from scratch, and reads only the changed chunks.
+    #[test]
+    fn an_index_built_from_the_previous_version_equals_a_fresh_one() {
+        let first = Corpus::new(numbered(0..20_000)).unwrap();
+        let first_index = Bm25Index::build(&first);
+        let appended = first.appended(numbered(20_000..26_000)).unwrap();
+        let gone: std::collections::HashSet<&str> = ["p3", "p15000"].into();
+        let (removed, _) = appended.without(&gone);
+        let appended_index = Bm25Index::build_from(&appended, Some(&first_index));
+        for (corpus, index, previous, previous_corpus) in [
+            (&appended, appended_index.clone(), &first_index, &first),
+            (
+                &removed,
+                Bm25Index::build_from(&removed, Some(&appended_index)),
+                &appended_index,
+                &appended,
+            ),
+        ] {
+            let fresh = Bm25Index::build(corpus);
+            assert_eq!(index.len(), corpus.len());
+            for query in ["river", "zeppelin tower", "album million song film", "city city", "x"] {
+                for k in [1, 8, 100] {
+                    assert_eq!(index.search(query, k), fresh.search(query, k), "{query:?} {k}");
+                }
+                assert_eq!(index.containing_all(query, 3, 10), fresh.containing_all(query, 3, 10));
+            }
+            // Every chunk the two versions share keeps its segment; only the others are new.
+            let shared = corpus
+                .chunks()
+                .iter()
+                .filter(|c| previous_corpus.chunks().iter().any(|p| Arc::ptr_eq(c, p)))
+                .count();
+            let reused = index
+                .segments
+                .iter()
+                .filter(|s| previous.segments.iter().any(|p| Arc::ptr_eq(s, p)))
+                .count();
+            assert!(shared >= 1 && shared < corpus.chunks().len());
+            assert_eq!(reused, shared);
+        }
+    }
+
+    #[test]
+    fn the_passages_with_every_word_of_a_query_in_corpus_order() {
+        let corpus = Corpus::new(numbered(0..5_000)).unwrap();
+        let index = Bm25Index::build(&corpus);
+        let expected: Vec<usize> = (0..corpus.len())
+            .filter(|&p| {
+                let terms = bm25_terms(&corpus.passages()[p].text);
+                terms.iter().any(|t| t == "zeppelin") && terms.iter().any(|t| t == "tower")
+            })
+            .collect();
+        assert!(expected.len() > 100);
+        let (total, page) = index.containing_all("Zeppelins and the TOWER", 5, 20).unwrap();
+        assert_eq!(total, expected.len());
+        assert_eq!(page, expected[5..25]);
+        assert_eq!(index.containing_all("zeppelin unheard", 0, 10), Some((0, Vec::new())));
+        assert_eq!(index.containing_all("the and of", 0, 10), None);
+        assert_eq!(index.containing_all("", 0, 10), None);
     }
 }

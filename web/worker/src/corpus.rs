@@ -1,7 +1,8 @@
 //! The corpus the worker holds: one [`IndexedCorpus`] per version (the passages are moved into
 //! it, never kept twice), edited by building the next version.
 
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use verity_core::corpus::{Corpus, Passage};
@@ -14,11 +15,13 @@ use verity_messages::{CorpusSummary, Item};
 pub struct CorpusState {
     current: Arc<IndexedCorpus>,
     index_ms: Option<f64>,
+    /// The ids as the table's search reads them.
+    ids: RefCell<FoldedIds>,
 }
 
 impl Default for CorpusState {
     fn default() -> Self {
-        Self { current: IndexedCorpus::new(Corpus::default()), index_ms: None }
+        Self::of(IndexedCorpus::new(Corpus::default()))
     }
 }
 
@@ -40,13 +43,15 @@ impl From<FileError> for Rejected {
 }
 
 impl CorpusState {
-    /// A state holding `passages` (as restored from storage). Duplicate ids keep the first.
+    /// A state holding `passages` (as restored from storage). Duplicate ids keep the first;
+    /// what is not an id is left out.
     #[must_use]
-    pub fn from_passages(mut passages: Vec<Passage>) -> Self {
-        let mut seen = HashSet::with_capacity(passages.len());
-        passages.retain(|passage| seen.insert(passage.id.clone()));
-        let corpus = Corpus::new(passages).expect("ids are unique");
-        Self { current: IndexedCorpus::new(corpus), index_ms: None }
+    pub fn from_passages(passages: Vec<Passage>) -> Self {
+        Self::of(IndexedCorpus::new(crate::records::restorable(passages)))
+    }
+
+    fn of(current: Arc<IndexedCorpus>) -> Self {
+        Self { current, index_ms: None, ids: RefCell::default() }
     }
 
     /// The current version (what a check starting now runs over).
@@ -65,7 +70,9 @@ impl CorpusState {
         self.add(passages, name)
     }
 
-    /// Adds `passages` (from `source`, named in a refusal), all or nothing.
+    /// Adds `passages` (from `source`, named in a refusal), all or nothing. The corpus's
+    /// chunks are shared with the next version, not copied: only the last one is cut again,
+    /// and the index, when built, reads only the new chunks.
     ///
     /// # Errors
     /// An id already in the corpus, an empty id, or one given twice.
@@ -87,40 +94,31 @@ impl CorpusState {
                 return Err(refuse(format!("the id {:?} is given twice", passage.id)));
             }
         }
+        drop(seen);
         let added = passages.len();
-        let next = if corpus.is_empty() {
-            passages
-        } else {
-            let mut next = Vec::with_capacity(corpus.len() + added);
-            next.extend_from_slice(corpus.passages());
-            next.extend(passages);
-            next
-        };
+        let next = corpus.appended(passages).map_err(|error| refuse(error.to_string()))?;
         self.replace(next);
         Ok(added)
     }
 
-    /// Removes the items with these ids; returns how many were removed.
+    /// Removes the items with these ids; returns how many were removed. Only the chunks that
+    /// held them are cut and indexed again.
     pub fn remove(&mut self, ids: &[String]) -> usize {
         let ids: HashSet<&str> = ids.iter().map(String::as_str).collect();
-        let corpus = self.current.corpus();
-        let kept: Vec<Passage> =
-            corpus.passages().iter().filter(|p| !ids.contains(p.id.as_str())).cloned().collect();
-        let removed = corpus.len() - kept.len();
+        let (next, removed) = self.current.corpus().without(&ids);
         if removed > 0 {
-            self.replace(kept);
+            self.replace(next);
         }
         removed
     }
 
     /// Empties the corpus.
     pub fn clear(&mut self) {
-        self.replace(Vec::new());
+        *self = Self::default();
     }
 
-    fn replace(&mut self, passages: Vec<Passage>) {
-        let corpus = Corpus::new(passages).expect("ids were checked");
-        self.current = IndexedCorpus::new(corpus);
+    fn replace(&mut self, corpus: Corpus) {
+        self.current = self.current.next(corpus);
         self.index_ms = None;
     }
 
@@ -129,6 +127,7 @@ impl CorpusState {
     pub fn index(&mut self, now_ms: impl Fn() -> f64) -> f64 {
         let started = now_ms();
         let _ = self.current.bm25();
+        self.ids.borrow_mut().update(self.current.corpus());
         let took = (now_ms() - started).max(0.0);
         self.index_ms = Some(took);
         took
@@ -141,26 +140,48 @@ impl CorpusState {
         CorpusSummary {
             id: (!corpus.is_empty()).then(|| self.current.id().to_string()),
             items: corpus.len(),
-            bytes: corpus.passages().iter().map(|p| p.id.len() + p.text.len()).sum(),
+            bytes: corpus.bytes(),
             indexed: self.current.is_indexed(),
             index_ms: self.index_ms.filter(|_| self.current.is_indexed()),
         }
     }
 
-    /// A page of the items whose id or text contains `query` (any case): the total number of
-    /// matches and the items from `offset`, at most `limit`.
+    /// A page of the items whose id contains `query` (any case) or whose text does: the
+    /// total number of matches and the items from `offset`, at most `limit`, in corpus order.
+    ///
+    /// Once the corpus is indexed, ids are searched in a folded copy of them (one string per
+    /// chunk), and texts through the BM25 index's postings: a text matches when it has every
+    /// word of the query as BM25 reads words (any case, plurals folded, stop words ignored),
+    /// which a substring search would also find, and more: `albums` finds `album`, `Albums`
+    /// and `albums`, not `albumsong`. A query of stop words only, or a search before the
+    /// index is built, reads every item instead (`contains`, any case).
     #[must_use]
     pub fn list(&self, query: &str, offset: usize, limit: usize) -> (usize, Vec<Item>) {
-        let query = query.trim().to_lowercase();
-        let passages = self.current.corpus().passages();
+        let query = query.trim();
+        let corpus = self.current.corpus();
         let item = |p: &Passage| Item { id: p.id.clone(), text: p.text.clone() };
         if query.is_empty() {
-            let page = passages.iter().skip(offset).take(limit).map(item).collect();
-            return (passages.len(), page);
+            let page = corpus.passages().iter().skip(offset).take(limit).map(item).collect();
+            return (corpus.len(), page);
         }
+        if self.current.is_indexed()
+            && let Some((_, words)) = self.current.bm25().containing_all(query, 0, usize::MAX)
+        {
+            let ids = self.ids.borrow_mut().containing(corpus, &query.to_lowercase());
+            let matches = merged(&ids, &words);
+            let page = matches
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .filter_map(|&index| corpus.passages().get(index))
+                .map(item)
+                .collect();
+            return (matches.len(), page);
+        }
+        let query = query.to_lowercase();
         let mut total = 0;
         let mut page = Vec::new();
-        for passage in passages {
+        for passage in corpus.passages() {
             if contains_folded(&passage.id, &query) || contains_folded(&passage.text, &query) {
                 if total >= offset && page.len() < limit {
                     page.push(item(passage));
@@ -184,6 +205,96 @@ impl CorpusState {
             }
         }
         cited
+    }
+}
+
+/// The union of two ascending lists, ascending.
+fn merged(a: &[usize], b: &[usize]) -> Vec<usize> {
+    let mut all = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let next = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) if x == y => {
+                i += 1;
+                j += 1;
+                x
+            }
+            (Some(&x), Some(&y)) if x < y => {
+                i += 1;
+                x
+            }
+            (Some(&x), None) => {
+                i += 1;
+                x
+            }
+            (_, Some(&y)) => {
+                j += 1;
+                y
+            }
+            (None, None) => break,
+        };
+        all.push(next);
+    }
+    all
+}
+
+/// The corpus's ids, folded to lower case, one string per chunk (kept per chunk content
+/// hash, so a new version of the corpus folds only its new chunks): what the table's search
+/// looks ids up in.
+#[derive(Debug, Clone, Default)]
+pub struct FoldedIds {
+    chunks: HashMap<[u8; 32], Arc<ChunkIds>>,
+}
+
+/// One chunk's ids, folded, each followed by a line break (never in an id).
+#[derive(Debug)]
+struct ChunkIds {
+    text: String,
+    /// Where each id starts in `text`.
+    starts: Vec<u32>,
+}
+
+impl FoldedIds {
+    /// Folds the chunks of `corpus` not folded yet, and forgets the others.
+    pub fn update(&mut self, corpus: &Corpus) {
+        let mut next = HashMap::with_capacity(corpus.chunks().len());
+        for chunk in corpus.chunks() {
+            let ids = self.chunks.get(chunk.digest()).cloned().unwrap_or_else(|| {
+                let mut text = String::new();
+                let mut starts = Vec::with_capacity(chunk.passages().len());
+                for passage in chunk.passages() {
+                    starts.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
+                    text.extend(passage.id.chars().flat_map(char::to_lowercase));
+                    text.push('\n');
+                }
+                Arc::new(ChunkIds { text, starts })
+            });
+            next.insert(*chunk.digest(), ids);
+        }
+        self.chunks = next;
+    }
+
+    /// The indices of the passages whose id contains `query` (lower case), ascending.
+    fn containing(&mut self, corpus: &Corpus, query: &str) -> Vec<usize> {
+        if query.contains('\n') {
+            return Vec::new();
+        }
+        self.update(corpus);
+        let mut found = Vec::new();
+        let mut offset = 0;
+        for chunk in corpus.chunks() {
+            let ids = &self.chunks[chunk.digest()];
+            let mut last = None;
+            for (at, _) in ids.text.match_indices(query) {
+                let line = ids.starts.partition_point(|&start| start as usize <= at) - 1;
+                if last != Some(line) {
+                    found.push(offset + line);
+                    last = Some(line);
+                }
+            }
+            offset += chunk.passages().len();
+        }
+        found
     }
 }
 

@@ -13,12 +13,21 @@
 //!   order the results finished in (the store sorts records by key).
 //!
 //! A record of a later version (written by a newer app) is skipped and left as it is.
+//!
+//! The corpus is stored in parts, one record per chunk of the corpus
+//! ([`verity_core::corpus::Chunk`]): its passages as a JSON array, keyed by the chunk's content
+//! hash, with the order of the parts in one more record ([`CorpusOrder`]). An edit writes the
+//! new chunks and the order, and deletes the chunks no longer in the corpus, in one
+//! transaction: adding a file writes its chunks (and the last chunk, cut again), removing an
+//! item rewrites its chunk. The first layout kept every passage in one record (`"corpus"`, a
+//! JSON array of them): it is read once and moved to parts ([`corpus_parts`]).
 
 use std::collections::HashSet;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use verity_core::corpus::{Corpus, Passage};
 use verity_messages::CheckResult;
 
 /// The version of the result records this worker writes.
@@ -102,6 +111,99 @@ pub fn read_json<T: DeserializeOwned>(
     let Some(text) = stored else { return Ok(None) };
     let text = text.ok_or_else(|| Unreadable::new(record, "it is not text"))?;
     serde_json::from_str(text).map(Some).map_err(|error| Unreadable::new(record, error.to_string()))
+}
+
+/// The version of the corpus order record this worker writes.
+pub const CORPUS_VERSION: u64 = 1;
+
+/// The stored corpus's parts, in order: `{"version": 1, "parts": [key, ...]}`, each key the
+/// content hash of a chunk, the key of its record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorpusOrder {
+    /// [`CORPUS_VERSION`].
+    pub version: u64,
+    /// The keys of the parts, in corpus order.
+    pub parts: Vec<String>,
+}
+
+impl CorpusOrder {
+    /// The order of `corpus`'s chunks.
+    #[must_use]
+    pub fn of(corpus: &Corpus) -> Self {
+        Self {
+            version: CORPUS_VERSION,
+            parts: corpus.chunks().iter().map(|chunk| chunk.digest_hex()).collect(),
+        }
+    }
+
+    /// The record as the text stored.
+    #[must_use]
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The record of one part of the corpus, as stored: the chunk's passages as a JSON array.
+#[must_use]
+pub fn corpus_part_text(passages: &[Passage]) -> String {
+    serde_json::to_string(passages).unwrap_or_default()
+}
+
+/// Reads the corpus order record (`None`: there is none).
+///
+/// # Errors
+/// It is not text, not an order, or of a later version.
+pub fn read_corpus_order(stored: Option<Option<&str>>) -> Result<Option<CorpusOrder>, Unreadable> {
+    const RECORD: &str = "the order of the corpus's parts";
+    let Some(order) = read_json::<Value>(RECORD, stored)? else { return Ok(None) };
+    match order.get("version").and_then(Value::as_u64) {
+        Some(CORPUS_VERSION) => CorpusOrder::deserialize(order)
+            .map(Some)
+            .map_err(|error| Unreadable::new(RECORD, error.to_string())),
+        Some(later) if later > CORPUS_VERSION => Err(Unreadable::new(
+            RECORD,
+            format!("it was written by a newer version of the app (record version {later})"),
+        )),
+        _ => Err(Unreadable::new(RECORD, "it has no known version")),
+    }
+}
+
+/// Reads one part of the corpus, the record under `key`.
+///
+/// # Errors
+/// It is missing, not text, or not a JSON array of passages.
+pub fn read_corpus_part(
+    key: &str,
+    stored: Option<Option<&str>>,
+) -> Result<Vec<Passage>, Unreadable> {
+    let record = format!("part {key} of the corpus");
+    read_json::<Vec<Passage>>(&record, stored)?
+        .ok_or_else(|| Unreadable::new(record, "it is missing"))
+}
+
+/// The first layout's corpus (every passage in one record) cut into the parts stored now:
+/// `(key, text)` per part, and the order record. Ids that are not ids, and repeated ids after
+/// the first, are left out (as a restored corpus leaves them out).
+#[must_use]
+pub fn corpus_parts(passages: Vec<Passage>) -> (Vec<(String, String)>, String) {
+    let corpus = restorable(passages);
+    let parts = corpus
+        .chunks()
+        .iter()
+        .map(|chunk| (chunk.digest_hex(), corpus_part_text(chunk.passages())))
+        .collect();
+    (parts, CorpusOrder::of(&corpus).to_text())
+}
+
+/// A corpus of `passages` as restored: what is not an id, and a repeated id after its first
+/// passage, is left out (saved state is untrusted: it never fails the start).
+#[must_use]
+pub fn restorable(mut passages: Vec<Passage>) -> Corpus {
+    let mut seen = HashSet::with_capacity(passages.len());
+    passages.retain(|passage| {
+        verity_core::corpus::check_id(&passage.id).is_ok() && seen.insert(passage.id.clone())
+    });
+    Corpus::new(passages).unwrap_or_default()
 }
 
 /// What the stored results come to: the results to show, what to write so that storage holds
@@ -378,6 +480,44 @@ mod tests {
         let Err(unreadable) = read(Some(Some("{\"not\": \"a list\"}"))) else { panic!() };
         assert_eq!(unreadable.record, "the corpus");
         assert_eq!(read(Some(None)).unwrap_err().why, "it is not text");
+    }
+
+    fn passages(n: usize) -> Vec<Passage> {
+        (0..n).map(|i| Passage { id: format!("p{i}"), text: format!("text {i}") }).collect()
+    }
+
+    #[test]
+    fn the_first_layouts_corpus_is_cut_into_parts_that_read_back_the_same() {
+        let mut old = passages(40_000);
+        // What the first layout could hold and a corpus cannot: left out.
+        old.push(Passage { id: "p7".into(), text: "again".into() });
+        old.push(Passage { id: "bad]".into(), text: "x".into() });
+        let (parts, order) = corpus_parts(old);
+        assert!(parts.len() >= 2, "40,000 passages are more than one part");
+        let order = read_corpus_order(Some(Some(&order))).unwrap().unwrap();
+        let keys: Vec<&str> = parts.iter().map(|(key, _)| key.as_str()).collect();
+        assert_eq!(order.parts, keys);
+        let mut read = Vec::new();
+        for (key, text) in &parts {
+            read.extend(read_corpus_part(key, Some(Some(text))).unwrap());
+        }
+        assert_eq!(read, passages(40_000));
+        // The parts are the corpus's chunks: the id the restored corpus has.
+        assert_eq!(restorable(read).id(), Corpus::new(passages(40_000)).unwrap().id());
+    }
+
+    #[test]
+    fn a_corpus_record_that_cannot_be_read_is_named() {
+        assert_eq!(read_corpus_order(None), Ok(None));
+        let later = json!({"version": 2, "parts": []}).to_string();
+        assert!(read_corpus_order(Some(Some(&later))).unwrap_err().why.contains("newer version"));
+        assert!(read_corpus_order(Some(Some("[\"a\"]"))).is_err());
+        assert!(read_corpus_order(Some(Some("{\"version\": 1, \"parts\": 3}"))).is_err());
+        assert_eq!(read_corpus_part("k", None).unwrap_err().why, "it is missing");
+        let bad = read_corpus_part("k", Some(Some("{\"id\": 1}"))).unwrap_err();
+        assert_eq!(bad.record, "part k of the corpus");
+        assert_eq!(read_corpus_part("k", Some(None)).unwrap_err().why, "it is not text");
+        assert_eq!(restorable(vec![Passage { id: "]".into(), text: "x".into() }]).len(), 0);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! built for wasm32.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -12,7 +13,7 @@ use gloo_net::http::{Method, RequestBuilder};
 use idb::{Database, DatabaseEvent, Factory, ObjectStoreParams, TransactionMode};
 use js_sys::{Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
-use verity_core::corpus::Passage;
+use verity_core::corpus::{Chunk, Passage};
 use verity_core::indexed::IndexedCorpus;
 use verity_core::provider::http::refuse_key_in_the_clear;
 use verity_core::{Append, DurableLog, Lease};
@@ -30,17 +31,29 @@ use web_sys::{
 
 use crate::engine::Engine;
 use crate::host::{Host, Restored, StoredSession};
-use crate::records::{RawRecord, ResultRecord, Unreadable, read_json, read_results};
+use crate::records::{
+    CorpusOrder, RawRecord, ResultRecord, Unreadable, corpus_part_text, corpus_parts,
+    read_corpus_order, read_corpus_part, read_json, read_results,
+};
 use crate::saved::{SessionMeta, Unfinished};
 
 const DB_NAME: &str = "verity";
 /// 1: `kv` and `sessions`, the results one record of `kv`. 2: `results` added, a record per
-/// result; the older record is moved there at start ([`restore`]).
-const DB_VERSION: u32 = 2;
-/// Key-value store: `"corpus"` (the passages as JSON) and `"unfinished"` (the checks asked for
-/// and not finished, [`Unfinished`] as JSON); in version 1 also `"results"` (every result in
-/// one JSON array), moved to [`RESULTS`] at start.
+/// result; the older record is moved there at start ([`restore`]). 3: `corpus` added, the
+/// corpus in parts (a record per chunk); the older record is moved there at start.
+const DB_VERSION: u32 = 3;
+/// Key-value store: [`CORPUS_ORDER`] and `"unfinished"` (the checks asked for and not
+/// finished, [`Unfinished`] as JSON); before version 3 also [`CORPUS_BLOB`], and in version 1
+/// `"results"` (every result in one JSON array), both moved at start.
 const KV: &str = "kv";
+/// The key in [`KV`] of the order of the corpus's parts ([`CorpusOrder`] as JSON).
+const CORPUS_ORDER: &str = "corpus-order";
+/// The key in [`KV`] of the whole corpus in one record (the passages as JSON), before version
+/// 3; moved to [`CORPUS`] at start.
+const CORPUS_BLOB: &str = "corpus";
+/// One record per chunk of the corpus (its passages as JSON), keyed by the chunk's content
+/// hash.
+const CORPUS: &str = "corpus";
 /// The layout-1 key of the results in [`KV`].
 const RESULTS_BLOB: &str = "results";
 /// One record per running check: [`SessionRecord`] as JSON, keyed by the check's id.
@@ -205,7 +218,8 @@ pub fn start() {
                 Err(why) => (None, Some(why)),
             }
         };
-        let host = WorkerHost { db: db.clone(), next_order: Cell::new(0) };
+        let host =
+            WorkerHost { db: db.clone(), next_order: Cell::new(0), stored_parts: Rc::default() };
         let restored = match &db {
             Some(db) => restore(db, &host).await.unwrap_or_else(|why| {
                 host.post(&FromWorker::Error {
@@ -242,7 +256,7 @@ async fn open_database() -> Result<Database, String> {
     let mut request = factory.open(DB_NAME, Some(DB_VERSION)).map_err(|e| e.to_string())?;
     request.on_upgrade_needed(|event| {
         let Ok(database) = event.database() else { return };
-        for name in [KV, SESSIONS, RESULTS] {
+        for name in [KV, SESSIONS, RESULTS, CORPUS] {
             if !database.store_names().iter().any(|existing| existing == name) {
                 let _ = database.create_object_store(name, ObjectStoreParams::new());
             }
@@ -332,15 +346,98 @@ async fn get_all(db: &Database, store: &str) -> Result<Vec<RawRecord>, String> {
         .collect())
 }
 
+/// Reads the corpus: its parts in their order (a part that cannot be read is skipped and
+/// named, and stays in storage), or the first layout's one record, which is moved to parts
+/// first (in one transaction, awaited: if it fails, the record stays and is read again at the
+/// next start). Records that are in neither are deleted.
+async fn restore_corpus(
+    db: &Rc<Database>,
+    host: &WorkerHost,
+    unreadable: &mut Vec<Unreadable>,
+) -> Result<Vec<Passage>, String> {
+    let order = get_raw(db, KV, CORPUS_ORDER).await?;
+    let order = skip(read_corpus_order(order.as_ref().map(Option::as_deref)), unreadable);
+    let keys = get_keys(db, CORPUS).await?;
+    let mut items = Vec::new();
+    let mut stored = HashSet::new();
+    if let Some(order) = order {
+        for key in &order.parts {
+            let text = get_raw(db, CORPUS, key).await?;
+            // A part that cannot be read stays until the corpus next changes.
+            stored.insert(key.clone());
+            if let Some(passages) = skip(
+                read_corpus_part(key, text.as_ref().map(Option::as_deref)).map(Some),
+                unreadable,
+            ) {
+                items.extend(passages);
+            }
+        }
+        let stale: Vec<Write> = keys
+            .into_iter()
+            .filter(|key| !stored.contains(key))
+            .map(|key| Write::Delete { store: CORPUS, key })
+            .collect();
+        let blob = Write::Delete { store: KV, key: CORPUS_BLOB.to_owned() };
+        write_later(db, stale.into_iter().chain([blob]).collect(), None);
+        *host.stored_parts.borrow_mut() = stored;
+        return Ok(items);
+    }
+    let blob = get_raw(db, KV, CORPUS_BLOB).await?;
+    let Some(passages) = skip(
+        read_json::<Vec<Passage>>("the corpus", blob.as_ref().map(Option::as_deref)),
+        unreadable,
+    ) else {
+        return Ok(items);
+    };
+    let (parts, order) = corpus_parts(passages);
+    let mut writes: Vec<Write> =
+        keys.into_iter().map(|key| Write::Delete { store: CORPUS, key }).collect();
+    for (key, text) in parts {
+        let read = read_corpus_part(&key, Some(Some(&text))).unwrap_or_default();
+        items.extend(read);
+        writes.push(Write::Put { store: CORPUS, key, text });
+    }
+    writes.push(Write::Put { store: KV, key: CORPUS_ORDER.to_owned(), text: order });
+    writes.push(Write::Delete { store: KV, key: CORPUS_BLOB.to_owned() });
+    let keys: Vec<String> = writes
+        .iter()
+        .filter_map(|write| match write {
+            Write::Put { store: CORPUS, key, .. } => Some(key.clone()),
+            _ => None,
+        })
+        .collect();
+    let moved = match write(db, writes) {
+        Ok(tx) => commit(tx).await.map_err(|failed| failed.why),
+        Err(error) => Err(error.to_string()),
+    };
+    match moved {
+        Ok(()) => host.stored_parts.borrow_mut().extend(keys),
+        Err(error) => host.post(&FromWorker::Error {
+            message: format!(
+                "the saved corpus could not be moved to this version's layout (it is shown, \
+                 and kept as it was): {error}"
+            ),
+        }),
+    }
+    Ok(items)
+}
+
+/// The keys of `store`.
+async fn get_keys(db: &Database, store: &str) -> Result<Vec<String>, String> {
+    let tx = db.transaction(&[store], TransactionMode::ReadOnly).map_err(|e| e.to_string())?;
+    let object_store = tx.object_store(store).map_err(|e| e.to_string())?;
+    let keys = object_store.get_all_keys(None, None).map_err(|e| e.to_string())?;
+    let keys = keys.await.map_err(|e| e.to_string())?;
+    Ok(keys.iter().filter_map(|key| key.as_string()).collect())
+}
+
 /// Reads what storage holds. A record that cannot be read is skipped and named in
 /// `Restored::unreadable` (left in storage as it is); results of the first layout or of an
 /// older shape are rewritten in the current one first, in one transaction. Fails only when
 /// IndexedDB itself does.
 async fn restore(db: &Rc<Database>, host: &WorkerHost) -> Result<Restored<IdbStore>, String> {
     let mut unreadable = Vec::new();
-    let corpus = get_raw(db, KV, "corpus").await?;
-    let corpus = read_json("the corpus", corpus.as_ref().map(Option::as_deref));
-    let items: Vec<Passage> = skip(corpus, &mut unreadable).unwrap_or_default();
+    let items = restore_corpus(db, host, &mut unreadable).await?;
     let unfinished = get_raw(db, KV, "unfinished").await?;
     let unfinished = read_json("the unfinished checks", unfinished.as_ref().map(Option::as_deref));
     let unfinished: Unfinished = skip(unfinished, &mut unreadable).unwrap_or_default();
@@ -395,6 +492,9 @@ enum Write {
     Put { store: &'static str, key: String, text: String },
     /// `key` deleted.
     Delete { store: &'static str, key: String },
+    /// A part of the corpus: `chunk`'s passages under `key` in [`CORPUS`] (made into text
+    /// as it is written, so only one part's text is held at a time).
+    PutPart { key: String, chunk: Arc<Chunk> },
     /// Every record deleted.
     Clear { store: &'static str },
 }
@@ -403,6 +503,7 @@ impl Write {
     fn store(&self) -> &'static str {
         match self {
             Self::Put { store, .. } | Self::Delete { store, .. } | Self::Clear { store } => store,
+            Self::PutPart { .. } => CORPUS,
         }
     }
 }
@@ -500,6 +601,10 @@ fn write(db: &Database, writes: Vec<Write>) -> Result<idb::Transaction, idb::Err
                 drop(object_store.put(&JsValue::from_str(&text), Some(&JsValue::from_str(&key)))?);
             }
             Write::Delete { key, .. } => drop(object_store.delete(JsValue::from_str(&key))?),
+            Write::PutPart { key, chunk } => {
+                let text = corpus_part_text(chunk.passages());
+                drop(object_store.put(&JsValue::from_str(&text), Some(&JsValue::from_str(&key)))?);
+            }
             Write::Clear { .. } => drop(object_store.clear()?),
         }
     }
@@ -511,12 +616,25 @@ fn write(db: &Database, writes: Vec<Write>) -> Result<idb::Transaction, idb::Err
 /// it fails because storage is full, `if_full` is posted (what is kept in memory instead);
 /// any other failure is an `Error`.
 fn write_later(db: &Rc<Database>, writes: Vec<Write>, if_full: Option<FromWorker>) {
+    write_later_then(db, writes, if_full, || {});
+}
+
+/// [`write_later`], calling `failed` if the transaction does not commit.
+fn write_later_then(
+    db: &Rc<Database>,
+    writes: Vec<Write>,
+    if_full: Option<FromWorker>,
+    failed: impl FnOnce() + 'static,
+) {
     let written = write(db, writes);
     wasm_bindgen_futures::spawn_local(async move {
         let outcome = match written {
             Ok(tx) => commit(tx).await,
             Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
         };
+        if outcome.is_err() {
+            failed();
+        }
         match (outcome, if_full) {
             (Ok(()), _) => TOLD_FULL.with(|told| told.borrow_mut().clear()),
             (Err(NotCommitted { full: true, .. }), Some(notice)) => tell_full(&notice),
@@ -561,6 +679,9 @@ struct WorkerHost {
     db: Option<Rc<Database>>,
     /// The order of the next result recorded ([`ResultRecord::order`]).
     next_order: Cell<u64>,
+    /// The keys of the corpus parts in storage (or being written): a save writes the others
+    /// and deletes these when no longer in the corpus.
+    stored_parts: Rc<RefCell<HashSet<String>>>,
 }
 
 impl WorkerHost {
@@ -614,13 +735,38 @@ impl Host for WorkerHost {
 
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>) {
         if let Some(db) = self.db() {
-            let text = serde_json::to_string(corpus.corpus().passages()).expect("serializes");
+            let chunks = corpus.corpus().chunks();
+            let order = CorpusOrder::of(corpus.corpus());
+            let mut writes = Vec::new();
+            {
+                let mut stored = self.stored_parts.borrow_mut();
+                let wanted: HashSet<&str> = order.parts.iter().map(String::as_str).collect();
+                for (chunk, key) in chunks.iter().zip(&order.parts) {
+                    if stored.insert(key.clone()) {
+                        writes.push(Write::PutPart { key: key.clone(), chunk: Arc::clone(chunk) });
+                    }
+                }
+                let gone: Vec<String> =
+                    stored.iter().filter(|key| !wanted.contains(key.as_str())).cloned().collect();
+                for key in gone {
+                    stored.remove(&key);
+                    writes.push(Write::Delete { store: CORPUS, key });
+                }
+            }
+            writes.push(Write::Put {
+                store: KV,
+                key: CORPUS_ORDER.to_owned(),
+                text: order.to_text(),
+            });
             let full = storage_full(
                 None,
                 "The corpus is",
                 "It is kept in memory, and lost when the last tab of the app closes.",
             );
-            put_later(db, KV, "corpus", Some(text), Some(full));
+            // If the write fails, which parts landed is unknown: the next save writes them all
+            // again (a part is written whole or not at all, under its content hash).
+            let stored = Rc::clone(&self.stored_parts);
+            write_later_then(db, writes, Some(full), move || stored.borrow_mut().clear());
         }
     }
 

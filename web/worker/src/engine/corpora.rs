@@ -16,15 +16,16 @@ impl<H: Host> Engine<H> {
         });
     }
 
-    /// Posts the new corpus (not indexed yet), saves it, then indexes it and posts again.
+    /// Posts the new corpus (not indexed yet), indexes it and posts again, then saves it:
+    /// the corpus is searchable before its new parts are written.
     pub(super) fn corpus_changed(&self) {
         let (summary, current) = {
             let state = self.inner.state.borrow();
             (state.corpus.summary(), state.corpus.current().clone())
         };
         self.post(&FromWorker::Corpus { corpus: summary });
-        self.inner.host.save_corpus(&current);
         self.index();
+        self.inner.host.save_corpus(&current);
     }
 
     pub(super) fn index(&self) {
