@@ -56,7 +56,9 @@ function engineAt(url) {
  * load only when the first call comes. The tab says when it goes, so no call waits on it. */
 function runsModels(engine) {
   let listener = null;
+  const storageChanged = showStorage();
   engine.onmessage = (event) => {
+    storageChanged();
     if (event.data?.verityModel === "call" && event.ports?.[0]) {
       const port = event.ports[0];
       import("./verity-in-tab.js")
@@ -103,6 +105,39 @@ function showModelState() {
       failed: () => `The model ${name} could not be loaded in this tab: ${detail.message}`,
     }[detail.state]?.() ?? "";
   });
+}
+
+/** How much of this browser's storage the page uses, how much it may use, and whether the
+ * browser keeps it (navigator.storage): a line at the foot of the page, read again a second
+ * after the engine's news (it saves the corpus, results and sessions as they change). A full
+ * disk says what to free. Returns what to call when the engine has news. */
+function showStorage() {
+  if (!navigator.storage?.estimate) return () => {};
+  const size = (bytes) => bytes >= 1e9 ? `${(bytes / 1e9).toFixed(1)} GB`
+    : bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${Math.ceil(bytes / 1e3)} KB`;
+  const line = document.createElement("p");
+  line.className = "storage-state";
+  line.dataset.testid = "storage";
+  let pending = false;
+  const read = async () => {
+    const [{ usage = 0, quota = 0 }, kept] = await Promise.all([
+      navigator.storage.estimate(),
+      navigator.storage.persisted?.() ?? false,
+    ]);
+    const full = quota > 0 && usage >= quota * 0.95;
+    line.dataset.state = full ? "full" : kept ? "kept" : "best-effort";
+    line.textContent = `Storage: ${size(usage)} used of the ${size(quota)} this browser allows this page` + (full
+      ? ". It is full: results are kept only until the page closes. Export the ones you want to keep, then clear old results or the corpus, or free space in the browser's settings."
+      : kept ? "; the browser keeps it." : "; the browser may clear it if the disk runs low on space.");
+    if (!line.isConnected) document.body.append(line);
+  };
+  const changed = () => {
+    if (pending) return;
+    pending = true;
+    setTimeout(() => { pending = false; read().catch(() => {}); }, 1000);
+  };
+  changed();
+  return changed;
 }
 
 /** The engine of the tab that holds the lock "verity-engine" (the leader); every other tab

@@ -283,6 +283,9 @@ pub enum JobFailureKind {
     NoNewEvidence,
     /// Research hit its turn bound without new evidence.
     ResearchTurnLimit,
+    /// The host's spending limit for a run was reached before this job's next request (the
+    /// message says what was spent); nothing more was requested.
+    Budget,
 }
 
 impl JobFailureKind {
@@ -302,6 +305,7 @@ impl JobFailureKind {
             JobFailureKind::CitationNotInEvidence => "citation-not-in-evidence",
             JobFailureKind::NoNewEvidence => "no-new-evidence",
             JobFailureKind::ResearchTurnLimit => "research-turn-limit",
+            JobFailureKind::Budget => "budget",
         }
     }
 }
@@ -360,6 +364,14 @@ impl JobFailed {
     #[must_use]
     pub fn cancelled(message: impl Into<String>, spent: Spent) -> Self {
         Failed::new(JobFailureKind::Cancelled, message, spent)
+    }
+
+    /// A job the host ended because a run's spending limit was reached before its next
+    /// request: kind [`JobFailureKind::Budget`], with what the job had spent. The message
+    /// should say what the run spent against its limit.
+    #[must_use]
+    pub fn budget(message: impl Into<String>, spent: Spent) -> Self {
+        Failed::new(JobFailureKind::Budget, message, spent)
     }
 }
 

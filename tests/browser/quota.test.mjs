@@ -30,6 +30,10 @@ test('with the disk full, a check ends with its verdict, shown as not saved; the
     await first.goto(site.url);
     await first.locator('.engine-ready').waitFor({ timeout: 60000 });
     assert.ok(await first.evaluate(() => window.persistAsked) >= 1, 'the page asked for persistent storage');
+    // The page shows what its storage uses and may use.
+    const storage = first.locator(id('storage'));
+    await storage.filter({ hasText: 'used of' }).waitFor({ timeout: 10000 });
+    assert.match(await storage.innerText(), /^Storage: \d+(\.\d)? (KB|MB|GB) used of the \d+(\.\d)? (KB|MB|GB) this browser allows this page; the browser (keeps it|may clear it)/);
     await first.setInputFiles(id('corpus-file-input'), { name: 'notes.jsonl', mimeType: 'text/plain', buffer: Buffer.from(CORPUS) });
     await first.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
     // The quota applies to storage opened after it is set: the app's tab is closed (the engine
@@ -56,6 +60,9 @@ test('with the disk full, a check ends with its verdict, shown as not saved; the
     assert.match(await notices.filter({ hasText: 'The result of' }).innerText(), /storage for the page is full/);
     // Each record's notice once, not at every write while the disk stays full.
     assert.equal(await notices.filter({ hasText: 'The list of checks' }).count(), 1);
+    // The storage line says it is full and what to free.
+    await page.locator(id('storage')).filter({ hasText: 'It is full' }).waitFor({ timeout: 10000 });
+    assert.match(await page.locator(id('storage')).innerText(), /Export the ones you want to keep/);
     await screenshot(page, 'quota-not-saved');
     assert.deepEqual(errors, []);
   } finally {

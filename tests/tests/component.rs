@@ -192,6 +192,7 @@ fn kind_name(kind: wit::FailureKind) -> &'static str {
         K::CitationNotInEvidence => "citation-not-in-evidence",
         K::NoNewEvidence => "no-new-evidence",
         K::ResearchTurnLimit => "research-turn-limit",
+        K::Budget => "budget",
     }
 }
 

@@ -603,6 +603,7 @@ impl Engine {
             provider,
             concurrency: concurrency.max(1),
             corpus: None,
+            budget: None,
         });
     }
 
@@ -619,6 +620,7 @@ impl Engine {
             provider,
             concurrency: concurrency.max(1),
             corpus: None,
+            budget: None,
         });
     }
 

@@ -213,10 +213,10 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                                     {*label}
                                     <input
                                         placeholder=*default
-                                        prop:value=move || settings.with(|s| s.limits[n].clone())
+                                        prop:value=move || settings.with(|s| s.field(n))
                                         on:input=move |ev| {
                                             let value = event_target_value(&ev);
-                                            settings.update(|s| s.limits[n] = value);
+                                            settings.update(|s| s.set_field(n, value));
                                         }
                                     />
                                 </label>

@@ -169,6 +169,7 @@ pub fn failure(failed: JobFailed) -> wit::Failure {
         JobFailureKind::CitationNotInEvidence => K::CitationNotInEvidence,
         JobFailureKind::NoNewEvidence => K::NoNewEvidence,
         JobFailureKind::ResearchTurnLimit => K::ResearchTurnLimit,
+        JobFailureKind::Budget => K::Budget,
         // A kind the WIT does not name yet: a trap says so, where a guess would mislead.
         other => unreachable!("failure kind {other} is missing from wit/types.wit"),
     };

@@ -70,6 +70,18 @@ impl ProviderChoice {
             other => Ok(other),
         }
     }
+
+    /// The run's spending limit the app's settings carry (`None` for a provider given as
+    /// JSON: its run's limit is [`ToWorker::Check`]'s `budget`).
+    ///
+    /// # Errors
+    /// A limit that is not an amount above 0, in words for the person.
+    pub fn budget(&self) -> Result<Option<f64>, String> {
+        match self {
+            Self::Settings { settings } => provider::ProviderSettings::read(settings).budget(),
+            _ => Ok(None),
+        }
+    }
 }
 
 /// One claim to check.
@@ -126,6 +138,13 @@ pub enum ToWorker {
         /// A named corpus ([`ToWorker::AddToCorpus`]) to check against instead of the main one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         corpus: Option<String>,
+        /// The run's spending limit in US dollars (the app's settings may carry it instead):
+        /// before each request of these checks the engine adds up what they have spent, and
+        /// once it reaches the limit, each check still to request ends `budget`, saying what
+        /// was spent. What the model costs comes from the provider's `price`, else from the
+        /// cost the provider reports.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget: Option<f64>,
     },
     /// The page's provider, with its key, sent once after [`FromWorker::Ready`] when checks
     /// were resumed. A network check interrupted by a reload is stored without its key; it
@@ -724,6 +743,7 @@ mod tests {
             provider: ProviderChoice::Offline,
             concurrency: 2,
             corpus: None,
+            budget: None,
         };
         let wire = serde_json::to_value(&message).unwrap();
         assert_eq!(

@@ -65,13 +65,30 @@ pub const IN_TAB: &str = "in-tab:";
 /// follows a grammar where it cannot follow tool calling. Hosted models call tools.
 const CONSTRAINED_PRESETS: [&str; 3] = ["ollama", "llamacpp", "intab"];
 
-/// The limits a person may set on every request, as (provider JSON field, label, the default
-/// shown as the placeholder, what one unit of the field is in the JSON). Empty means the core's
-/// default (`openai::DEFAULT_MAX_TOKENS`, `DEFAULT_IDLE_TIMEOUT_MS`, `DEFAULT_TIMEOUT_MS`).
-pub const LIMITS: [(&str, &str, &str, u64); 3] = [
-    ("maxTokens", "Output tokens", "4096", 1),
-    ("idleTimeoutMs", "Stalled after (s)", "60", 1000),
-    ("timeoutMs", "Give up after (s)", "300", 1000),
+/// What a field of [`LIMITS`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A whole number above 0, sent as this many units of the provider JSON's field.
+    Whole(u64),
+    /// US dollars per million tokens, for the model in use (0 or more; the provider JSON's
+    /// `price` field).
+    PerMillion,
+    /// US dollars: the run's spending limit, kept by the engine (not the provider's).
+    Dollars,
+}
+
+/// The fields of the Provider section's limits, as (name, label, what the placeholder shows,
+/// unit). Empty means the default: the core's (`openai::DEFAULT_MAX_TOKENS`,
+/// `DEFAULT_IDLE_TIMEOUT_MS`, `DEFAULT_TIMEOUT_MS`); no price (the core ships none, so a model
+/// costs what its provider reports, else nothing); no spending limit. The prices belong to the
+/// model in use: each model keeps its own.
+pub const LIMITS: [(&str, &str, &str, Unit); 6] = [
+    ("maxTokens", "Output tokens", "4096", Unit::Whole(1)),
+    ("idleTimeoutMs", "Stalled after (s)", "60", Unit::Whole(1000)),
+    ("timeoutMs", "Give up after (s)", "300", Unit::Whole(1000)),
+    ("price.input", "Input $ / M tokens", "not set", Unit::PerMillion),
+    ("price.output", "Output $ / M tokens", "not set", Unit::PerMillion),
+    ("budget", "Stop the run at $", "no limit", Unit::Dollars),
 ];
 
 /// The default Anthropic model.
@@ -105,8 +122,13 @@ pub struct ProviderSettings {
     /// Constrained output (`"output": "json-schema"`) for an OpenAI-compatible endpoint: set
     /// by the local presets, kept when the base URL is edited.
     pub constrained: bool,
-    /// The [`LIMITS`] as typed, in their order (empty: the default).
+    /// The whole-number [`LIMITS`] as typed, in their order (empty: the default).
     pub limits: [String; 3],
+    /// The prices typed, each for a model: (`"input MODEL"` or `"output MODEL"`, US dollars
+    /// per million tokens as typed).
+    pub prices: Vec<(String, String)>,
+    /// The run's spending limit in US dollars, as typed (empty: none).
+    pub budget: String,
 }
 
 impl Default for ProviderSettings {
@@ -123,6 +145,8 @@ impl Default for ProviderSettings {
             remember: false,
             constrained: false,
             limits: Default::default(),
+            prices: Vec::new(),
+            budget: String::new(),
         }
     }
 }
@@ -152,16 +176,64 @@ impl ProviderSettings {
 
     /// The key typed for the endpoint in use (empty when none was).
     pub fn api_key(&self) -> &str {
-        let endpoint = self.endpoint();
-        self.api_keys.iter().find(|(at, _)| *at == endpoint).map_or("", |(_, key)| key)
+        keyed(&self.api_keys, &self.endpoint())
     }
 
     /// Keeps `key` for the endpoint in use (an empty key forgets it).
     pub fn set_api_key(&mut self, key: String) {
         let endpoint = self.endpoint();
-        self.api_keys.retain(|(at, _)| *at != endpoint);
-        if !key.is_empty() {
-            self.api_keys.push((endpoint, key));
+        set_keyed(&mut self.api_keys, endpoint, key);
+    }
+
+    /// Where the price of the `n`th of [`LIMITS`] (3: input, 4: output) for the model in use
+    /// is kept in [`prices`](Self::prices).
+    fn price_key(&self, n: usize) -> String {
+        let side = if n == 3 { "input " } else { "output " };
+        side.to_owned() + self.model()
+    }
+
+    /// The model in use (what its prices belong to).
+    pub fn model(&self) -> &str {
+        match self.kind {
+            ProviderKind::Anthropic => self.anthropic_model.trim(),
+            _ => self.openai_model.trim(),
+        }
+    }
+
+    /// The text of the `n`th of [`LIMITS`] (a price: the model in use's).
+    pub fn field(&self, n: usize) -> String {
+        match n {
+            3 | 4 => keyed(&self.prices, &self.price_key(n)).to_owned(),
+            5 => self.budget.clone(),
+            n => self.limits.get(n).cloned().unwrap_or_default(),
+        }
+    }
+
+    /// Sets the text of the `n`th of [`LIMITS`] (a price: the model in use's).
+    pub fn set_field(&mut self, n: usize, text: String) {
+        match n {
+            3 | 4 => {
+                let key = self.price_key(n);
+                set_keyed(&mut self.prices, key, text);
+            }
+            5 => self.budget = text,
+            n => {
+                if let Some(limit) = self.limits.get_mut(n) {
+                    *limit = text;
+                }
+            }
+        }
+    }
+
+    /// The run's spending limit in US dollars (`None`: none), or what is wrong with it.
+    ///
+    /// # Errors
+    /// A limit that is not a number above 0, in words for the person.
+    pub fn budget(&self) -> Result<Option<f64>, String> {
+        let label = LIMITS[5].1;
+        match dollars(&self.budget, label)? {
+            Some(0.0) => Err(format!("{label}: an amount above 0, or empty for no limit.")),
+            budget => Ok(budget),
         }
     }
 
@@ -224,6 +296,7 @@ impl ProviderSettings {
             config.insert("apiKey".into(), json!(key));
         }
         for ((field, label, _, unit), text) in LIMITS.iter().zip(&self.limits) {
+            let Unit::Whole(unit) = unit else { continue };
             if text.trim().is_empty() {
                 continue;
             }
@@ -238,6 +311,14 @@ impl ProviderSettings {
                 }
             }
         }
+        let input = dollars(&self.field(3), LIMITS[3].1)?;
+        let output = dollars(&self.field(4), LIMITS[4].1)?;
+        if input.is_some() || output.is_some() {
+            // One price typed: the other is 0 (a model priced for its output alone).
+            let price = json!({"input": input.unwrap_or(0.0), "output": output.unwrap_or(0.0)});
+            config.insert("price".into(), price);
+        }
+        self.budget()?;
         config.insert("stream".into(), json!(true));
         Ok(ProviderChoice::Network { config: Value::Object(config) })
     }
@@ -279,11 +360,15 @@ impl ProviderSettings {
         {
             stored.as_str().unwrap_or_default().clone_into(limit);
         }
-        for pair in stored.get("apiKeys").and_then(Value::as_array).into_iter().flatten() {
-            if let (Some(endpoint), Some(key)) =
-                (pair.get(0).and_then(Value::as_str), pair.get(1).and_then(Value::as_str))
-            {
-                settings.api_keys.push((endpoint.to_owned(), key.to_owned()));
+        text("budget", &mut settings.budget);
+        for (name, into) in [("apiKeys", &mut settings.api_keys), ("prices", &mut settings.prices)]
+        {
+            for pair in stored.get(name).and_then(Value::as_array).into_iter().flatten() {
+                if let (Some(at), Some(text)) =
+                    (pair.get(0).and_then(Value::as_str), pair.get(1).and_then(Value::as_str))
+                {
+                    into.push((at.to_owned(), text.to_owned()));
+                }
             }
         }
         // An older page kept one key for every endpoint: it belongs to the one it was saved with.
@@ -293,6 +378,31 @@ impl ProviderSettings {
             settings.set_api_key(key.to_owned());
         }
         settings
+    }
+}
+
+/// The text kept under `key` (empty when none is).
+fn keyed<'a>(list: &'a [(String, String)], key: &str) -> &'a str {
+    list.iter().find(|(at, _)| at == key).map_or("", |(_, text)| text)
+}
+
+/// Keeps `text` under `key` (an empty text forgets the key).
+fn set_keyed(list: &mut Vec<(String, String)>, key: String, text: String) {
+    list.retain(|(at, _)| *at != key);
+    if !text.is_empty() {
+        list.push((key, text));
+    }
+}
+
+/// An amount of US dollars as typed (`$` and spaces allowed): `None` when empty.
+fn dollars(text: &str, label: &str) -> Result<Option<f64>, String> {
+    let text = text.trim().trim_start_matches('$').trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    match text.parse::<f64>() {
+        Ok(value) if value.is_finite() && value >= 0.0 => Ok(Some(value)),
+        _ => Err(format!("{label}: an amount in dollars such as 0.15, or empty.")),
     }
 }
 
@@ -386,7 +496,7 @@ mod tests {
         let mut settings = ProviderSettings { kind: ProviderKind::OpenAi, ..Default::default() };
         settings.apply_preset("llamacpp");
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
-        for (field, ..) in LIMITS {
+        for (field, ..) in &LIMITS[..3] {
             assert!(config.get(field).is_none(), "{field}: the core's default when empty");
         }
         settings.limits = [" 256 ".into(), "15".into(), "120".into()];
@@ -411,6 +521,53 @@ mod tests {
     }
 
     #[test]
+    fn each_model_keeps_its_prices_and_they_become_the_providers_price() {
+        let mut settings = ProviderSettings { kind: ProviderKind::OpenAi, ..Default::default() };
+        let price = |settings: &ProviderSettings| match settings.choice() {
+            Ok(ProviderChoice::Network { config }) => config.get("price").cloned(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(price(&settings), None, "no price typed: none sent (the core ships none)");
+        settings.set_field(3, "0.15".into());
+        settings.set_field(4, "$0.60".into());
+        assert_eq!(price(&settings), Some(json!({"input": 0.15, "output": 0.6})));
+        assert_eq!((settings.field(3), settings.field(4)), ("0.15".into(), "$0.60".into()));
+        // Another model has its own (none yet); back at the first, its prices again.
+        settings.openai_model = "gpt-4o".into();
+        assert_eq!((settings.field(3), price(&settings)), (String::new(), None));
+        settings.set_field(4, "10".into());
+        assert_eq!(price(&settings), Some(json!({"input": 0.0, "output": 10.0})));
+        settings.openai_model = " gpt-4o-mini ".into();
+        assert_eq!(price(&settings), Some(json!({"input": 0.15, "output": 0.6})));
+        // Emptying a field forgets that price.
+        settings.set_field(3, String::new());
+        settings.set_field(4, String::new());
+        assert_eq!(settings.prices, [("output gpt-4o".into(), "10".into())]);
+        for bad in ["-1", "ten", "NaN", "inf"] {
+            settings.set_field(3, bad.into());
+            assert_eq!(
+                settings.choice(),
+                Err("Input $ / M tokens: an amount in dollars such as 0.15, or empty.".into()),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_runs_spending_limit_is_an_amount_above_zero_or_none() {
+        let mut settings = ProviderSettings::default();
+        assert_eq!(settings.budget(), Ok(None));
+        settings.set_field(5, " $2.50 ".into());
+        assert_eq!((settings.budget(), settings.field(5)), (Ok(Some(2.5)), " $2.50 ".into()));
+        for bad in ["0", "-3", "lots"] {
+            settings.set_field(5, bad.into());
+            assert!(settings.budget().is_err(), "{bad}");
+        }
+        settings.kind = ProviderKind::OpenAi;
+        assert!(settings.choice().is_err(), "a check with a bad limit does not run");
+    }
+
+    #[test]
     fn stored_settings_read_back_as_they_were() {
         let settings = ProviderSettings {
             kind: ProviderKind::OpenAi,
@@ -426,6 +583,8 @@ mod tests {
             remember: true,
             constrained: true,
             limits: ["512".into(), String::new(), "90".into()],
+            prices: vec![("input m".into(), "0.15".into()), ("output m".into(), "0.6".into())],
+            budget: "2.50".into(),
         };
         let stored = serde_json::to_value(&settings).unwrap();
         assert_eq!(ProviderSettings::read(&stored), settings);

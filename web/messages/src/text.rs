@@ -43,6 +43,10 @@ pub fn what_to_do(kind: &str) -> &'static str {
         "provider" | "assess-request" => REQUEST_FAILED,
         "config" => "The check's settings were refused: check the provider's base URL and model.",
         "cancelled" => "The check was cancelled. Re-run it when you like.",
+        "budget" => {
+            "The run reached its spending limit before this check's next request: raise \
+             \"Stop the run at $\" in the Provider section, then re-run it."
+        }
         "no-new-evidence" => {
             "Research found nothing new in the corpus: add evidence that speaks to the claim, \
              then re-run."

@@ -19,6 +19,23 @@ pub struct Unfinished {
     pub concurrency: usize,
     /// The checks, credentials removed.
     pub checks: Vec<SessionMeta>,
+    /// The spending limits of their runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<SavedBudget>,
+}
+
+/// What is saved of a run's limit with its unfinished checks, so a reload keeps counting:
+/// the run, its limit and what its ended checks spent (a running check's spending is in its
+/// durable session).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SavedBudget {
+    /// The run (the id of its first check).
+    pub run: String,
+    /// The limit in US dollars.
+    pub limit: f64,
+    /// What its ended checks spent, in US dollars.
+    pub ended: f64,
 }
 
 /// What a session record says about its check, beside the log: enough to resume it. The
@@ -33,6 +50,14 @@ pub struct SessionMeta {
     /// Whether credentials were removed (a resume cannot call the provider without them).
     #[serde(default)]
     pub credentials_removed: bool,
+    /// The run whose spending limit the check is under ([`SavedBudget::run`]), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The content id of the corpus the check runs over (records written before it was kept
+    /// have none): after a reload, a check whose corpus has changed waits for it, its recorded
+    /// responses kept, rather than being thrown away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<String>,
 }
 
 impl SessionMeta {
@@ -40,7 +65,7 @@ impl SessionMeta {
     #[must_use]
     pub fn new(check: &CheckRequest, provider: &ProviderChoice) -> Self {
         let (provider, credentials_removed) = without_credentials(provider);
-        Self { check: check.clone(), provider, credentials_removed }
+        Self { check: check.clone(), provider, credentials_removed, run: None, corpus: None }
     }
 }
 

@@ -365,6 +365,7 @@ fn a_forgotten_result_is_not_restored() {
             provider: ProviderChoice::Offline,
             concurrency: 1,
             corpus: None,
+            budget: None,
         });
     }
     pool.run_until_stalled();
@@ -425,6 +426,7 @@ fn the_scheduler_respects_concurrency_and_cancels_queued_checks() {
         provider: ProviderChoice::Offline,
         concurrency: 2,
         corpus: None,
+        budget: None,
     });
     assert_eq!(engine.load(), (2, 3));
     engine.handle(ToWorker::Cancel { id: "c4".into() });
@@ -457,6 +459,7 @@ fn a_running_check_is_cancelled_through_the_core() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     recorded.gate.close_after(2);
     pool.run_until_stalled();
@@ -524,6 +527,7 @@ fn a_reload_mid_check_resumes_from_the_stored_session() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     pool.run_until_stalled();
     let whole = finished(&take(&recorded)).remove(0);
@@ -536,6 +540,7 @@ fn a_reload_mid_check_resumes_from_the_stored_session() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     recorded.gate.close_after(2);
     pool.run_until_stalled();
@@ -593,6 +598,7 @@ fn a_reload_loses_no_queued_check() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     recorded.gate.close_after(2);
     pool.run_until_stalled();
@@ -650,6 +656,7 @@ fn a_keyed_queued_check_waits_for_the_pages_key_after_a_reload() {
             SessionMeta::new(&check("o1", claim), &ProviderChoice::Offline),
             SessionMeta::new(&check("k2", claim), &provider("sk-remembered")),
         ],
+        budgets: Vec::new(),
     };
     assert!(!serde_json::to_string(&unfinished).unwrap().contains("sk-remembered"));
 
@@ -779,6 +786,7 @@ fn a_keyed_check_resumes_with_the_remembered_key_without_paying_twice() {
         provider: provider(Some("sk-remembered")),
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     // The page goes away once the assessment's response is stored.
     let responses =
@@ -938,6 +946,7 @@ fn named_corpora_are_separate_and_checked_against() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: Some("element-1".into()),
+        budget: None,
     });
     pool.run_until_stalled();
     let done = finished(&take(&recorded));
@@ -951,6 +960,7 @@ fn named_corpora_are_separate_and_checked_against() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: Some("element-1".into()),
+        budget: None,
     });
     pool.run_until_stalled();
     let done = finished(&take(&recorded));
@@ -1099,6 +1109,7 @@ fn a_key_over_plain_http_off_loopback_is_refused_before_anything_is_sent() {
             provider: keyed(base_url),
             concurrency: 1,
             corpus: None,
+            budget: None,
         });
         pool.run_until_stalled();
         let done = finished(&take(&recorded));
@@ -1165,6 +1176,7 @@ fn a_page_that_connects_mid_check_is_greeted_with_the_state_and_the_events_so_fa
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     recorded.gate.close_after(2);
     pool.run_until_stalled();
@@ -1219,6 +1231,7 @@ fn a_check_taken_over_by_another_engine_saves_nothing_and_keeps_its_session() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     recorded.gate.close_after(1);
     pool.run_until_stalled();
@@ -1266,12 +1279,14 @@ fn a_result_is_saved_and_its_session_deleted_in_one_write() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     pool.run_until_stalled();
     assert_eq!(finished(&take(&recorded)).len(), 1);
     assert_eq!(*recorded.writes.borrow(), ["result c1 and end c1"]);
 
-    // A session that cannot resume (its corpus is gone) ends with a result, in one write too.
+    // A session that cannot resume (its corpus is gone) waits for it; cancelled by the person,
+    // it ends with a result, in one write too.
     let (engine, mut pool, recorded) = started();
     engine.handle(ToWorker::LoadDemo);
     engine.handle(ToWorker::Check {
@@ -1279,6 +1294,7 @@ fn a_result_is_saved_and_its_session_deleted_in_one_write() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     recorded.gate.close_after(2);
     pool.run_until_stalled();
@@ -1294,9 +1310,12 @@ fn a_result_is_saved_and_its_session_deleted_in_one_write() {
     );
     pool.run_until_stalled();
     let posted = take(&after);
-    let FromWorker::Ready { results, .. } = &posted[0] else { panic!("{posted:?}") };
-    let Outcome::Failed { failure } = &results[0].outcome else { panic!("{results:?}") };
-    assert!(failure["message"].as_str().unwrap().contains("cannot resume"), "{failure}");
+    assert!(finished(&posted).is_empty(), "{posted:?}");
+    assert!(after.writes.borrow().is_empty());
+    engine.handle(ToWorker::Cancel { id: "c2".into() });
+    let done = finished(&take(&after));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert!(failure["message"].as_str().unwrap().contains("waited for its corpus"), "{failure}");
     assert_eq!(*after.writes.borrow(), ["result c2 and end c2"]);
 }
 
@@ -1340,6 +1359,7 @@ fn a_failed_result_carries_its_advice_from_the_worker() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     engine.handle(ToWorker::Cancel { id: "c2".into() });
     pool.run_until_stalled();
@@ -1382,6 +1402,7 @@ fn the_pages_provider_settings_are_made_the_cores_provider_here_or_fail_the_chec
         provider: settings(""),
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     pool.run_until_stalled();
     let done = finished(&take(&recorded));
@@ -1398,6 +1419,7 @@ fn the_pages_provider_settings_are_made_the_cores_provider_here_or_fail_the_chec
         provider: settings("local"),
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     pool.run_until_stalled();
     let sent = recorded.sent.borrow();
@@ -1424,6 +1446,7 @@ fn every_result_records_its_provenance_without_the_key() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     pool.run_until_stalled();
     let done = finished(&take(&recorded));
@@ -1444,6 +1467,7 @@ fn every_result_records_its_provenance_without_the_key() {
         },
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     pool.run_until_stalled();
     let done = finished(&take(&recorded));
@@ -1464,6 +1488,7 @@ fn every_result_records_its_provenance_without_the_key() {
         },
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     pool.run_until_stalled();
     let done = finished(&take(&recorded));
@@ -1497,6 +1522,7 @@ fn results_are_exported_as_csv_by_the_worker_with_formulas_defused() {
         provider: ProviderChoice::Offline,
         concurrency: 1,
         corpus: None,
+        budget: None,
     });
     pool.run_until_stalled();
     let mut results = finished(&take(&recorded));
@@ -1603,4 +1629,266 @@ fn claims_are_read_from_a_file_with_the_bad_lines_named() {
         ),
         "{message}"
     );
+}
+
+/// A run's spending limit: before each request the engine adds up what the run has spent
+/// (at the model's price, typed in the app's settings), and once the limit is reached the check
+/// that would request ends `budget`, saying what was spent, and so does each check still queued,
+/// with nothing sent.
+#[test]
+fn a_run_stops_at_its_spending_limit_before_the_next_request() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let corpus = engine.corpus();
+    let cited = corpus.corpus().passages()[0].text.clone();
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    // Each response reads 10 tokens: at $100,000 a million input tokens, $1.00 a response.
+    let settings = ProviderChoice::Settings {
+        settings: json!({"kind": "openAi", "preset": "custom", "baseUrl": "https://mock.test/v1",
+                         "openaiModel": "m", "apiKey": "k",
+                         "prices": [["input m", "100000"]], "budget": "1.50"}),
+    };
+    let assessment = completion(
+        "a1",
+        "record_assessment",
+        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
+    );
+    let summary = completion("s1", "submit", &json!({"text": "The bridge opened in 1937."}));
+    recorded.replies.borrow_mut().extend([assessment.clone(), summary, assessment]);
+    take(&recorded);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("b1", claim), check("b2", claim), check("b3", claim)],
+        provider: settings,
+        concurrency: 1,
+        corpus: None,
+        budget: None,
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let kinds: Vec<(&str, &serde_json::Value)> = done
+        .iter()
+        .map(|result| match &result.outcome {
+            Outcome::Report { .. } => (result.id.as_str(), &serde_json::Value::Null),
+            Outcome::Failed { failure } => (result.id.as_str(), &failure["kind"]),
+        })
+        .collect();
+    // b1's summary is sent: the run had spent $1.00 of $1.50. Then $2.00: b2 and b3 end.
+    assert_eq!(
+        kinds,
+        [("b1", &serde_json::Value::Null), ("b2", &json!("budget")), ("b3", &json!("budget"))]
+    );
+    assert_eq!(recorded.sent.borrow().len(), 2, "b2 and b3 sent nothing");
+    let Outcome::Failed { failure } = &done[1].outcome else { panic!() };
+    assert_eq!(
+        failure["message"],
+        "the run's spending limit of $1.50 was reached before this check's next request: the \
+         run has spent $2.0000 (2 requests since the page was opened), this check $0.0000"
+    );
+    assert!(failure["advice"].as_str().unwrap().contains("Stop the run at $"), "{failure}");
+    assert!(recorded.unfinished.borrow().budgets.is_empty(), "the run is over: its limit too");
+
+    // Mid-check: a limit of $0.50 lets the assessment go ($0 spent), then stops the summary.
+    recorded.replies.borrow_mut().clear();
+    let assessment = completion(
+        "a2",
+        "record_assessment",
+        &json!({"verdict": "supported", "confidence": 0.9,
+                "citations": [corpus.corpus().passages()[0].text.clone()]}),
+    );
+    recorded.replies.borrow_mut().push_back(assessment);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("m1", claim)],
+        provider: ProviderChoice::Network {
+            config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
+                           "stream": false, "price": {"input": 100_000, "output": 0}}),
+        },
+        concurrency: 1,
+        corpus: None,
+        budget: Some(0.5),
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(failure["kind"], "budget", "{failure}");
+    assert_eq!(failure["spent"]["requests"], 1, "{failure}");
+    assert!(failure["message"].as_str().unwrap().ends_with("this check $1.0000"), "{failure}");
+    assert_eq!(recorded.sent.borrow().len(), 3, "only the assessment was sent");
+    // A limit that is no amount refuses the run.
+    engine.handle(ToWorker::Check {
+        checks: vec![check("z1", claim)],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: None,
+        budget: Some(0.0),
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(failure["kind"], "config", "{failure}");
+}
+
+/// A run's limit outlives a reload: it is saved with the unfinished checks, and what a resumed
+/// check had spent (its recorded responses) still counts.
+#[test]
+fn a_runs_spending_limit_and_what_it_spent_survive_a_reload() {
+    let provider = ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
+                       "stream": false, "price": {"input": 100_000, "output": 0}}),
+    };
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let corpus = engine.corpus();
+    let cited = corpus.corpus().passages()[0].text.clone();
+    let assessment = completion(
+        "a1",
+        "record_assessment",
+        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
+    );
+    let summary = completion("s1", "submit", &json!({"text": "The bridge opened in 1937."}));
+    recorded.replies.borrow_mut().extend([assessment.clone(), summary.clone()]);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("r1", claim), check("r2", claim)],
+        provider: provider.clone(),
+        concurrency: 1,
+        corpus: None,
+        budget: Some(1.5),
+    });
+    let responses =
+        |store: &Shared| store.0.log().to_jsonl().matches("\"type\":\"response\"").count();
+    recorded.gate.close_after(0);
+    for _ in 0..20 {
+        recorded.gate.allow(1);
+        pool.run_until_stalled();
+        let stored = recorded.sessions.borrow().get("r1").map(|(_, store)| responses(store));
+        if stored == Some(1) {
+            break;
+        }
+    }
+    let (meta, store) = recorded.sessions.borrow().get("r1").cloned().unwrap();
+    assert_eq!(responses(&store), 1);
+    let unfinished = recorded.unfinished.borrow().clone();
+    assert_eq!(unfinished.budgets.len(), 1, "{unfinished:?}");
+    assert_eq!((unfinished.budgets[0].limit, unfinished.budgets[0].ended), (1.5, 0.0));
+    assert!(unfinished.checks.iter().all(|meta| meta.run.as_deref() == Some("r1")));
+    let log = store.0.log();
+    drop((engine, pool));
+
+    let (engine, mut pool, after) = new_engine();
+    after.replies.borrow_mut().extend([summary, assessment]);
+    let store = Shared(Rc::new(MemoryStore::from_log(log)), Rc::default());
+    pool.run_until(engine.start(Restored {
+        items: corpus.corpus().passages().to_vec(),
+        results: Vec::new(),
+        sessions: vec![StoredSession { meta, store }],
+        unfinished,
+        unreadable: Vec::new(),
+    }));
+    pool.run_until_stalled();
+    let done = finished(&take(&after));
+    let kinds: Vec<_> = done
+        .iter()
+        .map(|result| match &result.outcome {
+            Outcome::Report { .. } => (result.id.as_str(), "report".to_owned()),
+            Outcome::Failed { failure } => (result.id.as_str(), failure["kind"].to_string()),
+        })
+        .collect();
+    // r1 had spent $1.00 of $1.50: its summary goes ($2.00); r2 then ends without a request.
+    assert_eq!(kinds, [("r1", "report".to_owned()), ("r2", "\"budget\"".to_owned())]);
+    assert_eq!(after.sent.borrow().len(), 1, "only r1's summary was sent after the reload");
+}
+
+/// A check a reload interrupted, whose corpus changed meanwhile, is not thrown away: its
+/// session (what the model answered) is kept, the person is told why it cannot resume, and it
+/// resumes where it stopped once the corpus is as it was, paying for nothing twice.
+#[test]
+fn a_check_whose_corpus_changed_during_a_reload_waits_for_it_and_loses_nothing() {
+    let provider = ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
+                       "stream": false}),
+    };
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let corpus = engine.corpus();
+    let cited = corpus.corpus().passages()[0].text.clone();
+    let assessment = completion(
+        "a1",
+        "record_assessment",
+        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
+    );
+    let summary = completion("s1", "submit", &json!({"text": "The bridge opened in 1937."}));
+    recorded.replies.borrow_mut().push_back(assessment);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("w1", claim)],
+        provider,
+        concurrency: 1,
+        corpus: None,
+        budget: None,
+    });
+    let responses =
+        |store: &Shared| store.0.log().to_jsonl().matches("\"type\":\"response\"").count();
+    recorded.gate.close_after(0);
+    for _ in 0..20 {
+        recorded.gate.allow(1);
+        pool.run_until_stalled();
+        let stored = recorded.sessions.borrow().get("w1").map(|(_, store)| responses(store));
+        if stored == Some(1) {
+            break;
+        }
+    }
+    let (meta, store) = recorded.sessions.borrow().get("w1").cloned().unwrap();
+    assert_eq!(responses(&store), 1);
+    let unfinished = recorded.unfinished.borrow().clone();
+    let log = store.0.log();
+    drop((engine, pool));
+
+    // Reloaded with the corpus's last item removed (another tab removed it, say).
+    let mut items = corpus.corpus().passages().to_vec();
+    let removed = items.pop().unwrap();
+    let (engine, mut pool, after) = new_engine();
+    let store = Shared(Rc::new(MemoryStore::from_log(log)), Rc::default());
+    pool.run_until(engine.start(Restored {
+        items,
+        results: Vec::new(),
+        sessions: vec![StoredSession { meta, store }],
+        unfinished,
+        unreadable: Vec::new(),
+    }));
+    pool.run_until_stalled();
+    let posted = take(&after);
+    assert!(finished(&posted).is_empty(), "not thrown away: {posted:?}");
+    let Some(FromWorker::Ready { queued, .. }) = posted.first() else { panic!("{posted:?}") };
+    assert_eq!(queued, &[check("w1", claim)], "shown as waiting");
+    let told = posted.iter().find_map(|message| match message {
+        FromWorker::Error { message } => Some(message.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        told.as_deref(),
+        Some(
+            "This check was interrupted by a reload, and the corpus has changed since it \
+             started, so it cannot resume over it: \u{201c}The Golden Gate Bridge opened to \
+             pedestrians in 1937.\u{201d}. What it had received from the model is kept. Put the \
+             corpus back as it was (add the removed items again, or remove the added ones) and \
+             it will resume where it stopped; or cancel it."
+        )
+    );
+    assert!(after.ended.borrow().is_empty(), "its session is kept");
+    assert_eq!(after.unfinished.borrow().checks.len(), 1, "and it stays unfinished");
+    // A page that connects now sees it too.
+    engine.welcome();
+    let greeted = take(&after);
+    assert!(matches!(&greeted[0], FromWorker::Ready { queued, .. } if queued.len() == 1));
+
+    // The item is back: the check resumes and only its summary is requested.
+    after.replies.borrow_mut().push_back(summary);
+    engine.handle(ToWorker::AddItems {
+        items: vec![Item { id: removed.id.clone(), text: removed.text.clone() }],
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&after));
+    let Outcome::Report { report } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(report["summary"], "The bridge opened in 1937.");
+    assert_eq!(after.sent.borrow().len(), 1, "the assessment was not paid for twice");
 }

@@ -12,6 +12,7 @@ use verity_core::{
 };
 use verity_messages::{CheckRequest, CheckResult, FromWorker, Outcome, ProviderChoice};
 
+use super::budget::{BUDGET_REACHED, Budgeted, RunBudget};
 use super::{Engine, Host};
 use crate::corpus::CorpusState;
 
@@ -41,7 +42,9 @@ pub(super) struct Ended {
 }
 
 impl<H: Host> Engine<H> {
-    /// Runs one check to its result (a new session, or a resumed one).
+    /// Runs one check to its result (a new session, or a resumed one), under its run's
+    /// spending limit if it has one.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn run(
         &self,
         check: &CheckRequest,
@@ -50,9 +53,13 @@ impl<H: Host> Engine<H> {
         cancel: Cancel,
         store: H::Store,
         resumed: Option<Session<Job>>,
+        budget: Option<&RunBudget>,
     ) -> Ended {
         let (outcome, taken_over) =
-            self.drive(check, provider, corpus, cancel, &store, resumed).await;
+            self.drive(check, provider, corpus, cancel, &store, resumed, budget).await;
+        if let Some(budget) = budget {
+            budget.ended(&check.id);
+        }
         let cited = match &outcome {
             Outcome::Report { report } => {
                 let citations = Report::from_job_value(report)
@@ -72,6 +79,7 @@ impl<H: Host> Engine<H> {
         Ended { result, taken_over }
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn drive(
         &self,
         check: &CheckRequest,
@@ -80,6 +88,7 @@ impl<H: Host> Engine<H> {
         cancel: Cancel,
         store: &H::Store,
         resumed: Option<Session<Job>>,
+        budget: Option<&RunBudget>,
     ) -> (Outcome, bool) {
         let failed = |failure: Value| (Outcome::Failed { failure }, false);
         let mut session = match resumed {
@@ -108,6 +117,9 @@ impl<H: Host> Engine<H> {
                 }
             }
         };
+        if let Some(budget) = budget {
+            budget.started(&check.id, &session.machine().spent());
+        }
         let id = check.id.clone();
         let host = &self.inner.host;
         let live = &self.inner.live;
@@ -124,8 +136,17 @@ impl<H: Host> Engine<H> {
                     Ok(provider) => provider,
                     Err(why) => return failed(refused(why)),
                 };
-                let transport = ProviderTransport::new(provider, host.client()).with_cancel(cancel);
-                drive_on(&mut session, store, &transport, options).await
+                let transport =
+                    ProviderTransport::new(provider, host.client()).with_cancel(cancel.clone());
+                match budget {
+                    Some(budget) => {
+                        let check = check.id.as_str();
+                        let cancel = &cancel;
+                        let transport = Budgeted { inner: transport, budget, check, cancel };
+                        drive_on(&mut session, store, &transport, options).await
+                    }
+                    None => drive_on(&mut session, store, &transport, options).await,
+                }
             }
             // Settings are resolved when a message arrives; only a forged saved record holds them.
             ProviderChoice::Settings { .. } => {
@@ -146,7 +167,18 @@ impl<H: Host> Engine<H> {
         }
         match session.finish() {
             Ok(report) => (Outcome::Report { report }, false),
-            Err(failed_job) => failed(to_value(&failed_job)),
+            Err(failed_job) => match budget {
+                // Cancelled by its run's limit, not by a person: the typed `budget` failure.
+                Some(budget)
+                    if failed_job.kind() == verity_core::JobFailureKind::Cancelled
+                        && cancel.reason().as_deref() == Some(BUDGET_REACHED) =>
+                {
+                    let spent = failed_job.spent();
+                    let message = budget.message(spent.usage.cost);
+                    failed(to_value(&JobFailed::budget(message, spent)))
+                }
+                _ => failed(to_value(&failed_job)),
+            },
         }
     }
 }

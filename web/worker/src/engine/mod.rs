@@ -8,6 +8,7 @@
 //! and the failures the worker reports), `results` (a finished check recorded and saved),
 //! `page_tools` (steps whose tools the page runs). The host side is [`crate::host`]; what is saved of a check is [`crate::saved`].
 
+mod budget;
 mod check;
 mod corpora;
 mod page_tools;
@@ -25,13 +26,15 @@ use serde_json::Value;
 use verity_core::corpus::Passage;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::{Cancel, Spent, ToolOutput};
-use verity_messages::{CheckResult, FromWorker, Item, Outcome, StepOutcome, ToWorker};
+use verity_messages::{
+    CheckResult, FromWorker, Item, Outcome, ProviderChoice, StepOutcome, ToWorker,
+};
 
 use crate::demo::{DEMO_CLAIMS, demo_passages};
 use crate::host::Host;
 use crate::saved::SessionMeta;
 use check::{cancelled, refused};
-use state::{Awaiting, Pending, State};
+use state::{Awaiting, Pending, State, Stranded};
 
 /// The engine: a cheap handle (clones share one state) driven by [`Engine::handle`].
 pub struct Engine<H: Host> {
@@ -62,6 +65,11 @@ struct Inner<H: Host> {
     /// The events of each running check so far, by id: replayed to a page that connects while
     /// it runs ([`Engine::welcome`]).
     live: RefCell<HashMap<String, Vec<Value>>>,
+    /// Checks a reload interrupted whose corpus has changed since: they wait for it.
+    stranded: RefCell<Vec<Stranded<H::Store>>>,
+    /// The page's provider with its key, once [`ToWorker::Credentials`] came (`Some(None)`: the
+    /// page has none), for stranded checks that resume later.
+    credentials: RefCell<Option<Option<ProviderChoice>>>,
 }
 
 impl<H: Host> Engine<H> {
@@ -74,6 +82,8 @@ impl<H: Host> Engine<H> {
             awaiting: RefCell::default(),
             awaiting_queue: RefCell::default(),
             live: RefCell::default(),
+            stranded: RefCell::default(),
+            credentials: RefCell::default(),
         };
         Self { inner: Rc::new(inner) }
     }
@@ -111,6 +121,9 @@ impl<H: Host> Engine<H> {
                 .iter()
                 .map(|pending| pending.check.clone())
                 .chain(self.inner.awaiting_queue.borrow().iter().map(|meta| meta.check.clone()))
+                .chain(
+                    self.inner.stranded.borrow().iter().map(|waiting| waiting.meta.check.clone()),
+                )
                 .collect();
             FromWorker::Ready {
                 corpus: state.corpus.summary(),
@@ -132,6 +145,21 @@ impl<H: Host> Engine<H> {
 
     /// Handles one message from the page.
     pub fn handle(&self, message: ToWorker) {
+        let corpus_edit = matches!(
+            message,
+            ToWorker::AddFiles { .. }
+                | ToWorker::AddItems { .. }
+                | ToWorker::LoadDemo
+                | ToWorker::RemoveItems { .. }
+                | ToWorker::ClearCorpus
+        );
+        self.handle_message(message);
+        if corpus_edit {
+            self.resume_stranded();
+        }
+    }
+
+    fn handle_message(&self, message: ToWorker) {
         match message {
             ToWorker::AddFiles { files } => {
                 let mut changed = false;
@@ -187,9 +215,18 @@ impl<H: Host> Engine<H> {
                 let (total, items) = self.inner.state.borrow().corpus.list(&query, offset, limit);
                 self.reply(&FromWorker::Items { query, offset, total, items });
             }
-            ToWorker::Check { checks, provider, concurrency, corpus } => {
+            ToWorker::Check { checks, provider, concurrency, corpus, budget } => {
+                // The app's settings carry the run's limit; a page that sends its provider as
+                // JSON gives it in the message.
+                let limit = match budget {
+                    Some(limit) if !(limit.is_finite() && limit > 0.0) => {
+                        Err(format!("budget: an amount in dollars above 0, not {limit}"))
+                    }
+                    Some(limit) => Ok(Some(limit)),
+                    None => provider.budget(),
+                };
                 // The app sends its Provider section as it is: what it lacks fails the checks.
-                let provider = match provider.clone().resolved() {
+                let provider = match limit.clone().and_then(|_| provider.clone().resolved()) {
                     Ok(provider) => provider,
                     Err(message) => {
                         let corpus = self.corpus();
@@ -234,19 +271,29 @@ impl<H: Host> Engine<H> {
                         found
                     }
                 };
+                let budget = match (limit, checks.first()) {
+                    (Ok(Some(limit)), Some(first)) => {
+                        Some(budget::RunBudget::new(first.id.clone(), limit))
+                    }
+                    _ => None,
+                };
                 {
                     let mut state = self.inner.state.borrow_mut();
                     state.concurrency = concurrency.max(1);
+                    state.budgets.extend(budget.clone());
                     for check in &checks {
                         state.queue.push_back(Pending {
                             check: check.clone(),
                             provider: provider.clone(),
                             corpus: named.clone(),
+                            budget: budget.clone(),
                         });
                         // The named corpora live in memory: only the main corpus's checks
                         // outlive a reload.
                         if named.is_none() {
-                            state.unfinished.push(SessionMeta::new(check, &provider));
+                            let mut meta = SessionMeta::new(check, &provider);
+                            meta.run = budget.as_ref().map(|budget| budget.run().to_owned());
+                            state.unfinished.push(meta);
                         }
                     }
                 }
@@ -259,6 +306,7 @@ impl<H: Host> Engine<H> {
             ToWorker::Credentials { provider } => {
                 // Settings that are not a provider (no model, no key) resume nothing.
                 let provider = provider.and_then(|provider| provider.resolved().ok());
+                *self.inner.credentials.borrow_mut() = Some(provider.clone());
                 self.credentials(provider.as_ref());
             }
             ToWorker::AddToCorpus { name, items, files } => self.add_to_corpus(name, items, files),
@@ -338,9 +386,27 @@ impl<H: Host> Engine<H> {
             let mut awaiting = self.inner.awaiting_queue.borrow_mut();
             let position = awaiting.iter().position(|meta| meta.check.id == id)?;
             let meta = awaiting.remove(position);
-            Some(Pending { check: meta.check, provider: meta.provider, corpus: None })
+            Some(Pending { check: meta.check, provider: meta.provider, corpus: None, budget: None })
         });
         if queued.is_none() {
+            let stranded = {
+                let mut stranded = self.inner.stranded.borrow_mut();
+                let position = stranded.iter().position(|waiting| waiting.meta.check.id == id);
+                position.map(|position| stranded.remove(position))
+            };
+            if let Some(Stranded { meta, .. }) = stranded {
+                // Its session cannot be opened over this corpus: what it spent is in its log.
+                let message = "cancelled by the user while it waited for its corpus (what it \
+                               had spent is not counted here)";
+                self.finished(CheckResult {
+                    id: meta.check.id,
+                    claim: meta.check.claim,
+                    outcome: Outcome::Failed { failure: cancelled(message, Spent::default()) },
+                    cited: Vec::new(),
+                    provenance: self.provenance(&meta.provider, None),
+                });
+                return;
+            }
             let resumed = {
                 let mut awaiting = self.inner.awaiting.borrow_mut();
                 let position = awaiting.iter().position(|waiting| waiting.meta.check.id == id);
@@ -354,7 +420,7 @@ impl<H: Host> Engine<H> {
                 self.resume(meta, provider, cancel, store, session, corpus);
             }
         }
-        if let Some(Pending { check, provider, corpus }) = queued {
+        if let Some(Pending { check, provider, corpus, .. }) = queued {
             let corpus = corpus.unwrap_or_else(|| self.corpus());
             self.finished(CheckResult {
                 id: check.id,

@@ -9,8 +9,9 @@ use verity_core::indexed::{IndexedCorpus, with_corpora};
 use verity_core::{Cancel, Job, Session, SessionError, Spent, Store};
 use verity_messages::{CheckResult, FromWorker, Outcome, ProviderChoice};
 
+use super::budget::RunBudget;
 use super::check::cancelled;
-use super::state::{Awaiting, Pending, Running};
+use super::state::{Awaiting, Pending, Running, Stranded};
 use super::{Engine, Host};
 use crate::corpus::CorpusState;
 use crate::host::{Restored, StoredSession};
@@ -29,6 +30,7 @@ impl<H: Host> Engine<H> {
             // Saved before results carried their advice: the page shows only what they carry.
             state.results = results.into_iter().map(CheckResult::advised).collect();
             state.concurrency = unfinished.concurrency.max(1);
+            state.budgets = unfinished.budgets.iter().map(RunBudget::restored).collect();
         }
         let corpus = self.inner.state.borrow().corpus.current().clone();
         let with_session: HashSet<String> =
@@ -51,6 +53,7 @@ impl<H: Host> Engine<H> {
         }
         let mut resumed = Vec::new();
         let mut to_run = Vec::new();
+        let mut stranded = Vec::new();
         for StoredSession { meta, store } in sessions {
             let id = meta.check.id.clone();
             if self.inner.state.borrow().results.iter().any(|result| result.id == id) {
@@ -58,7 +61,31 @@ impl<H: Host> Engine<H> {
                 self.inner.host.end_session(&id);
                 continue;
             }
-            match open_session(&store, &corpus).await {
+            let opened =
+                if meta.corpus.as_deref().is_some_and(|needs| needs != corpus.id().as_str()) {
+                    Err(None)
+                } else {
+                    open_session(&store, &corpus).await.map_err(Some)
+                };
+            let opened = match opened {
+                // Over another corpus than its own (a record that does not say which: the log
+                // names it): kept, to wait for its corpus.
+                Err(why)
+                    if why
+                        .as_ref()
+                        .is_none_or(|why| why.to_string().contains("needs its corpus")) =>
+                {
+                    let mut state = self.inner.state.borrow_mut();
+                    if !state.unfinished.iter().any(|kept| kept.check.id == id) {
+                        state.unfinished.push(meta.clone());
+                    }
+                    stranded.push(Stranded { meta, store });
+                    continue;
+                }
+                Err(why) => Err(why.expect("some")),
+                Ok(session) => Ok(session),
+            };
+            match opened {
                 Ok(session) => {
                     resumed.push(meta.check.clone());
                     {
@@ -91,11 +118,19 @@ impl<H: Host> Engine<H> {
             let state = self.inner.state.borrow();
             (state.corpus.summary(), state.results.clone())
         };
-        let queued = requeued.iter().map(|meta| meta.check.clone()).collect();
+        let queued = requeued
+            .iter()
+            .chain(stranded.iter().map(|waiting| &waiting.meta))
+            .map(|meta| meta.check.clone())
+            .collect();
         self.post(&FromWorker::Ready { corpus: summary, results, resumed, queued });
         if let Some(message) = unreadable_notice(&unreadable) {
             self.post(&FromWorker::Error { message });
         }
+        if !stranded.is_empty() {
+            self.post(&FromWorker::Error { message: stranded_notice(&stranded) });
+        }
+        self.inner.stranded.borrow_mut().extend(stranded);
         self.index();
         for (meta, store, session) in to_run {
             if meta.credentials_removed {
@@ -111,14 +146,57 @@ impl<H: Host> Engine<H> {
             // All of them wait, so they keep their order once the key is there.
             self.inner.awaiting_queue.borrow_mut().extend(requeued);
         } else {
-            let mut state = self.inner.state.borrow_mut();
             for meta in requeued {
-                let pending = Pending { check: meta.check, provider: meta.provider, corpus: None };
-                state.queue.push_back(pending);
+                let budget = self.budget_of(&meta);
+                let pending =
+                    Pending { check: meta.check, provider: meta.provider, corpus: None, budget };
+                self.inner.state.borrow_mut().queue.push_back(pending);
             }
         }
         self.save_unfinished();
         self.pump();
+    }
+
+    /// Resumes the stranded checks whose corpus the current one is again (those whose record
+    /// does not say which corpus are tried): each from its session, a keyed one with the key
+    /// the page gave (or it ends saying why, as after a reload).
+    pub(super) fn resume_stranded(&self) {
+        let corpus = self.corpus();
+        let ready: Vec<Stranded<H::Store>> = {
+            let mut stranded = self.inner.stranded.borrow_mut();
+            let (ready, waiting): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut *stranded).into_iter().partition(|waiting| {
+                    waiting.meta.corpus.as_deref().is_none_or(|needs| needs == corpus.id().as_str())
+                });
+            *stranded = waiting;
+            ready
+        };
+        for Stranded { meta, store } in ready {
+            let engine = self.clone();
+            let corpus = Arc::clone(&corpus);
+            self.inner.host.spawn(Box::pin(async move {
+                match open_session(&store, &corpus).await {
+                    Ok(session) if meta.credentials_removed => {
+                        engine.inner.awaiting.borrow_mut().push(Awaiting {
+                            meta,
+                            store,
+                            session,
+                            corpus,
+                        });
+                        let given = engine.inner.credentials.borrow().clone();
+                        if let Some(given) = given {
+                            engine.credentials(given.as_ref());
+                        }
+                    }
+                    Ok(session) => {
+                        let provider = meta.provider.clone();
+                        engine.resume(meta, provider, Cancel::new(), store, session, corpus);
+                    }
+                    // Still not its corpus: it waits on.
+                    Err(_) => engine.inner.stranded.borrow_mut().push(Stranded { meta, store }),
+                }
+            }));
+        }
     }
 
     pub(super) fn resume(
@@ -136,8 +214,11 @@ impl<H: Host> Engine<H> {
             check: Some(meta.check.clone()),
         });
         let engine = self.clone();
+        let budget = self.budget_of(&meta);
         self.inner.host.spawn(Box::pin(async move {
-            let result = engine.run(&meta.check, &provider, &corpus, cancel, store, Some(session));
+            let budget = budget.as_deref();
+            let result =
+                engine.run(&meta.check, &provider, &corpus, cancel, store, Some(session), budget);
             engine.ended(result.await);
         }));
     }
@@ -174,14 +255,17 @@ impl<H: Host> Engine<H> {
         }
         let awaiting_queue = std::mem::take(&mut *self.inner.awaiting_queue.borrow_mut());
         for meta in awaiting_queue {
+            let budget = self.budget_of(&meta);
             if !meta.credentials_removed {
-                let pending = Pending { check: meta.check, provider: meta.provider, corpus: None };
+                let pending =
+                    Pending { check: meta.check, provider: meta.provider, corpus: None, budget };
                 self.inner.state.borrow_mut().queue.push_back(pending);
                 continue;
             }
             match matching(&meta) {
                 Some(given) => {
-                    let pending = Pending { check: meta.check, provider: given, corpus: None };
+                    let pending =
+                        Pending { check: meta.check, provider: given, corpus: None, budget };
                     self.inner.state.borrow_mut().queue.push_back(pending);
                 }
                 None => {
@@ -200,6 +284,26 @@ impl<H: Host> Engine<H> {
         }
         self.pump();
     }
+}
+
+/// What a person is told of checks that wait for their corpus.
+fn stranded_notice<S>(stranded: &[Stranded<S>]) -> String {
+    let claims: Vec<String> = stranded
+        .iter()
+        .map(|waiting| format!("\u{201c}{}\u{201d}", waiting.meta.check.claim))
+        .collect();
+    let (these, they, them) = if claims.len() == 1 {
+        ("This check was", "it", "it")
+    } else {
+        ("These checks were", "they", "them")
+    };
+    format!(
+        "{these} interrupted by a reload, and the corpus has changed since {they} started, so \
+         {they} cannot resume over it: {}. What {they} had received from the model is kept. Put \
+         the corpus back as it was (add the removed items again, or remove the added ones) and \
+         {they} will resume where {they} stopped; or cancel {them}.",
+        claims.join(", ")
+    )
 }
 
 /// Takes the session over (so a stale tab cannot write), loads and replays it over `corpus`.

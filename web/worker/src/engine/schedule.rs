@@ -1,8 +1,13 @@
 //! The scheduler: queued checks start while fewer than the concurrency bound run, and the
 //! unfinished ones are saved so a reload re-queues them.
 
-use verity_core::Cancel;
+use std::rc::Rc;
 
+use verity_core::{Cancel, JobFailed, Spent};
+use verity_messages::{CheckResult, Outcome};
+
+use super::budget::RunBudget;
+use super::check::to_value;
 use super::state::Running;
 use super::{Engine, Host};
 use crate::saved::{SessionMeta, Unfinished};
@@ -24,6 +29,21 @@ impl<H: Host> Engine<H> {
                     return;
                 }
                 let Some(pending) = state.queue.pop_front() else { return };
+                if let Some(budget) = pending.budget.as_ref().filter(|budget| budget.reached()) {
+                    // Its run's limit was reached: it ends without a request.
+                    let failed = JobFailed::budget(budget.message(0.0), Spent::default());
+                    let corpus =
+                        pending.corpus.clone().unwrap_or_else(|| state.corpus.current().clone());
+                    drop(state);
+                    self.finished(CheckResult {
+                        id: pending.check.id,
+                        claim: pending.check.claim,
+                        outcome: Outcome::Failed { failure: to_value(&failed) },
+                        cited: Vec::new(),
+                        provenance: self.provenance(&pending.provider, Some(&corpus)),
+                    });
+                    return;
+                }
                 let cancel = Cancel::new();
                 state.running.push(Running {
                     id: pending.check.id.clone(),
@@ -34,22 +54,54 @@ impl<H: Host> Engine<H> {
                     pending.corpus.clone().unwrap_or_else(|| state.corpus.current().clone());
                 (pending, corpus, cancel)
             };
-            let store =
-                self.inner.host.new_session(&SessionMeta::new(&pending.check, &pending.provider));
+            let mut meta = SessionMeta::new(&pending.check, &pending.provider);
+            meta.run = pending.budget.as_ref().map(|budget| budget.run().to_owned());
+            meta.corpus = Some(corpus.id().to_string());
+            let store = self.inner.host.new_session(&meta);
             let engine = self.clone();
             self.inner.host.spawn(Box::pin(async move {
-                let result =
-                    engine.run(&pending.check, &pending.provider, &corpus, cancel, store, None);
+                let budget = pending.budget.as_deref();
+                let result = engine.run(
+                    &pending.check,
+                    &pending.provider,
+                    &corpus,
+                    cancel,
+                    store,
+                    None,
+                    budget,
+                );
                 engine.ended(result.await);
             }));
         }
     }
 
+    /// Saves the unfinished checks and the limits of their runs (a run none of whose checks
+    /// is left is forgotten).
     pub(super) fn save_unfinished(&self) {
         let unfinished = {
-            let state = self.inner.state.borrow();
-            Unfinished { concurrency: state.concurrency, checks: state.unfinished.clone() }
+            let mut state = self.inner.state.borrow_mut();
+            let state = &mut *state;
+            let unfinished = &state.unfinished;
+            let queued = &state.queue;
+            state.budgets.retain(|budget| {
+                let run = Some(budget.run());
+                unfinished.iter().any(|meta| meta.run.as_deref() == run)
+                    || queued.iter().any(|pending| {
+                        pending.budget.as_ref().is_some_and(|queued| Rc::ptr_eq(queued, budget))
+                    })
+            });
+            Unfinished {
+                concurrency: state.concurrency,
+                checks: state.unfinished.clone(),
+                budgets: state.budgets.iter().map(|budget| budget.saved()).collect(),
+            }
         };
         self.inner.host.save_unfinished(&unfinished);
+    }
+
+    /// The spending limit of `meta`'s run, if it has one and it is still known.
+    pub(super) fn budget_of(&self, meta: &SessionMeta) -> Option<Rc<RunBudget>> {
+        let run = meta.run.as_deref()?;
+        self.inner.state.borrow().budgets.iter().find(|budget| budget.run() == run).cloned()
     }
 }

@@ -1,12 +1,14 @@
 //! The engine's state: the corpora, the results, the queue and the running checks.
 
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use verity_core::indexed::IndexedCorpus;
 use verity_core::{Cancel, Job, Session, ToolOutput};
 use verity_messages::{CheckRequest, CheckResult, ProviderChoice};
 
+use super::budget::RunBudget;
 use crate::corpus::CorpusState;
 use crate::saved::SessionMeta;
 
@@ -16,6 +18,8 @@ pub(super) struct Pending {
     pub(super) provider: ProviderChoice,
     /// A named corpus (taken when the check was asked for); `None`: the main corpus.
     pub(super) corpus: Option<Arc<IndexedCorpus>>,
+    /// Its run's spending limit, if the run has one.
+    pub(super) budget: Option<Rc<RunBudget>>,
 }
 
 #[derive(Debug)]
@@ -37,9 +41,19 @@ pub(super) struct State {
     pub(super) concurrency: usize,
     /// The main corpus's checks not finished yet, as saved ([`Unfinished`]).
     pub(super) unfinished: Vec<SessionMeta>,
+    /// The spending limits of runs with checks not finished yet.
+    pub(super) budgets: Vec<Rc<RunBudget>>,
     /// Page tool calls of running steps waiting for their [`ToWorker::ToolResult`], by step
     /// id and call id.
     pub(super) tool_calls: HashMap<(String, String), futures_channel::oneshot::Sender<ToolOutput>>,
+}
+
+/// A check interrupted by a reload whose corpus has changed since it started: its session is
+/// kept (nothing it received is lost) until the corpus is as it was again, when it resumes, or
+/// until the person cancels it.
+pub(super) struct Stranded<S> {
+    pub(super) meta: SessionMeta,
+    pub(super) store: S,
 }
 
 /// A resumed session whose provider needs a key the worker did not store.
