@@ -187,6 +187,14 @@ async function twoTabsOneCorpus({ shared }) {
     assert.doesNotMatch(table, /louvre/);
     await second.locator(id('verdict')).first().waitFor({ timeout: 10000 });
     assert.equal(await second.locator('[data-testid^="check-"][data-check-id]').count(), 1, 'one result');
+    // Results cleared in one tab are gone from the other too.
+    const third = await context.newPage();
+    await third.goto(site.url);
+    await ready(third);
+    await third.locator(id('verdict')).first().waitFor({ timeout: 10000 });
+    await second.click(id('clear-results'));
+    await third.locator('[data-testid^="check-"][data-check-id]').first().waitFor({ state: 'detached', timeout: 10000 });
+    assert.equal(await third.locator('[data-testid^="check-"][data-check-id]').count(), 0, 'cleared in the other tab');
     assert.deepEqual(errors, []);
   } finally {
     await close();

@@ -520,6 +520,7 @@ impl Engine {
             }
             FromWorker::Markdown { text } => self.save("verity-results.md", "text/markdown", &text),
             FromWorker::Csv { text } => self.save("verity-results.csv", "text/csv", &text),
+            FromWorker::ResultsCleared => self.drop_finished(),
             _ => {}
         }
     }
@@ -659,15 +660,20 @@ impl Engine {
         }
     }
 
-    /// Forgets finished checks (the running ones stay).
+    /// Forgets finished checks (the running ones stay), in every tab.
     pub fn clear_results(&self) {
+        self.drop_finished();
+        self.send(ToWorker::ClearResults);
+    }
+
+    /// Drops the finished checks' cards (the results were cleared, here or in another tab).
+    fn drop_finished(&self) {
         self.checks.update(|cards| {
             cards.retain(|card| card.state.with_untracked(CheckState::is_active));
             for (i, card) in cards.iter_mut().enumerate() {
                 card.n = i + 1;
             }
         });
-        self.send(ToWorker::ClearResults);
     }
 
     /// The finished checks' results, in card order.

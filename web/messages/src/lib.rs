@@ -349,6 +349,9 @@ pub enum FromWorker {
         /// The document.
         text: String,
     },
+    /// The finished results were cleared ([`ToWorker::ClearResults`], from any page): every
+    /// page drops its finished cards, so no tab keeps showing results that are gone.
+    ResultsCleared,
     /// The claims read from a file ([`ToWorker::ReadClaims`]), at most a bounded number.
     Claims {
         /// The file's name.

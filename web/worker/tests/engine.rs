@@ -1892,3 +1892,24 @@ fn a_check_whose_corpus_changed_during_a_reload_waits_for_it_and_loses_nothing()
     assert_eq!(report["summary"], "The bridge opened in 1937.");
     assert_eq!(after.sent.borrow().len(), 1, "the assessment was not paid for twice");
 }
+
+/// Clearing the results, from any page, is told to every page, so no tab keeps showing results
+/// that are gone.
+#[test]
+fn clearing_the_results_is_told_to_every_page() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("c1", "The Golden Gate Bridge opened to pedestrians in 1937.")],
+        provider: ProviderChoice::Offline,
+        concurrency: 1,
+        corpus: None,
+        budget: None,
+    });
+    pool.run_until_stalled();
+    assert_eq!(finished(&take(&recorded)).len(), 1);
+    engine.handle(ToWorker::ClearResults);
+    let posted = take(&recorded);
+    assert!(posted.contains(&FromWorker::ResultsCleared), "{posted:?}");
+    assert!(recorded.results.borrow().is_empty());
+}

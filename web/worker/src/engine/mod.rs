@@ -336,6 +336,7 @@ impl<H: Host> Engine<H> {
             ToWorker::ClearResults => {
                 self.inner.state.borrow_mut().results.clear();
                 self.inner.host.clear_results();
+                self.post(&FromWorker::ResultsCleared);
             }
             ToWorker::ExportMarkdown { results } => {
                 self.reply(&FromWorker::Markdown {
