@@ -72,13 +72,68 @@ function runsModels(engine) {
   addEventListener("pagehide", () => engine.postMessage({ verityModel: "bye" }));
   addEventListener("pageshow", (event) => event.persisted && engine.postMessage({ verityModel: "runner" }));
   showModelState();
+  handsLargeFilesTo(engine);
+  const post = quietSearch((message) => engine.postMessage(message));
   return {
-    postMessage: (message) => engine.postMessage(message),
+    postMessage: post,
     set onmessage(next) { listener = next; },
     set onmessageerror(next) { engine.onmessageerror = next; },
     set onerror(next) { engine.onerror = next; },
     terminate: () => engine.terminate(),
   };
+}
+
+/** How long the table's search waits for the typing to pause before it asks the engine. */
+const SEARCH_QUIET_MS = 120;
+
+/** `send` with the table's search debounced: a `listItems` for a new query waits until no
+ * newer one came for SEARCH_QUIET_MS (only the last is sent); another page of the query last
+ * sent, and every other message, goes at once. */
+function quietSearch(send) {
+  let timer = null;
+  let sent = null;
+  return (message) => {
+    if (message?.type !== "listItems" || message.query === sent) {
+      send(message);
+      return;
+    }
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      sent = message.query;
+      send(message);
+    }, SEARCH_QUIET_MS);
+  };
+}
+
+/** Files this large go to the engine as they are (it reads them a block at a time) instead of
+ * being read into the page and sent as text: a corpus of a million passages is ~200 MB, and
+ * its text copied through the page's WebAssembly and the message took the tab past its memory. */
+const HAND_OVER_BYTES = 16 * 1024 * 1024;
+
+/** Takes the corpus files picked (#corpus-file-input) or dropped (on [data-testid=corpus-drop])
+ * before the page's own handlers do, when they are large, and posts them to `engine` as
+ * `{verityFiles}`; smaller files go the page's way. What the engine makes of them comes back
+ * as it always does (the corpus, or the file refused). */
+function handsLargeFilesTo(engine) {
+  const large = (files) => [...(files ?? [])].reduce((sum, file) => sum + file.size, 0) >= HAND_OVER_BYTES;
+  const handOver = (event, files) => {
+    event.stopImmediatePropagation();
+    event.preventDefault();
+    engine.postMessage({ verityFiles: [...files] });
+  };
+  addEventListener("change", (event) => {
+    const input = event.target;
+    if (input?.id !== "corpus-file-input" || !large(input.files)) return;
+    handOver(event, input.files);
+    input.value = "";
+  }, true);
+  addEventListener("drop", (event) => {
+    const zone = event.target?.closest?.('[data-testid="corpus-drop"]');
+    const files = event.dataTransfer?.files;
+    if (!zone || !large(files)) return;
+    handOver(event, files);
+    zone.dispatchEvent(new Event("dragleave"));
+  }, true);
 }
 
 /** The model in the tab's state, in a line at the top of the page (web/in-tab.js announces

@@ -208,6 +208,81 @@ impl CorpusState {
     }
 }
 
+/// Reads a `.jsonl` corpus file given in blocks of bytes (a large file the page hands over
+/// whole, read a block at a time so that its text is never held whole): each block's complete
+/// lines are read as [`passages_from_file`] reads them, the rest waits for the next block.
+#[derive(Debug)]
+pub struct JsonlBlocks {
+    name: String,
+    rest: Vec<u8>,
+    lines_before: usize,
+    passages: Vec<Passage>,
+}
+
+impl JsonlBlocks {
+    /// Whether a file named `name` is read this way.
+    #[must_use]
+    pub fn reads(name: &str) -> bool {
+        name.rsplit_once('.').is_some_and(|(_, ext)| {
+            ext.eq_ignore_ascii_case("jsonl") || ext.eq_ignore_ascii_case("ndjson")
+        })
+    }
+
+    /// A reader of the file `name`.
+    #[must_use]
+    pub fn new(name: &str) -> Self {
+        Self { name: name.to_owned(), rest: Vec::new(), lines_before: 0, passages: Vec::new() }
+    }
+
+    /// Reads the complete lines of `block` (with what the previous block left).
+    ///
+    /// # Errors
+    /// A line that is not a passage, or text that is not UTF-8, named with its line.
+    pub fn push(&mut self, block: &[u8]) -> Result<(), Rejected> {
+        self.rest.extend_from_slice(block);
+        let Some(end) = self.rest.iter().rposition(|&byte| byte == b'\n') else { return Ok(()) };
+        let rest = self.rest.split_off(end + 1);
+        let lines = std::mem::replace(&mut self.rest, rest);
+        self.read(&lines)
+    }
+
+    fn read(&mut self, lines: &[u8]) -> Result<(), Rejected> {
+        let text = std::str::from_utf8(lines).map_err(|_| Rejected {
+            file: self.name.clone(),
+            line: None,
+            message: "the file is not UTF-8 text".to_owned(),
+        })?;
+        let before = self.lines_before;
+        self.lines_before += text.matches('\n').count();
+        if text.trim().is_empty() {
+            return Ok(());
+        }
+        let passages = passages_from_file(&self.name, text).map_err(|error| Rejected {
+            line: error.line.map(|line| line + before),
+            ..Rejected::from(error)
+        })?;
+        self.passages.extend(passages);
+        Ok(())
+    }
+
+    /// The passages of the file.
+    ///
+    /// # Errors
+    /// The last line is not a passage, or the file has none.
+    pub fn finish(mut self) -> Result<Vec<Passage>, Rejected> {
+        let rest = std::mem::take(&mut self.rest);
+        self.read(&rest)?;
+        if self.passages.is_empty() {
+            return Err(Rejected {
+                file: self.name,
+                line: None,
+                message: "no passage in the file".to_owned(),
+            });
+        }
+        Ok(self.passages)
+    }
+}
+
 /// The union of two ascending lists, ascending.
 fn merged(a: &[usize], b: &[usize]) -> Vec<usize> {
     let mut all = Vec::with_capacity(a.len() + b.len());
@@ -307,4 +382,73 @@ fn contains_folded(text: &str, query: &str) -> bool {
             && text.windows(query.len()).any(|window| window.eq_ignore_ascii_case(query));
     }
     text.to_lowercase().contains(query)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jsonl_file_read_in_blocks_gives_what_its_text_gives() {
+        let text: String = (0..500)
+            .map(|i| format!("{{\"id\": \"p{i}\", \"text\": \"caf\u{e9} number {i}\"}}\n\n"))
+            .collect();
+        let whole = passages_from_file("c.jsonl", &text).unwrap();
+        for size in [1, 7, 100, 4096, text.len()] {
+            let mut blocks = JsonlBlocks::new("c.jsonl");
+            for block in text.as_bytes().chunks(size) {
+                blocks.push(block).unwrap();
+            }
+            assert_eq!(blocks.finish().unwrap(), whole, "blocks of {size}");
+        }
+        // A bad line is named by its line in the file, whichever block it was in.
+        let bad = format!("{text}{{\"id\": 3}}\n");
+        let mut blocks = JsonlBlocks::new("c.jsonl");
+        let failed = bad.as_bytes().chunks(64).try_for_each(|block| blocks.push(block));
+        let rejected = failed.err().or_else(|| blocks.finish().err()).unwrap();
+        assert_eq!(rejected.line, passages_from_file("c.jsonl", &bad).unwrap_err().line);
+        assert_eq!(rejected.line, Some(1001));
+        assert!(JsonlBlocks::new("e.jsonl").finish().is_err());
+        assert!(JsonlBlocks::reads("A.JSONL") && !JsonlBlocks::reads("a.json"));
+    }
+
+    fn state(passages: usize) -> CorpusState {
+        let mut state = CorpusState::default();
+        let words = ["river city", "zeppelin over the city", "Albums of 1990", "river"];
+        let items = (0..passages)
+            .map(|i| Passage { id: format!("Item-{i}"), text: words[i % 4].to_owned() })
+            .collect();
+        state.add(items, "items").unwrap();
+        state
+    }
+
+    fn ids(page: &[Item]) -> Vec<&str> {
+        page.iter().map(|item| item.id.as_str()).collect()
+    }
+
+    #[test]
+    fn the_indexed_table_search_finds_words_and_id_substrings_in_corpus_order() {
+        let mut state = state(3_000);
+        // Not indexed yet: the scan.
+        assert_eq!(state.list("zeppelin", 0, 2).0, 750);
+        state.index(|| 0.0);
+        let (total, page) = state.list("Zeppelin CITY", 0, 3);
+        assert_eq!((total, ids(&page)), (750, vec!["Item-1", "Item-5", "Item-9"]));
+        // Plurals folded: "album" finds "Albums".
+        assert_eq!(state.list("album", 0, 1).0, 750);
+        // Ids by substring, any case, merged with the word matches in corpus order.
+        let (total, page) = state.list("item-100", 0, 20);
+        assert_eq!(total, 11, "Item-100 and Item-1000 to Item-1009");
+        assert_eq!(ids(&page)[..2], ["Item-100", "Item-1000"]);
+        let (total, page) = state.list("RIVER", 748, 4);
+        assert_eq!(total, 1_500);
+        assert_eq!(page.len(), 4);
+        // Stop words only: the scan, any case.
+        assert_eq!(state.list("The", 0, 1).0, 750);
+        // After a remove, the same answers without it.
+        assert_eq!(state.remove(&["Item-1".to_owned()]), 1);
+        state.index(|| 0.0);
+        assert_eq!(ids(&state.list("zeppelin", 0, 1).1), ["Item-5"]);
+        assert_eq!(state.list("zeppelin", 0, 1).0, 749);
+    }
 }

@@ -14,6 +14,7 @@ use idb::{Database, DatabaseEvent, Factory, ObjectStoreParams, TransactionMode};
 use js_sys::{Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
 use verity_core::corpus::{Chunk, Passage};
+use verity_core::files::passages_from_file;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::provider::http::refuse_key_in_the_clear;
 use verity_core::{Append, DurableLog, Lease};
@@ -29,6 +30,7 @@ use web_sys::{
     ReadableStreamDefaultReader, RequestRedirect, ResponseType, Url,
 };
 
+use crate::corpus::{JsonlBlocks, Rejected};
 use crate::engine::Engine;
 use crate::host::{Host, Restored, StoredSession};
 use crate::records::{
@@ -110,6 +112,22 @@ fn receive(page: &JsValue, data: &JsValue, pending: &Pending, engine: &Shared) {
     if crate::in_tab::register(page, data) {
         return;
     }
+    if let Some(files) = handed_files(data) {
+        let (page, engine) = (page.clone(), Rc::clone(engine));
+        wasm_bindgen_futures::spawn_local(async move {
+            for file in files {
+                let read = read_passages(&file).await;
+                let engine = loop {
+                    if let Some(engine) = engine.borrow().clone() {
+                        break engine;
+                    }
+                    sleep(50).await;
+                };
+                asking(&page, || engine.add_read_file(&file.name(), read));
+            }
+        });
+        return;
+    }
     let text = data
         .as_string()
         .unwrap_or_else(|| js_sys::JSON::stringify(data).map(String::from).unwrap_or_default());
@@ -121,6 +139,48 @@ fn receive(page: &JsValue, data: &JsValue, pending: &Pending, engine: &Shared) {
     if let Some(engine) = engine {
         asking(page, || engine.handle_json(&text));
     }
+}
+
+/// The files of a message that hands corpus files over whole, `{verityFiles: [File, ...]}`
+/// (`web/boot.js` sends large ones so, instead of reading them into the page and sending
+/// their text), or `None` for any other message.
+fn handed_files(data: &JsValue) -> Option<Vec<web_sys::File>> {
+    if !data.is_object() {
+        return None;
+    }
+    let files = Reflect::get(data, &JsValue::from_str("verityFiles")).ok()?;
+    let files = files.dyn_into::<js_sys::Array>().ok()?;
+    Some(files.iter().filter_map(|file| file.dyn_into::<web_sys::File>().ok()).collect())
+}
+
+/// How much of a handed-over file is read at a time.
+const BLOCK_BYTES: f64 = 8.0 * 1024.0 * 1024.0;
+
+/// Reads a corpus file handed over whole: a `.jsonl` file a block at a time
+/// ([`JsonlBlocks`]), so its whole text is never held; any other kind as text.
+async fn read_passages(file: &web_sys::File) -> Result<Vec<Passage>, Rejected> {
+    let name = file.name();
+    let failed = |error: JsValue| Rejected {
+        file: name.clone(),
+        line: None,
+        message: format!("the browser could not read it: {}", describe(&error)),
+    };
+    if !JsonlBlocks::reads(&name) {
+        let text = JsFuture::from(file.text()).await.map_err(failed)?;
+        return passages_from_file(&name, &text.as_string().unwrap_or_default())
+            .map_err(Rejected::from);
+    }
+    let mut blocks = JsonlBlocks::new(&name);
+    let size = file.size();
+    let mut start = 0.0;
+    while start < size {
+        let end = (start + BLOCK_BYTES).min(size);
+        let blob = file.slice_with_f64_and_f64(start, end).map_err(failed)?;
+        let buffer = JsFuture::from(blob.array_buffer()).await.map_err(failed)?;
+        blocks.push(&Uint8Array::new(&buffer).to_vec())?;
+        start = end;
+    }
+    blocks.finish()
 }
 
 /// Runs `handle` with `page` as the page that asked.

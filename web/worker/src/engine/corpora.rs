@@ -16,6 +16,18 @@ impl<H: Host> Engine<H> {
         });
     }
 
+    /// Adds the passages the host read from the file `name` (a large file the page handed
+    /// over as it is, which the browser worker reads a block at a time), or names why it was
+    /// refused: what `AddFiles` does with a file's text.
+    pub fn add_read_file(&self, name: &str, read: Result<Vec<Passage>, Rejected>) {
+        let added =
+            read.and_then(|passages| self.inner.state.borrow_mut().corpus.add(passages, name));
+        match added {
+            Ok(_) => self.corpus_changed(),
+            Err(rejected) => self.reject(rejected),
+        }
+    }
+
     /// Posts the new corpus (not indexed yet), indexes it and posts again, then saves it:
     /// the corpus is searchable before its new parts are written.
     pub(super) fn corpus_changed(&self) {
