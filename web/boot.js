@@ -58,7 +58,7 @@ function runsModels(engine) {
   let listener = null;
   const storageChanged = showStorage();
   engine.onmessage = (event) => {
-    storageChanged();
+    storageChanged(event.data);
     if (event.data?.verityModel === "call" && event.ports?.[0]) {
       const port = event.ports[0];
       import("./verity-in-tab.js")
@@ -165,7 +165,8 @@ function showModelState() {
 /** How much of this browser's storage the page uses, how much it may use, and whether the
  * browser keeps it (navigator.storage): a line at the foot of the page, read again a second
  * after the engine's news (it saves the corpus, results and sessions as they change). A full
- * disk says what to free. Returns what to call when the engine has news. */
+ * disk (the estimate near the quota, or the engine told that a write was refused: the estimate
+ * does not always know) says what to free. Returns what to call with the engine's news. */
 function showStorage() {
   if (!navigator.storage?.estimate) return () => {};
   const size = (bytes) => bytes >= 1e9 ? `${(bytes / 1e9).toFixed(1)} GB`
@@ -174,19 +175,24 @@ function showStorage() {
   line.className = "storage-state";
   line.dataset.testid = "storage";
   let pending = false;
+  let refused = false;
   const read = async () => {
     const [{ usage = 0, quota = 0 }, kept] = await Promise.all([
       navigator.storage.estimate(),
       navigator.storage.persisted?.() ?? false,
     ]);
-    const full = quota > 0 && usage >= quota * 0.95;
+    const full = refused || (quota > 0 && usage >= quota * 0.95);
     line.dataset.state = full ? "full" : kept ? "kept" : "best-effort";
-    line.textContent = `Storage: ${size(usage)} used of the ${size(quota)} this browser allows this page` + (full
-      ? ". It is full: results are kept only until the page closes. Export the ones you want to keep, then clear old results or the corpus, or free space in the browser's settings."
-      : kept ? "; the browser keeps it." : "; the browser may clear it if the disk runs low on space.");
+    const used = `${size(usage)} used of the ${size(quota)} this browser allows this page`;
+    const free = "new results are kept only until the page closes. Export the ones you want to keep, then clear old results or the corpus, or free space in the browser's settings.";
+    line.textContent = refused ? `Storage: the browser refused the last save (${used}): ${free}`
+      : full ? `Storage: ${used}. It is full: ${free}`
+      : `Storage: ${used}; ` + (kept ? "the browser keeps it." : "the browser may clear it if the disk runs low on space.");
     if (!line.isConnected) document.body.append(line);
   };
-  const changed = () => {
+  const changed = (news) => {
+    if (news?.type === "notSaved") refused = true;
+    if (news?.type === "resultsCleared") refused = false;
     if (pending) return;
     pending = true;
     setTimeout(() => { pending = false; read().catch(() => {}); }, 1000);

@@ -61,7 +61,7 @@ test('with the disk full, a check ends with its verdict, shown as not saved; the
     // Each record's notice once, not at every write while the disk stays full.
     assert.equal(await notices.filter({ hasText: 'The list of checks' }).count(), 1);
     // The storage line says it is full and what to free.
-    await page.locator(id('storage')).filter({ hasText: 'It is full' }).waitFor({ timeout: 10000 });
+    await page.locator(id('storage')).filter({ hasText: 'refused the last save' }).waitFor({ timeout: 10000 });
     assert.match(await page.locator(id('storage')).innerText(), /Export the ones you want to keep/);
     await screenshot(page, 'quota-not-saved');
     assert.deepEqual(errors, []);
