@@ -73,6 +73,39 @@ test('a claim checked through an OpenAI-compatible server, streaming', async () 
   }
 });
 
+test('a run stops at its spending limit: the price typed for the model, the limit typed for the run', async () => {
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'));
+  const { page, errors, close } = await open();
+  try {
+    await loadEiffel(page);
+    await useOpenAi(page, `${mock.url}/v1`);
+    // $1 a token read: the first request alone spends more than the run's $0.01.
+    await page.getByLabel('Input $ / M tokens').fill('1000000');
+    await page.getByLabel('Stop the run at $').fill('0.01');
+    // One check at a time: a request in flight when the limit is reached is not stopped.
+    await page.selectOption(id('concurrency'), '1');
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.\nTokyo Tower is in Minato.');
+    await page.click(id('run'));
+    for (const n of [1, 2]) {
+      const card = page.locator(id(`check-${n}`));
+      await card.locator(id('failure-kind')).waitFor({ timeout: 30000 });
+      assert.match(await card.locator(id('failure-kind')).innerText(), /budget/);
+    }
+    assert.match(await page.locator(id('check-1')).innerText(), /spending limit of \$0\.01 was reached before this check's next request: the run has spent \$400\.0000, this check \$400\.0000/);
+    assert.equal((await journal(mock)).length, 1, 'only the first assessment was sent');
+    // The price belongs to the model: another model shows its own (none).
+    await page.fill(id('provider-model'), 'gpt-4o');
+    assert.equal(await page.getByLabel('Input $ / M tokens').inputValue(), '');
+    await page.fill(id('provider-model'), 'gpt-4o-mini');
+    assert.equal(await page.getByLabel('Input $ / M tokens').inputValue(), '1000000');
+    await screenshot(page, 'budget');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
 test('a model answer and a corpus item carrying markup render as text and run nothing', async () => {
   // The model (aimock, tests/fixtures/aimock/xss.json) cites a corpus item carrying an
   // <img onerror> and a <script>, and its rationale and summary carry both too.

@@ -1682,7 +1682,7 @@ fn a_run_stops_at_its_spending_limit_before_the_next_request() {
     assert_eq!(
         failure["message"],
         "the run's spending limit of $1.50 was reached before this check's next request: the \
-         run has spent $2.0000 (2 requests since the page was opened), this check $0.0000"
+         run has spent $2.0000, this check $0.0000"
     );
     assert!(failure["advice"].as_str().unwrap().contains("Stop the run at $"), "{failure}");
     assert!(recorded.unfinished.borrow().budgets.is_empty(), "the run is over: its limit too");

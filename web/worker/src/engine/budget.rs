@@ -29,19 +29,11 @@ pub(super) struct RunBudget {
     ended: Cell<f64>,
     /// What each running check has spent so far, by check id.
     running: RefCell<HashMap<String, f64>>,
-    /// Requests the run has sent.
-    requests: Cell<u32>,
 }
 
 impl RunBudget {
     pub(super) fn new(run: String, limit: f64) -> Rc<Self> {
-        Rc::new(Self {
-            run,
-            limit,
-            ended: Cell::new(0.0),
-            running: RefCell::default(),
-            requests: Cell::new(0),
-        })
+        Rc::new(Self { run, limit, ended: Cell::new(0.0), running: RefCell::default() })
     }
 
     /// A run's limit as saved before a reload.
@@ -81,7 +73,6 @@ impl RunBudget {
     }
 
     fn paid(&self, id: &str, cost: f64) {
-        self.requests.set(self.requests.get().saturating_add(1));
         *self.running.borrow_mut().entry(id.to_owned()).or_default() += finite(cost);
     }
 
@@ -89,10 +80,9 @@ impl RunBudget {
     pub(super) fn message(&self, check_spent: f64) -> String {
         format!(
             "the run's spending limit of ${:.2} was reached before this check's next request: \
-             the run has spent ${:.4} ({} requests since the page was opened), this check ${:.4}",
+             the run has spent ${:.4}, this check ${:.4}",
             self.limit,
             self.spent(),
-            self.requests.get(),
             finite(check_spent),
         )
     }
