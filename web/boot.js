@@ -86,22 +86,28 @@ function runsModels(engine) {
 /** How long the table's search waits for the typing to pause before it asks the engine. */
 const SEARCH_QUIET_MS = 120;
 
-/** `send` with the table's search debounced: a `listItems` for a new query waits until no
- * newer one came for SEARCH_QUIET_MS (only the last is sent); another page of the query last
- * sent, and every other message, goes at once. */
+/** `send` with the table's search debounced: a `listItems` for a new query goes at once if
+ * none went in the last SEARCH_QUIET_MS, otherwise when that time is up, and only the newest
+ * of those that came meanwhile; another page of the query last sent, and every other message,
+ * goes at once. */
 function quietSearch(send) {
   let timer = null;
   let sent = null;
+  let last = -Infinity;
   return (message) => {
-    if (message?.type !== "listItems" || message.query === sent) {
+    if (message?.type !== "listItems") {
       send(message);
       return;
     }
     clearTimeout(timer);
-    timer = setTimeout(() => {
+    const go = () => {
+      last = performance.now();
       sent = message.query;
       send(message);
-    }, SEARCH_QUIET_MS);
+    };
+    const wait = last + SEARCH_QUIET_MS - performance.now();
+    if (message.query === sent || wait <= 0) go();
+    else timer = setTimeout(go, wait);
   };
 }
 
