@@ -124,6 +124,51 @@ test('a corrupt record and one of an older shape among good ones: the good ones 
   }
 });
 
+test('a corpus of the one-record layout is moved to parts; a remove rewrites only its part, and a reload restores it', async () => {
+  const session = await browser();
+  const { page, errors, close } = session;
+  try {
+    const passages = Array.from({ length: 20000 }, (_, i) => ({ id: `p${i}`, text: `Passage number ${i} of the stored corpus.` }));
+    await seedDatabase(session, site, 2, ['kv', 'sessions', 'results'], `(tx) => {
+      tx.objectStore('kv').put(${JSON.stringify(JSON.stringify(passages))}, 'corpus');
+    }`);
+    await openApp(page);
+    await page.locator(id('corpus-count')).filter({ hasText: '20,000 items' }).waitFor({ timeout: 10000 });
+    const kv = await records(page, 'kv');
+    assert.equal(kv.corpus, undefined, 'the one record is gone');
+    const order = JSON.parse(kv['corpus-order']);
+    assert.equal(order.version, 1);
+    assert.ok(order.parts.length >= 2, `${order.parts.length} parts`);
+    const parts = await records(page, 'corpus');
+    assert.deepEqual(Object.keys(parts).sort(), [...order.parts].sort());
+    assert.deepEqual(order.parts.flatMap((key) => JSON.parse(parts[key])), passages, 'every passage, in order');
+
+    await page.click(`${id('corpus-remove')}[aria-label="Remove p1"]`);
+    await page.locator(id('corpus-count')).filter({ hasText: '19,999 items' }).waitFor({ timeout: 10000 });
+    let after;
+    for (let tries = 0; tries < 50; tries++) {
+      after = JSON.parse((await records(page, 'kv'))['corpus-order']);
+      if (after.parts[0] !== order.parts[0]) break;
+      await page.waitForTimeout(100);
+    }
+    const partsAfter = await records(page, 'corpus');
+    assert.notEqual(after.parts[0], order.parts[0], 'the first part was rewritten');
+    assert.deepEqual(after.parts.slice(1), order.parts.slice(1), 'the other parts were kept');
+    assert.deepEqual(Object.keys(partsAfter).sort(), [...after.parts].sort(), 'the old first part is deleted');
+    for (const key of after.parts.slice(1)) assert.equal(partsAfter[key], parts[key]);
+    assert.ok(!partsAfter[after.parts[0]].includes('"p1"'));
+
+    await page.reload();
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.locator(id('corpus-count')).filter({ hasText: '19,999 items' }).waitFor({ timeout: 10000 });
+    await page.locator(id('corpus-search')).fill('p19999');
+    await page.locator(id('corpus-table')).filter({ hasText: 'Passage number 19999 of' }).waitFor({ timeout: 10000 });
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
+
 test('a newer version of the app opening the database is not blocked by this one, which says to reload and goes on in memory', async () => {
   const { page, errors, close } = await browser();
   try {
