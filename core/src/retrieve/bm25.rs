@@ -7,7 +7,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use super::tokenize::for_each_term;
+use super::tokenize::{STOP_WORDS, for_each_term, for_each_word};
 use crate::corpus::{Chunk, Corpus};
 
 /// BM25's term-frequency saturation.
@@ -75,6 +75,9 @@ struct Segment {
     lengths: Vec<u32>,
     /// Their sum.
     total_length: u64,
+    /// Per stop word (not scored, so not in the postings): the passages that have it,
+    /// ascending. For the table's search ([`Bm25Index::containing_all`]).
+    stop_words: Vec<Vec<u16>>,
 }
 
 impl Segment {
@@ -87,19 +90,32 @@ impl Segment {
         let mut pair_ends: Vec<usize> = Vec::with_capacity(passages.len());
         let mut term_ids: Vec<u32> = Vec::new();
         let mut word = String::new();
-        for passage in passages {
+        let mut stop_words: Vec<Vec<u16>> = vec![Vec::new(); STOP_WORDS];
+        for (local, passage) in passages.iter().enumerate() {
             term_ids.clear();
-            for_each_term(&passage.text, &mut word, |term| {
-                let id = if let Some(&id) = vocabulary.get(term) {
-                    id
-                } else {
-                    let words = Arc::make_mut(vocabulary);
-                    let id = u32::try_from(words.len()).expect("fewer than 2^32 terms");
-                    words.insert(term.into(), id);
-                    id
-                };
-                term_ids.push(id);
-            });
+            let local = u16::try_from(local).expect("a chunk holds fewer than 2^16 passages");
+            let add_stop = |number: usize| {
+                let list = &mut stop_words[number];
+                if list.last() != Some(&local) {
+                    list.push(local);
+                }
+            };
+            for_each_word(
+                &passage.text,
+                &mut word,
+                |term| {
+                    let id = if let Some(&id) = vocabulary.get(term) {
+                        id
+                    } else {
+                        let words = Arc::make_mut(vocabulary);
+                        let id = u32::try_from(words.len()).expect("fewer than 2^32 terms");
+                        words.insert(term.into(), id);
+                        id
+                    };
+                    term_ids.push(id);
+                },
+                add_stop,
+            );
             lengths.push(u32::try_from(term_ids.len()).unwrap_or(u32::MAX));
             term_ids.sort_unstable();
             for run in term_ids.chunk_by(|a, b| a == b) {
@@ -151,6 +167,7 @@ impl Segment {
             min_length,
             lengths,
             total_length,
+            stop_words,
         }
     }
 
@@ -280,9 +297,10 @@ impl Bm25Index {
         terms
     }
 
-    /// The passages that have every term of `query` (its [`bm25_terms`](super::bm25_terms)),
-    /// in corpus order: how many, and the indices of those from `offset` on, at most `limit`.
-    /// `None` when the query has no term (empty, or stop words only); a term no passage has
+    /// The passages that have every word of `query`, in corpus order: how many, and the
+    /// indices of those from `offset` on, at most `limit`. A word is read as
+    /// [`bm25_terms`](super::bm25_terms) reads it, stop words included here (the index keeps
+    /// which passages have each). `None` when the query has no word; a word no passage has
     /// gives no passage.
     #[must_use]
     pub fn containing_all(
@@ -291,40 +309,43 @@ impl Bm25Index {
         offset: usize,
         limit: usize,
     ) -> Option<(usize, Vec<usize>)> {
-        let mut analysed = 0;
+        let mut terms: Vec<u32> = Vec::new();
+        let mut stops: Vec<usize> = Vec::new();
         let mut known = true;
-        for_each_term(query, &mut String::new(), |term| {
-            analysed += 1;
-            known &= self
-                .vocabulary
-                .get(term)
-                .is_some_and(|&id| self.document_frequency[id as usize] > 0);
-        });
-        if analysed == 0 {
+        for_each_word(
+            query,
+            &mut String::new(),
+            |term| match self.vocabulary.get(term) {
+                Some(&id) if self.document_frequency[id as usize] > 0 => terms.push(id),
+                _ => known = false,
+            },
+            |number| stops.push(number),
+        );
+        if terms.is_empty() && stops.is_empty() && known {
             return None;
         }
         if !known {
             return Some((0, Vec::new()));
         }
-        let terms = self.query_terms(query);
+        terms.sort_unstable();
+        terms.dedup();
+        stops.sort_unstable();
+        stops.dedup();
         let mut total = 0;
         let mut page = Vec::new();
         for (segment, &offset_of) in self.segments.iter().zip(&self.offsets) {
-            let mut lists: Vec<&[u16]> = Vec::with_capacity(terms.len());
+            let mut lists: Vec<&[u16]> =
+                stops.iter().map(|&n| segment.stop_words[n].as_slice()).collect();
             for &term in &terms {
-                match segment.postings(term) {
-                    Some((passages, _, _)) => lists.push(passages),
-                    None => {
-                        lists.clear();
-                        break;
-                    }
-                }
-            }
-            if lists.is_empty() {
-                continue;
+                lists.push(segment.postings(term).map_or(&[], |(passages, _, _)| passages));
             }
             lists.sort_by_key(|list| list.len());
             let (shortest, others) = lists.split_first().expect("one list at least");
+            if others.is_empty() && total + shortest.len() <= offset {
+                // One word: the count is the list's length.
+                total += shortest.len();
+                continue;
+            }
             let mut cursors = vec![0usize; others.len()];
             'passages: for &passage in *shortest {
                 for (list, at) in others.iter().zip(&mut cursors) {
@@ -756,11 +777,25 @@ mod tests {
             })
             .collect();
         assert!(expected.len() > 100);
-        let (total, page) = index.containing_all("Zeppelins and the TOWER", 5, 20).unwrap();
+        let (total, page) = index.containing_all("Zeppelins, TOWER", 5, 20).unwrap();
         assert_eq!(total, expected.len());
         assert_eq!(page, expected[5..25]);
         assert_eq!(index.containing_all("zeppelin unheard", 0, 10), Some((0, Vec::new())));
-        assert_eq!(index.containing_all("the and of", 0, 10), None);
         assert_eq!(index.containing_all("", 0, 10), None);
+        assert_eq!(index.containing_all(" ,; ", 0, 10), None);
+        // Stop words too: every passage whose text has "over" and "the".
+        let stopped = Corpus::from_pairs([
+            ("a", "Zeppelin over the city"),
+            ("b", "a zeppelin"),
+            ("c", "THE end"),
+            ("d", "the zeppelin"),
+        ])
+        .unwrap();
+        let stopped_index = Bm25Index::build(&stopped);
+        assert_eq!(stopped_index.containing_all("The", 0, 10), Some((3, vec![0, 2, 3])));
+        assert_eq!(stopped_index.containing_all("the zeppelins", 1, 10), Some((2, vec![3])));
+        assert_eq!(stopped_index.containing_all("into", 0, 10), Some((0, vec![])));
+        // The stop words leave the ranking as it was: "the" adds nothing.
+        assert_eq!(stopped_index.search("the zeppelin", 10), stopped_index.search("zeppelin", 10));
     }
 }

@@ -37,13 +37,16 @@ const fn pack(word: &[u8]) -> u64 {
     key
 }
 
-/// Whether `word` (lower-cased) is a stop word. Runs for every word of every passage, hence
-/// integer keys instead of string comparisons.
+/// How many stop words there are.
+pub(super) const STOP_WORDS: usize = STOPWORDS.len();
+
+/// Which stop word `word` (lower-cased) is, if it is one. Runs for every word of every
+/// passage, hence integer keys instead of string comparisons.
 #[inline(always)]
-fn is_stop_word(word: &str) -> bool {
+fn stop_word(word: &str) -> Option<usize> {
     // The longest stop word has 5 bytes.
     if word.len() > 5 {
-        return false;
+        return None;
     }
     let key = pack(word.as_bytes());
     // A binary search written out: `slice::binary_search` is not inlined at `opt-level = "z"`.
@@ -53,10 +56,10 @@ fn is_stop_word(word: &str) -> bool {
         match STOP_KEYS[middle].cmp(&key) {
             Ordering::Less => low = middle + 1,
             Ordering::Greater => high = middle,
-            Ordering::Equal => return true,
+            Ordering::Equal => return Some(middle),
         }
     }
-    false
+    None
 }
 
 /// The BM25 analysis of `text`: its terms, in order (duplicates kept).
@@ -86,7 +89,19 @@ pub fn bm25_terms(text: &str) -> Vec<String> {
 /// standard library's small functions (`Chars::next`, `String::push`) are not inlined: hence a
 /// byte loop with an ASCII fast path, and words that are already lower-case ASCII (most words)
 /// passed as slices of `text` without a copy.
-pub(super) fn for_each_term(text: &str, word: &mut String, mut emit: impl FnMut(&str)) {
+pub(super) fn for_each_term(text: &str, word: &mut String, emit: impl FnMut(&str)) {
+    for_each_word(text, word, emit, |_| {});
+}
+
+/// [`for_each_term`], also calling `stop` with each stop word's number (below
+/// [`STOP_WORDS`]) where it is dropped.
+#[inline(always)]
+pub(super) fn for_each_word(
+    text: &str,
+    word: &mut String,
+    mut emit: impl FnMut(&str),
+    mut stop: impl FnMut(usize),
+) {
     let bytes = text.as_bytes();
     let mut at = 0;
     while at < bytes.len() {
@@ -111,7 +126,7 @@ pub(super) fn for_each_term(text: &str, word: &mut String, mut emit: impl FnMut(
             }
         }
         if at > start {
-            finish_term(&text[start..at], plain, word, &mut emit);
+            finish_term(&text[start..at], plain, word, &mut emit, &mut stop);
         } else if bytes[at].is_ascii() {
             at += 1;
         } else {
@@ -123,7 +138,13 @@ pub(super) fn for_each_term(text: &str, word: &mut String, mut emit: impl FnMut(
 /// Lower-cases `raw` (unless `plain`), drops it if it is a stop word, folds its plural and
 /// emits it.
 #[inline(always)]
-fn finish_term(raw: &str, plain: bool, word: &mut String, emit: &mut impl FnMut(&str)) {
+fn finish_term(
+    raw: &str,
+    plain: bool,
+    word: &mut String,
+    emit: &mut impl FnMut(&str),
+    stop: &mut impl FnMut(usize),
+) {
     if !plain {
         word.clear();
         if raw.is_ascii() {
@@ -141,7 +162,8 @@ fn finish_term(raw: &str, plain: bool, word: &mut String, emit: &mut impl FnMut(
         }
     }
     let lower = if plain { raw } else { word.as_str() };
-    if is_stop_word(lower) {
+    if let Some(number) = stop_word(lower) {
+        stop(number);
         return;
     }
     match fold_plural(lower) {
@@ -255,7 +277,16 @@ mod tests {
     #[test]
     fn stop_words_are_sorted_for_binary_search() {
         assert!(STOPWORDS.windows(2).all(|pair| pair[0] < pair[1]));
-        assert!(STOPWORDS.iter().all(|word| word.len() <= 5 && is_stop_word(word)));
-        assert!(!is_stop_word("tha") && !is_stop_word("thein") && !is_stop_word("theyre"));
+        assert!(
+            STOPWORDS
+                .iter()
+                .enumerate()
+                .all(|(i, word)| word.len() <= 5 && stop_word(word) == Some(i))
+        );
+        assert!(
+            stop_word("tha").is_none()
+                && stop_word("thein").is_none()
+                && stop_word("theyre").is_none()
+        );
     }
 }

@@ -151,10 +151,11 @@ impl CorpusState {
     ///
     /// Once the corpus is indexed, ids are searched in a folded copy of them (one string per
     /// chunk), and texts through the BM25 index's postings: a text matches when it has every
-    /// word of the query as BM25 reads words (any case, plurals folded, stop words ignored),
-    /// which a substring search would also find, and more: `albums` finds `album`, `Albums`
-    /// and `albums`, not `albumsong`. A query of stop words only, or a search before the
-    /// index is built, reads every item instead (`contains`, any case).
+    /// word of the query as BM25 reads words (any case, plurals folded; the index keeps which
+    /// passages have each stop word for this), which is not quite a substring search:
+    /// `albums` finds `album`, `Albums` and `albums`, not `albumsong`. A query without a word
+    /// (punctuation only), or a search before the index is built, reads every item instead
+    /// (`contains`, any case).
     #[must_use]
     pub fn list(&self, query: &str, offset: usize, limit: usize) -> (usize, Vec<Item>) {
         let query = query.trim();
@@ -443,8 +444,12 @@ mod tests {
         let (total, page) = state.list("RIVER", 748, 4);
         assert_eq!(total, 1_500);
         assert_eq!(page.len(), 4);
-        // Stop words only: the scan, any case.
+        // Stop words, from the index too.
         assert_eq!(state.list("The", 0, 1).0, 750);
+        assert_eq!(state.list("over the", 0, 1).0, 750);
+        assert_eq!(state.list("the river", 0, 1).0, 0);
+        // No word: the scan.
+        assert_eq!(state.list("-", 0, 1).0, 3_000);
         // After a remove, the same answers without it.
         assert_eq!(state.remove(&["Item-1".to_owned()]), 1);
         state.index(|| 0.0);
