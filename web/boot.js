@@ -11,7 +11,11 @@ import init from "./verity-web.js";
 // (Chrome on Android, Safari before 16), the tab holding a Web Lock runs the engine in a
 // dedicated worker and the others reach it over a BroadcastChannel. Either way the answer is
 // an object with a dedicated Worker's members, which is what the UI was written against.
-globalThis.verityEngine = (url) => runsModels(engineAt(url));
+globalThis.verityEngine = (url) => runsModels(url);
+
+// This build's id (`cargo xtask dist` writes it here and in the worker's loader): the engine
+// tells every page its own first, and a page of another build says so rather than misread it.
+const BUILD = "__VERITY_BUILD__";
 
 /** Keeps the `.gguf` file picked in the Provider section's file field (#provider-gguf) in this
  * browser (web/in-tab.js), then puts its model reference (`file:NAME`), or why it could not be
@@ -36,6 +40,7 @@ function engineAt(url) {
     const shared = new SharedWorker(url, { type: "module", name: "verity" });
     const port = shared.port;
     return {
+      restartable: true,
       postMessage: (message) => port.postMessage(message),
       set onmessage(listener) { port.onmessage = listener; },
       set onmessageerror(listener) { port.onmessageerror = listener; },
@@ -45,7 +50,7 @@ function engineAt(url) {
   }
   if (!navigator.locks || typeof BroadcastChannel !== "function") {
     // Neither: an engine in this tab only (two tabs would each run their own).
-    return new Worker(url, { type: "module" });
+    return Object.assign(new Worker(url, { type: "module" }), { restartable: true });
   }
   return elected(url);
 }
@@ -53,34 +58,87 @@ function engineAt(url) {
 /** The engine with this tab offering to run the model in the tab (web/in-tab.js): the engine
  * sends its `in-tab:` requests to a page, since a shared worker cannot start the worker that
  * wllama runs in. Those calls are answered here and never reach the UI; the module and wllama
- * load only when the first call comes. The tab says when it goes, so no call waits on it. */
-function runsModels(engine) {
+ * load only when the first call comes. The tab says when it goes, so no call waits on it.
+ *
+ * The engine's first word is its build: one of another build (a tab left open over a deploy
+ * keeps the old engine running; a page may come from a cache) is not talked to, and the page
+ * says what to do. An engine that crashes (a trap in its wasm) says so and closes: this page
+ * starts a new one, which resumes the checks from their durable sessions, and the UI takes
+ * its `ready` as after a reload. Three crashes within a minute stop the restarts. */
+function runsModels(url) {
   let listener = null;
+  const handlers = {};
   const storageChanged = showStorage();
-  engine.onmessage = (event) => {
-    storageChanged(event.data);
-    if (event.data?.verityModel === "call" && event.ports?.[0]) {
-      const port = event.ports[0];
-      import("./verity-in-tab.js")
-        .then((model) => model.answer(event.data, port))
-        .catch((error) => port.postMessage({ error: `the model in the tab could not start: ${error?.message ?? error}` }));
+  let engine = null;
+  let differs = false;
+  let crashes = [];
+  const start = () => {
+    engine = engineAt(url);
+    engine.onmessage = (event) => {
+      const data = event.data;
+      if (data?.verityBuild !== undefined) {
+        if (data.verityBuild !== BUILD) {
+          differs = true;
+          engineState("differs", "This page and the Verity engine already running for this site come from different versions (the site was updated). Close the other tabs of this site, then reload this one. Nothing saved is lost.");
+        }
+        return;
+      }
+      if (data?.verityEngine === "crashed") return restart(data.message);
+      if (differs) return;
+      storageChanged(data);
+      if (data?.verityModel === "call" && event.ports?.[0]) {
+        const port = event.ports[0];
+        import("./verity-in-tab.js")
+          .then((model) => model.answer(data, port))
+          .catch((error) => port.postMessage({ error: `the model in the tab could not start: ${error?.message ?? error}` }));
+        return;
+      }
+      listener?.(event);
+    };
+    if (handlers.messageerror) engine.onmessageerror = handlers.messageerror;
+    if (handlers.error) engine.onerror = handlers.error;
+    engine.postMessage({ verityModel: "runner" });
+  };
+  const restart = (message) => {
+    const now = Date.now();
+    crashes = crashes.filter((at) => now - at < 60000);
+    if (crashes.length >= 3 || !engine.restartable) {
+      engineState("failed", `The engine stopped after an error (${message}). Reload the page: the checks go on from what they had saved.`);
       return;
     }
-    listener?.(event);
+    crashes.push(now);
+    engineState("restarted", `The engine stopped after an error (${message}) and was started again: the checks go on from what they had saved.`);
+    // The old worker closes itself first; a new shared worker of the same name is then a new one.
+    setTimeout(start, 100);
   };
-  engine.postMessage({ verityModel: "runner" });
+  start();
+  const current = { postMessage: (message) => engine.postMessage(message) };
   addEventListener("pagehide", () => engine.postMessage({ verityModel: "bye" }));
   addEventListener("pageshow", (event) => event.persisted && engine.postMessage({ verityModel: "runner" }));
   showModelState();
-  handsLargeFilesTo(engine);
+  handsLargeFilesTo(current);
   const post = quietSearch((message) => engine.postMessage(message));
   return {
     postMessage: post,
     set onmessage(next) { listener = next; },
-    set onmessageerror(next) { engine.onmessageerror = next; },
-    set onerror(next) { engine.onerror = next; },
+    set onmessageerror(next) { handlers.messageerror = next; engine.onmessageerror = next; },
+    set onerror(next) { handlers.error = next; engine.onerror = next; },
     terminate: () => engine.terminate(),
   };
+}
+
+/** What became of the engine (another build, restarted, stopped), in a line at the top. */
+function engineState(state, text) {
+  let line = document.querySelector(".engine-state");
+  if (!line) {
+    line = document.createElement("p");
+    line.className = "engine-state";
+    line.setAttribute("role", "alert");
+    line.dataset.testid = "engine-state";
+    document.body.prepend(line);
+  }
+  line.dataset.state = state;
+  line.textContent = text;
 }
 
 /** How long the table's search waits for the typing to pause before it asks the engine. */

@@ -126,6 +126,8 @@ export class Verity extends EventTarget {
       // The model in the tab (`{"api": "openai", "baseUrl": "in-tab:", "model": URL}`): the
       // engine asks this page to run it (verity-in-tab.js, loaded only then).
       if (event.data?.verityModel === 'call' && event.ports?.[0]) answerModelCall(event.data, event.ports[0]);
+      // A trap in the engine's wasm: it closed (its loader says so); what waits on it fails.
+      else if (event.data?.verityEngine === 'crashed') this.#fail(`the Verity engine crashed: ${event.data.message}`);
       else this.#receive(event.data);
     });
     this.#worker.addEventListener('error', (event) => {

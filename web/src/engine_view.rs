@@ -432,12 +432,18 @@ impl Engine {
                 self.corpus.set(corpus);
                 for result in results {
                     let id = result.id.clone();
-                    if self.card(&id).is_none() {
-                        self.add_card(CheckState::new(
+                    match self.card(&id) {
+                        // A check that ended while the engine was down (it was restarted).
+                        Some(card) => card.state.update(|state| {
+                            if state.is_active() {
+                                state.phase = Phase::Finished(Box::new(result));
+                            }
+                        }),
+                        None => self.add_card(CheckState::new(
                             id,
                             result.claim.clone(),
                             Phase::Finished(Box::new(result)),
-                        ));
+                        )),
                     }
                 }
                 for check in resumed {

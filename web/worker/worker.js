@@ -5,11 +5,47 @@
 // event may come while the wasm loads: its port waits in `verityConnected`, which the wasm
 // takes when it starts (web/worker/src/wasm.rs).
 import init from "./verity-worker.js";
+
+// This build's id (`cargo xtask dist` writes it here and in boot.js): each page is told it
+// before anything else, so a page of another build (a tab left open over a deploy, or a page
+// from a cache) says so instead of misreading the engine's messages.
+const BUILD = "__VERITY_BUILD__";
+// The pages, as this script sees them: told the build, and told if the engine crashes.
+const pages = [];
+const meet = (page) => {
+  pages.push(page);
+  page.postMessage({ verityBuild: BUILD });
+};
 if ("onconnect" in self) {
+  // Added before `onconnect` is first set, so a page hears the build before the engine's
+  // first message.
+  self.addEventListener("connect", (event) => event.ports.forEach(meet));
   const waiting = [];
   self.verityConnected = waiting;
   self.onconnect = (event) => waiting.push(...event.ports);
+} else {
+  meet(self);
+  // Ports a leader tab passes on (one per other tab, web/boot.js) are pages too.
+  self.addEventListener("message", (event) => event.ports.forEach(meet));
 }
+
+// A trap in the engine's wasm (a bug: a panic, memory exhausted) leaves it unusable. Every
+// page is told and the worker closes: the pages start a new engine, which resumes the checks
+// from their durable sessions (web/boot.js).
+let crashed = false;
+const crash = (error) => {
+  if (crashed) return;
+  crashed = true;
+  const news = { verityEngine: "crashed", message: String(error?.message ?? error) };
+  for (const page of pages) page.postMessage(news);
+  self.close();
+};
+self.addEventListener("error", (event) => {
+  if (event.error instanceof WebAssembly.RuntimeError) crash(event.error);
+});
+self.addEventListener("unhandledrejection", (event) => {
+  if (event.reason instanceof WebAssembly.RuntimeError) crash(event.reason);
+});
 // As a dedicated worker, messages the page posts while the wasm loads are dispatched during the
 // await below (Chromium does not hold them for a module's top-level await): they wait here and
 // are handed to the wasm's listener once it is installed (the page's own messages wait for

@@ -178,6 +178,7 @@ fn build(release: bool) -> Result {
     for (from, to) in FILES {
         copy(&root().join(from), &staging.join(to))?;
     }
+    stamp_build(&staging)?;
     copy_dir(&root().join("examples"), &staging.join("examples"))?;
     for (name, write) in HOST_HEADER_FILES {
         let file = staging.join(name);
@@ -189,6 +190,39 @@ fn build(release: bool) -> Result {
     }
     std::fs::rename(&staging, &dist)
         .map_err(|e| format!("{} -> {}: {e}", staging.display(), dist.display()))
+}
+
+/// Writes this build's id in place of `__VERITY_BUILD__` in the page's loader and the worker's:
+/// the engine tells each page its build first, and a page of another build (a tab left open
+/// over a deploy keeps the old engine running) says so instead of misreading its messages.
+/// The id is a hash (FNV-1a, 64 bits) of both wasm binaries and their glue: any change to
+/// either is another build; the same sources built the same way are the same build.
+fn stamp_build(staging: &Path) -> Result {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (_, bin) in BINARIES {
+        for file in [format!("{bin}_bg.wasm"), format!("{bin}.js")] {
+            let path = staging.join(file);
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            for byte in bytes {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    let build = format!("{hash:016x}");
+    for file in ["boot.js", "verity-worker_loader.js"] {
+        let path = staging.join(file);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if !text.contains("\"__VERITY_BUILD__\"") {
+            return Err(format!(
+                "{}: no \"__VERITY_BUILD__\" to write the build's id in",
+                path.display()
+            ));
+        }
+        let text = text.replace("\"__VERITY_BUILD__\"", &format!("\"{build}\""));
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 fn copy(from: &Path, to: &Path) -> Result {

@@ -856,6 +856,7 @@ mod tests {
             FromWorker::Error { message: "storage".into() },
             FromWorker::NotSaved { id: Some("c1".into()), message: "full".into() },
             FromWorker::NotSaved { id: None, message: "full".into() },
+            FromWorker::ResultsCleared,
         ]
     }
 

@@ -218,6 +218,7 @@ impl FromJson for FromWorker {
                 message: f.string("message")?,
             },
             "error" => FromWorker::Error { message: f.string("message")? },
+            "resultsCleared" => FromWorker::ResultsCleared,
             "notSaved" => {
                 FromWorker::NotSaved { id: f.opt_string("id")?, message: f.string("message")? }
             }
