@@ -66,11 +66,14 @@ pub struct Unreadable {
     pub record: String,
     /// Why.
     pub why: String,
+    /// The check whose session this record is, when it is one: that check is not started over
+    /// (which would write over the record and pay again), it waits.
+    pub session_of: Option<String>,
 }
 
 impl Unreadable {
     fn new(record: impl Into<String>, why: impl Into<String>) -> Self {
-        Self { record: record.into(), why: why.into() }
+        Self { record: record.into(), why: why.into(), session_of: None }
     }
 }
 

@@ -506,7 +506,11 @@ async fn restore(db: &Rc<Database>, host: &WorkerHost) -> Result<Restored<IdbSto
         let read = read_json::<SessionRecord>(
             &format!("the session of check {key}"),
             Some(text.as_deref()),
-        );
+        )
+        .map_err(|mut skipped| {
+            skipped.session_of = Some(key.clone());
+            skipped
+        });
         if let Some(record) = skip(read, &mut unreadable) {
             sessions.push(StoredSession {
                 store: IdbStore::new(Some(Rc::clone(db)), record.meta.clone()),

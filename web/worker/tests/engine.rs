@@ -1315,7 +1315,7 @@ fn a_result_is_saved_and_its_session_deleted_in_one_write() {
     engine.handle(ToWorker::Cancel { id: "c2".into() });
     let done = finished(&take(&after));
     let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
-    assert!(failure["message"].as_str().unwrap().contains("waited for its corpus"), "{failure}");
+    assert!(failure["message"].as_str().unwrap().contains("waited to resume"), "{failure}");
     assert_eq!(*after.writes.borrow(), ["result c2 and end c2"]);
 }
 
@@ -1334,8 +1334,16 @@ fn unreadable_records_are_named_after_ready_and_the_rest_restored() {
     pool.run_until(engine.start(Restored {
         results: vec![kept],
         unreadable: vec![
-            Unreadable { record: "result r3".into(), why: "EOF while parsing".into() },
-            Unreadable { record: "the corpus".into(), why: "it is not text".into() },
+            Unreadable {
+                record: "result r3".into(),
+                why: "EOF while parsing".into(),
+                session_of: None,
+            },
+            Unreadable {
+                record: "the corpus".into(),
+                why: "it is not text".into(),
+                session_of: None,
+            },
         ],
         ..Restored::default()
     }));
@@ -1912,4 +1920,49 @@ fn clearing_the_results_is_told_to_every_page() {
     let posted = take(&recorded);
     assert!(posted.contains(&FromWorker::ResultsCleared), "{posted:?}");
     assert!(recorded.results.borrow().is_empty());
+}
+
+/// An unfinished check whose session record cannot be read (another version's, or damaged) is
+/// not started over, which would write over its record and pay again: it waits, shown, and
+/// the person is told; cancelled, it ends and its record goes in one write.
+#[test]
+fn a_check_whose_session_cannot_be_read_is_kept_not_started_over() {
+    let (engine, mut pool, recorded) = new_engine();
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    let provider = ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
+                       "stream": false}),
+    };
+    pool.run_until(engine.start(Restored {
+        items: Vec::new(),
+        results: Vec::new(),
+        sessions: Vec::new(),
+        unfinished: Unfinished {
+            concurrency: 1,
+            checks: vec![SessionMeta::new(&check("u1", claim), &provider)],
+            budgets: Vec::new(),
+        },
+        unreadable: vec![Unreadable {
+            record: "the session of check u1".into(),
+            why: "unknown variant `v9`".into(),
+            session_of: Some("u1".into()),
+        }],
+    }));
+    pool.run_until_stalled();
+    let posted = take(&recorded);
+    let Some(FromWorker::Ready { queued, .. }) = posted.first() else { panic!("{posted:?}") };
+    assert_eq!(queued, &[check("u1", claim)]);
+    assert!(
+        posted.iter().any(|message| matches!(message, FromWorker::Error { message }
+            if message.contains("kept as they are rather than started over"))),
+        "{posted:?}"
+    );
+    assert!(recorded.sessions.borrow().is_empty(), "no new session over its record");
+    assert!(recorded.sent.borrow().is_empty(), "nothing paid again");
+    assert_eq!(recorded.unfinished.borrow().checks.len(), 1, "still unfinished");
+    engine.handle(ToWorker::Cancel { id: "u1".into() });
+    let done = finished(&take(&recorded));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(failure["kind"], "cancelled");
+    assert_eq!(*recorded.writes.borrow(), ["result u1 and end u1"]);
 }

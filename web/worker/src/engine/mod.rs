@@ -67,6 +67,9 @@ struct Inner<H: Host> {
     live: RefCell<HashMap<String, Vec<Value>>>,
     /// Checks a reload interrupted whose corpus has changed since: they wait for it.
     stranded: RefCell<Vec<Stranded<H::Store>>>,
+    /// Checks whose session record could not be read (another version's, or damaged): kept
+    /// as they are, never started over; they end when the person cancels them.
+    unreadable: RefCell<Vec<SessionMeta>>,
     /// The page's provider with its key, once [`ToWorker::Credentials`] came (`Some(None)`: the
     /// page has none), for stranded checks that resume later.
     credentials: RefCell<Option<Option<ProviderChoice>>>,
@@ -83,6 +86,7 @@ impl<H: Host> Engine<H> {
             awaiting_queue: RefCell::default(),
             live: RefCell::default(),
             stranded: RefCell::default(),
+            unreadable: RefCell::default(),
             credentials: RefCell::default(),
         };
         Self { inner: Rc::new(inner) }
@@ -124,6 +128,7 @@ impl<H: Host> Engine<H> {
                 .chain(
                     self.inner.stranded.borrow().iter().map(|waiting| waiting.meta.check.clone()),
                 )
+                .chain(self.inner.unreadable.borrow().iter().map(|meta| meta.check.clone()))
                 .collect();
             FromWorker::Ready {
                 corpus: state.corpus.summary(),
@@ -395,10 +400,16 @@ impl<H: Host> Engine<H> {
                 let position = stranded.iter().position(|waiting| waiting.meta.check.id == id);
                 position.map(|position| stranded.remove(position))
             };
-            if let Some(Stranded { meta, .. }) = stranded {
-                // Its session cannot be opened over this corpus: what it spent is in its log.
-                let message = "cancelled by the user while it waited for its corpus (what it \
-                               had spent is not counted here)";
+            let stranded = stranded.map(|Stranded { meta, .. }| meta).or_else(|| {
+                let mut unreadable = self.inner.unreadable.borrow_mut();
+                let position = unreadable.iter().position(|meta| meta.check.id == id)?;
+                Some(unreadable.remove(position))
+            });
+            if let Some(meta) = stranded {
+                // Its session cannot be opened (over this corpus, or by this version): what it
+                // spent is in its log.
+                let message = "cancelled by the user while it waited to resume (what it had \
+                               spent is not counted here)";
                 self.finished(CheckResult {
                     id: meta.check.id,
                     claim: meta.check.claim,

@@ -35,7 +35,10 @@ impl<H: Host> Engine<H> {
         let corpus = self.inner.state.borrow().corpus.current().clone();
         let with_session: HashSet<String> =
             sessions.iter().map(|stored| stored.meta.check.id.clone()).collect();
+        let session_unreadable: HashSet<&str> =
+            unreadable.iter().filter_map(|skipped| skipped.session_of.as_deref()).collect();
         let mut requeued = Vec::new();
+        let mut kept_unreadable = Vec::new();
         {
             let mut state = self.inner.state.borrow_mut();
             for meta in unfinished.checks {
@@ -45,7 +48,10 @@ impl<H: Host> Engine<H> {
                 {
                     continue;
                 }
-                if !with_session.contains(id) {
+                if session_unreadable.contains(id.as_str()) {
+                    // Started over, it would write over its record and pay again: it waits.
+                    kept_unreadable.push(meta.clone());
+                } else if !with_session.contains(id) {
                     requeued.push(meta.clone());
                 }
                 state.unfinished.push(meta);
@@ -121,6 +127,7 @@ impl<H: Host> Engine<H> {
         let queued = requeued
             .iter()
             .chain(stranded.iter().map(|waiting| &waiting.meta))
+            .chain(&kept_unreadable)
             .map(|meta| meta.check.clone())
             .collect();
         self.post(&FromWorker::Ready { corpus: summary, results, resumed, queued });
@@ -130,6 +137,22 @@ impl<H: Host> Engine<H> {
         if !stranded.is_empty() {
             self.post(&FromWorker::Error { message: stranded_notice(&stranded) });
         }
+        if !kept_unreadable.is_empty() {
+            let claims: Vec<String> = kept_unreadable
+                .iter()
+                .map(|meta| format!("\u{201c}{}\u{201d}", meta.check.claim))
+                .collect();
+            self.post(&FromWorker::Error {
+                message: format!(
+                    "What was saved of these unfinished checks cannot be read by this version of \
+                     the page (see the records skipped), so they are kept as they are rather \
+                     than started over and paid for again: {}. A newer version of the page may \
+                     resume them; cancel them to drop what was saved and re-run them.",
+                    claims.join(", ")
+                ),
+            });
+        }
+        self.inner.unreadable.borrow_mut().extend(kept_unreadable);
         self.inner.stranded.borrow_mut().extend(stranded);
         self.index();
         for (meta, store, session) in to_run {
