@@ -207,6 +207,10 @@ fn connect(port: MessagePort, pending: &Pending, engine: &Shared) {
     let started = engine.borrow().clone();
     if let Some(engine) = started {
         asking(&page, || engine.welcome());
+        if false {
+        NOT_SAVED
+            .with(|kept| kept.borrow().iter().for_each(|notice| post_to(&page, &to_js(notice))));
+        }
     }
 }
 
@@ -279,7 +283,7 @@ pub fn start() {
             }
         };
         let host =
-            WorkerHost { db: db.clone(), next_order: Cell::new(0), stored_parts: Rc::default() };
+            WorkerHost { db: db.clone(), next_order: Cell::new(0), corpus_saver: Rc::default() };
         let restored = match &db {
             Some(db) => restore(db, &host).await.unwrap_or_else(|why| {
                 host.post(&FromWorker::Error {
@@ -439,7 +443,7 @@ async fn restore_corpus(
             .collect();
         let blob = Write::Delete { store: KV, key: CORPUS_BLOB.to_owned() };
         write_later(db, stale.into_iter().chain([blob]).collect(), None);
-        *host.stored_parts.borrow_mut() = stored;
+        *host.corpus_saver.stored.borrow_mut() = stored;
         return Ok(items);
     }
     let blob = get_raw(db, KV, CORPUS_BLOB).await?;
@@ -471,7 +475,7 @@ async fn restore_corpus(
         Err(error) => Err(error.to_string()),
     };
     match moved {
-        Ok(()) => host.stored_parts.borrow_mut().extend(keys),
+        Ok(()) => host.corpus_saver.stored.borrow_mut().extend(keys),
         Err(error) => host.post(&FromWorker::Error {
             message: format!(
                 "the saved corpus could not be moved to this version's layout (it is shown, \
@@ -628,6 +632,9 @@ thread_local! {
     /// The storage-full notices posted since a write last landed: each is posted once, not
     /// at every write of the same record while the disk stays full.
     static TOLD_FULL: RefCell<Vec<FromWorker>> = const { RefCell::new(Vec::new()) };
+    /// The storage-full notices of checks (a result, a session's progress) posted so far: a
+    /// page that connects later is told them too, so its cards say "Not saved" as well.
+    static NOT_SAVED: RefCell<Vec<FromWorker>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Posts `notice` (a [`FromWorker::NotSaved`]) unless it was posted since a write last landed.
@@ -642,6 +649,14 @@ fn tell_full(notice: &FromWorker) {
     });
     if new {
         post(notice);
+    }
+    if matches!(notice, FromWorker::NotSaved { id: Some(_), .. }) {
+        NOT_SAVED.with(|kept| {
+            let mut kept = kept.borrow_mut();
+            if !kept.contains(notice) {
+                kept.push(notice.clone());
+            }
+        });
     }
 }
 
@@ -680,33 +695,130 @@ fn write(db: &Database, writes: Vec<Write>) -> Result<idb::Transaction, idb::Err
 /// it fails because storage is full, `if_full` is posted (what is kept in memory instead);
 /// any other failure is an `Error`.
 fn write_later(db: &Rc<Database>, writes: Vec<Write>, if_full: Option<FromWorker>) {
-    write_later_then(db, writes, if_full, || {});
-}
-
-/// [`write_later`], calling `failed` if the transaction does not commit.
-fn write_later_then(
-    db: &Rc<Database>,
-    writes: Vec<Write>,
-    if_full: Option<FromWorker>,
-    failed: impl FnOnce() + 'static,
-) {
     let written = write(db, writes);
     wasm_bindgen_futures::spawn_local(async move {
         let outcome = match written {
             Ok(tx) => commit(tx).await,
             Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
         };
-        if outcome.is_err() {
-            failed();
-        }
-        match (outcome, if_full) {
-            (Ok(()), _) => TOLD_FULL.with(|told| told.borrow_mut().clear()),
-            (Err(NotCommitted { full: true, .. }), Some(notice)) => tell_full(&notice),
-            (Err(NotCommitted { why, .. }), _) => {
-                post(&FromWorker::Error { message: format!("saving to IndexedDB failed: {why}") });
-            }
-        }
+        tell_outcome(outcome, if_full);
     });
+}
+
+/// Tells the pages what became of a write: nothing when it landed; `if_full` when storage was
+/// full; an `Error` otherwise.
+fn tell_outcome(outcome: Result<(), NotCommitted>, if_full: Option<FromWorker>) {
+    match (outcome, if_full) {
+        (Ok(()), _) => TOLD_FULL.with(|told| told.borrow_mut().clear()),
+        (Err(NotCommitted { full: true, .. }), Some(notice)) => tell_full(&notice),
+        (Err(NotCommitted { why, .. }), _) => {
+            post(&FromWorker::Error { message: format!("saving to IndexedDB failed: {why}") });
+        }
+    }
+}
+
+/// How many corpus parts one transaction writes (about 2 MB each): the text of the parts
+/// being written is held until their transaction commits, so a million passages are written
+/// in steps, not at once.
+const PARTS_PER_WRITE: usize = 8;
+
+/// Saves the corpus in the background, one version at a time: the latest asked for while a
+/// save runs is the next saved (the ones between are skipped).
+#[derive(Debug, Default)]
+struct CorpusSaver {
+    /// The keys of the corpus parts in storage: a save writes the others, and deletes these
+    /// when no longer in the corpus.
+    stored: RefCell<HashSet<String>>,
+    /// The version to save next.
+    pending: RefCell<Option<Arc<IndexedCorpus>>>,
+    /// Whether a save runs.
+    running: Cell<bool>,
+}
+
+impl CorpusSaver {
+    /// Saves `corpus` (after the save that runs, if one does).
+    fn save(self: &Rc<Self>, db: &Rc<Database>, corpus: &Arc<IndexedCorpus>) {
+        *self.pending.borrow_mut() = Some(Arc::clone(corpus));
+        if self.running.replace(true) {
+            return;
+        }
+        let (saver, db) = (Rc::clone(self), Rc::clone(db));
+        wasm_bindgen_futures::spawn_local(async move {
+            loop {
+                let next = saver.pending.borrow_mut().take();
+                let Some(corpus) = next else { break };
+                if CLOSED.with(Cell::get) {
+                    break;
+                }
+                let outcome = saver.write(&db, &corpus).await;
+                if outcome.is_err() {
+                    // Which parts landed is unknown: the next save writes them all again (a
+                    // part is written whole or not at all, under its content hash), and the
+                    // next start deletes the parts no order names.
+                    saver.stored.borrow_mut().clear();
+                }
+                let full = storage_full(
+                    None,
+                    "The corpus is",
+                    "It is kept in memory, and lost when the last tab of the app closes.",
+                );
+                tell_outcome(outcome, Some(full));
+            }
+            saver.running.set(false);
+        });
+    }
+
+    /// Writes the parts of `corpus` that storage lacks, [`PARTS_PER_WRITE`] per transaction,
+    /// then the order and the deletion of the parts no longer in it, in one last transaction:
+    /// until that one commits, storage holds the previous version (and parts of this one that
+    /// nothing names yet).
+    async fn write(&self, db: &Database, corpus: &Arc<IndexedCorpus>) -> Result<(), NotCommitted> {
+        let order = CorpusOrder::of(corpus.corpus());
+        let missing: Vec<(String, Arc<Chunk>)> = {
+            let stored = self.stored.borrow();
+            corpus
+                .corpus()
+                .chunks()
+                .iter()
+                .zip(&order.parts)
+                .filter(|(_, key)| !stored.contains(*key))
+                .map(|(chunk, key)| (key.clone(), Arc::clone(chunk)))
+                .collect()
+        };
+        for batch in missing.chunks(PARTS_PER_WRITE) {
+            let writes = batch
+                .iter()
+                .map(|(key, chunk)| Write::PutPart { key: key.clone(), chunk: Arc::clone(chunk) })
+                .collect();
+            run(db, writes).await?;
+            self.stored.borrow_mut().extend(batch.iter().map(|(key, _)| key.clone()));
+        }
+        let wanted: HashSet<&str> = order.parts.iter().map(String::as_str).collect();
+        let gone: Vec<String> = self
+            .stored
+            .borrow()
+            .iter()
+            .filter(|key| !wanted.contains(key.as_str()))
+            .cloned()
+            .collect();
+        let mut writes: Vec<Write> =
+            gone.iter().map(|key| Write::Delete { store: CORPUS, key: key.clone() }).collect();
+        writes.push(Write::Put { store: KV, key: CORPUS_ORDER.to_owned(), text: order.to_text() });
+        run(db, writes).await?;
+        let mut stored = self.stored.borrow_mut();
+        for key in &gone {
+            stored.remove(key);
+        }
+        Ok(())
+    }
+}
+
+/// Makes `writes` in one transaction and awaits it.
+async fn run(db: &Database, writes: Vec<Write>) -> Result<(), NotCommitted> {
+    match write(db, writes) {
+        Ok(tx) => commit(tx).await,
+        Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
+    }
 }
 
 /// `message` as a plain, JSON-compatible JavaScript object (what
@@ -743,9 +855,8 @@ struct WorkerHost {
     db: Option<Rc<Database>>,
     /// The order of the next result recorded ([`ResultRecord::order`]).
     next_order: Cell<u64>,
-    /// The keys of the corpus parts in storage (or being written): a save writes the others
-    /// and deletes these when no longer in the corpus.
-    stored_parts: Rc<RefCell<HashSet<String>>>,
+    /// Saves the corpus.
+    corpus_saver: Rc<CorpusSaver>,
 }
 
 impl WorkerHost {
@@ -799,38 +910,7 @@ impl Host for WorkerHost {
 
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>) {
         if let Some(db) = self.db() {
-            let chunks = corpus.corpus().chunks();
-            let order = CorpusOrder::of(corpus.corpus());
-            let mut writes = Vec::new();
-            {
-                let mut stored = self.stored_parts.borrow_mut();
-                let wanted: HashSet<&str> = order.parts.iter().map(String::as_str).collect();
-                for (chunk, key) in chunks.iter().zip(&order.parts) {
-                    if stored.insert(key.clone()) {
-                        writes.push(Write::PutPart { key: key.clone(), chunk: Arc::clone(chunk) });
-                    }
-                }
-                let gone: Vec<String> =
-                    stored.iter().filter(|key| !wanted.contains(key.as_str())).cloned().collect();
-                for key in gone {
-                    stored.remove(&key);
-                    writes.push(Write::Delete { store: CORPUS, key });
-                }
-            }
-            writes.push(Write::Put {
-                store: KV,
-                key: CORPUS_ORDER.to_owned(),
-                text: order.to_text(),
-            });
-            let full = storage_full(
-                None,
-                "The corpus is",
-                "It is kept in memory, and lost when the last tab of the app closes.",
-            );
-            // If the write fails, which parts landed is unknown: the next save writes them all
-            // again (a part is written whole or not at all, under its content hash).
-            let stored = Rc::clone(&self.stored_parts);
-            write_later_then(db, writes, Some(full), move || stored.borrow_mut().clear());
+            self.corpus_saver.save(db, corpus);
         }
     }
 
