@@ -23,6 +23,7 @@ test('with the disk full, a check ends with its verdict, shown as not saved; the
     await context.addInitScript(() => {
       // Counts the page's requests for persistent storage (the browser decides; headless
       // Chromium mostly says no).
+      if (!navigator.storage) return; // about:blank, before a new page's first navigation
       const persist = navigator.storage.persist.bind(navigator.storage);
       window.persistAsked = 0;
       navigator.storage.persist = () => { window.persistAsked += 1; return persist(); };
@@ -64,6 +65,11 @@ test('with the disk full, a check ends with its verdict, shown as not saved; the
     await page.locator(id('storage')).filter({ hasText: 'refused the last save' }).waitFor({ timeout: 10000 });
     assert.match(await page.locator(id('storage')).innerText(), /Export the ones you want to keep/);
     await screenshot(page, 'quota-not-saved');
+    // A tab opened now shows the result marked "not saved" too.
+    const later = await context.newPage();
+    await later.goto(site.url);
+    await later.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await later.locator(id('check-1')).locator(id('not-saved')).waitFor({ timeout: 10000 });
     assert.deepEqual(errors, []);
   } finally {
     await close();

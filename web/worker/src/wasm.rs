@@ -207,10 +207,8 @@ fn connect(port: MessagePort, pending: &Pending, engine: &Shared) {
     let started = engine.borrow().clone();
     if let Some(engine) = started {
         asking(&page, || engine.welcome());
-        if false {
         NOT_SAVED
             .with(|kept| kept.borrow().iter().for_each(|notice| post_to(&page, &to_js(notice))));
-        }
     }
 }
 
