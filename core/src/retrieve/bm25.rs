@@ -341,8 +341,12 @@ impl Bm25Index {
             }
             lists.sort_by_key(|list| list.len());
             let (shortest, others) = lists.split_first().expect("one list at least");
-            if others.is_empty() && total + shortest.len() <= offset {
-                // One word: the count is the list's length.
+            if others.is_empty() {
+                // One word: the count is the list's length, the page a slice of it.
+                let from = offset.saturating_sub(total).min(shortest.len());
+                let room = limit - page.len();
+                let shown = &shortest[from..(from + room).min(shortest.len())];
+                page.extend(shown.iter().map(|&passage| offset_of as usize + usize::from(passage)));
                 total += shortest.len();
                 continue;
             }
@@ -780,6 +784,15 @@ mod tests {
         let (total, page) = index.containing_all("Zeppelins, TOWER", 5, 20).unwrap();
         assert_eq!(total, expected.len());
         assert_eq!(page, expected[5..25]);
+        // One word: pages straddling segments, the count without reading the postings.
+        let one: Vec<usize> = (0..corpus.len())
+            .filter(|&p| bm25_terms(&corpus.passages()[p].text).iter().any(|t| t == "zeppelin"))
+            .collect();
+        for (offset, limit) in [(0, 7), (100, 1_000), (one.len() - 3, 10), (one.len() + 5, 10)] {
+            let (total, page) = index.containing_all("zeppelins", offset, limit).unwrap();
+            assert_eq!(total, one.len());
+            assert_eq!(page, one[offset.min(one.len())..(offset + limit).min(one.len())]);
+        }
         assert_eq!(index.containing_all("zeppelin unheard", 0, 10), Some((0, Vec::new())));
         assert_eq!(index.containing_all("", 0, 10), None);
         assert_eq!(index.containing_all(" ,; ", 0, 10), None);

@@ -165,19 +165,20 @@ impl CorpusState {
             let page = corpus.passages().iter().skip(offset).take(limit).map(item).collect();
             return (corpus.len(), page);
         }
-        if self.current.is_indexed()
-            && let Some((_, words)) = self.current.bm25().containing_all(query, 0, usize::MAX)
-        {
+        if self.current.is_indexed() {
             let ids = self.ids.borrow_mut().containing(corpus, &query.to_lowercase());
-            let matches = merged(&ids, &words);
-            let page = matches
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .filter_map(|&index| corpus.passages().get(index))
-                .map(item)
-                .collect();
-            return (matches.len(), page);
+            let bm25 = self.current.bm25();
+            let item_at = |index: usize| corpus.passages().get(index).map(item);
+            if ids.is_empty() {
+                if let Some((total, indices)) = bm25.containing_all(query, offset, limit) {
+                    return (total, indices.into_iter().filter_map(item_at).collect());
+                }
+            } else if let Some((_, words)) = bm25.containing_all(query, 0, usize::MAX) {
+                // Ids match too: the union, in corpus order.
+                let matches = merged(&ids, &words);
+                let page = matches.iter().skip(offset).take(limit).copied();
+                return (matches.len(), page.filter_map(item_at).collect());
+            }
         }
         let query = query.to_lowercase();
         let mut total = 0;
