@@ -237,6 +237,7 @@ fn checks() -> Result {
     setup::npm_packages()?;
     setup::wasm_bindgen_cli()?;
     setup::chromium()?;
+    setup::firefox()?;
     llama::install()?;
     section("format");
     run(cargo().args(["fmt", "--all", "--check"]))?;
@@ -465,6 +466,19 @@ mod setup {
         run(Command::new("apt-get").args(["update", "-qq"]))?;
         run(Command::new("apt-get").args(["install", "-y", "-qq", "chromium"]))?;
         timing::note("installed Debian's chromium");
+        Ok(())
+    }
+
+    /// Debian's Firefox ESR for the browser test in Firefox (driven over WebDriver BiDi by the
+    /// npm package puppeteer-core, which needs no patched browser).
+    pub fn firefox() -> Result {
+        if std::path::Path::new("/usr/bin/firefox-esr").is_file() {
+            return Ok(());
+        }
+        eprintln!("xtask: installing Debian's firefox-esr");
+        run(Command::new("apt-get").args(["update", "-qq"]))?;
+        run(Command::new("apt-get").args(["install", "-y", "-qq", "firefox-esr"]))?;
+        timing::note("installed Debian's firefox-esr");
         Ok(())
     }
 

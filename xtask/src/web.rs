@@ -503,8 +503,9 @@ pub fn browser_tests(llama: Option<&str>) -> Result {
     section("the app (release build of the UI and the worker)");
     build(true)?;
     size(&[])?;
-    section("browser tests (Chromium)");
+    section("browser tests (Chromium, and one in Firefox)");
     setup::chromium()?;
+    setup::firefox()?;
     let tests = super::node_test_files("tests/browser")?;
     let mut node = Command::new("node");
     if let Some(url) = llama {
