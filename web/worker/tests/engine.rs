@@ -1966,3 +1966,38 @@ fn a_check_whose_session_cannot_be_read_is_kept_not_started_over() {
     assert_eq!(failure["kind"], "cancelled");
     assert_eq!(*recorded.writes.borrow(), ["result u1 and end u1"]);
 }
+
+/// A run of a thousand claims (the most a claims file gives) whose limit is reached at its
+/// first check: the other 999 end `budget` at once, with nothing sent, each saved.
+#[test]
+fn a_thousand_queued_checks_end_at_the_limit_without_a_request() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let cited = engine.corpus().corpus().passages()[0].text.clone();
+    recorded.replies.borrow_mut().push_back(completion(
+        "a1",
+        "record_assessment",
+        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
+    ));
+    let checks: Vec<CheckRequest> =
+        (0..1000).map(|n| check(&format!("t{n}"), "The bridge opened in 1937.")).collect();
+    engine.handle(ToWorker::Check {
+        checks,
+        provider: ProviderChoice::Network {
+            config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
+                           "stream": false, "price": {"input": 100_000, "output": 0}}),
+        },
+        concurrency: 1,
+        corpus: None,
+        budget: Some(0.5),
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    assert_eq!(done.len(), 1000);
+    assert!(done.iter().all(|result| matches!(&result.outcome,
+        Outcome::Failed { failure } if failure["kind"] == "budget")));
+    assert_eq!(recorded.sent.borrow().len(), 1, "only the first check's assessment");
+    assert_eq!(recorded.results.borrow().len(), 1000);
+    assert!(recorded.unfinished.borrow().checks.is_empty());
+    assert!(recorded.unfinished.borrow().budgets.is_empty());
+}

@@ -47,20 +47,29 @@ impl<H: Host> Engine<H> {
     /// Records a finished check: posts it, saves the results and deletes its session (one
     /// write), starts the next queued check.
     pub(super) fn finished(&self, result: CheckResult) {
-        let result = result.advised();
-        let id = result.id.clone();
-        let was_unfinished = {
-            let mut state = self.inner.state.borrow_mut();
-            state.running.retain(|running| running.id != id);
-            let before = state.unfinished.len();
-            state.unfinished.retain(|meta| meta.check.id != id);
-            state.unfinished.len() != before
-        };
-        self.inner.live.borrow_mut().remove(&id);
-        self.post(&FromWorker::Finished { result: result.clone() });
-        // The result is saved before the check leaves the saved unfinished ones, so a reload
-        // between the two writes finds it finished.
-        self.record_result(result);
+        self.all_finished(vec![result]);
+    }
+
+    /// [`finished`](Self::finished) for several checks at once (a run's queued checks ended by
+    /// its limit): each is posted and saved, then the unfinished checks are saved once.
+    pub(super) fn all_finished(&self, results: Vec<CheckResult>) {
+        let mut was_unfinished = false;
+        for result in results {
+            let result = result.advised();
+            let id = result.id.clone();
+            {
+                let mut state = self.inner.state.borrow_mut();
+                state.running.retain(|running| running.id != id);
+                let before = state.unfinished.len();
+                state.unfinished.retain(|meta| meta.check.id != id);
+                was_unfinished |= state.unfinished.len() != before;
+            }
+            self.inner.live.borrow_mut().remove(&id);
+            self.post(&FromWorker::Finished { result: result.clone() });
+            // The result is saved before the check leaves the saved unfinished ones, so a
+            // reload between the two writes finds it finished.
+            self.record_result(result);
+        }
         if was_unfinished {
             self.save_unfinished();
         }

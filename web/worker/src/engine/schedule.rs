@@ -1,6 +1,7 @@
 //! The scheduler: queued checks start while fewer than the concurrency bound run, and the
 //! unfinished ones are saved so a reload re-queues them.
 
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use verity_core::{Cancel, JobFailed, Spent};
@@ -8,12 +9,14 @@ use verity_messages::{CheckResult, Outcome};
 
 use super::budget::RunBudget;
 use super::check::to_value;
-use super::state::Running;
+use super::state::{Pending, Running};
 use super::{Engine, Host};
 use crate::saved::{SessionMeta, Unfinished};
 
 impl<H: Host> Engine<H> {
-    /// Starts queued checks while fewer than the concurrency bound run.
+    /// Ends the queued checks whose run's limit was reached (at once, without a request or a
+    /// place among the running ones), then starts queued checks while fewer than the
+    /// concurrency bound run.
     pub(super) fn pump(&self) {
         if !self.inner.awaiting.borrow().is_empty()
             || !self.inner.awaiting_queue.borrow().is_empty()
@@ -22,6 +25,40 @@ impl<H: Host> Engine<H> {
             // first could exceed the concurrency once they run.
             return;
         }
+        let over: VecDeque<Pending> = {
+            let mut state = self.inner.state.borrow_mut();
+            let (over, queue): (VecDeque<Pending>, VecDeque<Pending>) =
+                std::mem::take(&mut state.queue).into_iter().partition(|pending| {
+                    pending.budget.as_ref().is_some_and(|budget| budget.reached())
+                });
+            state.queue = queue;
+            over
+        };
+        self.start_queued();
+        if over.is_empty() {
+            return;
+        }
+        // Saved together; the pump that follows finds none of them queued any more.
+        let results = over
+            .into_iter()
+            .map(|pending| {
+                let message = pending.budget.as_ref().map(|budget| budget.message(0.0));
+                let failed = JobFailed::budget(message.unwrap_or_default(), Spent::default());
+                let corpus = pending.corpus.clone().unwrap_or_else(|| self.corpus());
+                CheckResult {
+                    id: pending.check.id,
+                    claim: pending.check.claim,
+                    outcome: Outcome::Failed { failure: to_value(&failed) },
+                    cited: Vec::new(),
+                    provenance: self.provenance(&pending.provider, Some(&corpus)),
+                }
+            })
+            .collect();
+        self.all_finished(results);
+    }
+
+    /// Starts queued checks while fewer than the concurrency bound run.
+    fn start_queued(&self) {
         loop {
             let (pending, corpus, cancel) = {
                 let mut state = self.inner.state.borrow_mut();
@@ -29,21 +66,6 @@ impl<H: Host> Engine<H> {
                     return;
                 }
                 let Some(pending) = state.queue.pop_front() else { return };
-                if let Some(budget) = pending.budget.as_ref().filter(|budget| budget.reached()) {
-                    // Its run's limit was reached: it ends without a request.
-                    let failed = JobFailed::budget(budget.message(0.0), Spent::default());
-                    let corpus =
-                        pending.corpus.clone().unwrap_or_else(|| state.corpus.current().clone());
-                    drop(state);
-                    self.finished(CheckResult {
-                        id: pending.check.id,
-                        claim: pending.check.claim,
-                        outcome: Outcome::Failed { failure: to_value(&failed) },
-                        cited: Vec::new(),
-                        provenance: self.provenance(&pending.provider, Some(&corpus)),
-                    });
-                    return;
-                }
                 let cancel = Cancel::new();
                 state.running.push(Running {
                     id: pending.check.id.clone(),
