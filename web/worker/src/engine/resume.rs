@@ -67,20 +67,16 @@ impl<H: Host> Engine<H> {
                 self.inner.host.end_session(&id);
                 continue;
             }
-            let opened =
-                if meta.corpus.as_deref().is_some_and(|needs| needs != corpus.id().as_str()) {
-                    Err(None)
-                } else {
-                    open_session(&store, &corpus).await.map_err(Some)
-                };
+            // Over another corpus than its own (a record that does not say which: its log
+            // names it, and the core refuses to open it over another), it waits for it.
+            let needs_other =
+                meta.corpus.as_deref().is_some_and(|needs| needs != corpus.id().as_str());
+            let waits = |why: &SessionError| why.to_string().contains("needs its corpus");
+            let opened = if needs_other { None } else { Some(open_session(&store, &corpus).await) };
             let opened = match opened {
-                // Over another corpus than its own (a record that does not say which: the log
-                // names it): kept, to wait for its corpus.
-                Err(why)
-                    if why
-                        .as_ref()
-                        .is_none_or(|why| why.to_string().contains("needs its corpus")) =>
-                {
+                Some(Ok(session)) => Ok(session),
+                Some(Err(why)) if !waits(&why) => Err(why),
+                _ => {
                     let mut state = self.inner.state.borrow_mut();
                     if !state.unfinished.iter().any(|kept| kept.check.id == id) {
                         state.unfinished.push(meta.clone());
@@ -88,8 +84,6 @@ impl<H: Host> Engine<H> {
                     stranded.push(Stranded { meta, store });
                     continue;
                 }
-                Err(why) => Err(why.expect("some")),
-                Ok(session) => Ok(session),
             };
             match opened {
                 Ok(session) => {
