@@ -737,6 +737,19 @@ mod tests {
             text::verdict_counts(12, &results),
             "All 12 · Supported 2 · Contradicted 0 · Insufficient 0 · Failed 1"
         );
+        // What the results cost, once any did: reports and failures alike.
+        let costly = [
+            result(Outcome::Report {
+                report: json!({"assessment": {"verdict": "supported"}, "usage": {"cost": 0.25}}),
+            }),
+            result(Outcome::Failed {
+                failure: json!({"kind": "budget", "spent": {"usage": {"cost": 0.0125}}}),
+            }),
+        ];
+        assert_eq!(
+            text::verdict_counts(2, &costly),
+            "All 2 · Supported 1 · Contradicted 0 · Insufficient 0 · Failed 1 · $0.2625 spent"
+        );
     }
 
     #[test]

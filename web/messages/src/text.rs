@@ -164,7 +164,8 @@ pub const VERDICT_FILTERS: [(&str, &str); 5] = [
 
 /// The results counted per filter, in words: "All 12 · Supported 5 · Contradicted 2 ·
 /// Insufficient 3 · Failed 2", for `all` cards and the finished `results` by their
-/// [`crate::Outcome::verdict_key`]s.
+/// [`crate::Outcome::verdict_key`]s; then what they cost together ("· $0.2625 spent"), once
+/// any cost something.
 pub fn verdict_counts(all: usize, results: &[crate::CheckResult]) -> String {
     let counts = VERDICT_FILTERS.map(|(key, words)| {
         let n = if key == "all" {
@@ -174,5 +175,15 @@ pub fn verdict_counts(all: usize, results: &[crate::CheckResult]) -> String {
         };
         format!("{words} {n}")
     });
-    counts.join(" · ")
+    let cost: f64 = results
+        .iter()
+        .filter_map(|result| match &result.outcome {
+            crate::Outcome::Report { report } => report.get("usage")?.get("cost"),
+            crate::Outcome::Failed { failure } => failure.get("spent")?.get("usage")?.get("cost"),
+        })
+        .filter_map(serde_json::Value::as_f64)
+        .filter(|cost| cost.is_finite() && *cost > 0.0)
+        .sum();
+    let counts = counts.join(" · ");
+    if cost > 0.0 { format!("{counts} · ${} spent", fixed(cost, 4)) } else { counts }
 }
