@@ -93,6 +93,8 @@ test('a run stops at its spending limit: the price typed for the model, the limi
     }
     assert.match(await page.locator(id('check-1')).innerText(), /spending limit of \$0\.01 was reached before this check's next request: the run has spent \$400\.0000, this check \$400\.0000/);
     assert.equal((await journal(mock)).length, 1, 'only the first assessment was sent');
+    // The results' counts say what the run spent.
+    assert.match(await page.locator(id('verdict-counts')).innerText(), /Failed 2 · \$400\.0000 spent$/);
     // The price belongs to the model: another model shows its own (none).
     await page.fill(id('provider-model'), 'gpt-4o');
     assert.equal(await page.getByLabel('Input $ / M tokens').inputValue(), '');
