@@ -7,8 +7,10 @@
 // - a table query: `listItems` (what the Corpus table's search sends, first page of 50)
 //   sent to the engine over a second connection to it, timed from sending to its answer;
 //   QUERIES queries, a warm-up first, p50 and p95;
+// - saved: from handing the file over to its order record in IndexedDB (written once every
+//   part of the corpus is; the queries run meanwhile, as a person's would);
 // - a remove of one item: from sending `removeItems` to the summary saying the corpus is
-//   indexed again without it;
+//   indexed again without it, and to the order record naming the rewritten part;
 // - a reload: from opening the app again to the restored corpus being indexed.
 //
 // usage: node bench/corpus.mjs [PASSAGES] [QUERIES]   (VERITY_DIST: the built app, dist/ by default)
@@ -127,12 +129,38 @@ try {
   await query(words[0]);
   const times = [];
   const totals = {};
+  const slowest = {};
   for (let i = 0; i < queries; i++) {
     const text = words[i % words.length];
     const { ms, total } = await query(text);
     times.push(ms);
     totals[text] = total;
+    slowest[text] = round(Math.max(slowest[text] ?? 0, ms), 1);
   }
+
+  // Saved: the corpus's order record names its parts once every part is written.
+  const orderRecord = () => page.evaluate(async () => {
+    const db = await new Promise((done, fail) => {
+      const request = indexedDB.open('verity');
+      request.onsuccess = () => done(request.result);
+      request.onerror = () => fail(request.error);
+    });
+    const value = await new Promise((done) => {
+      const request = db.transaction(['kv'], 'readonly').objectStore('kv').get('corpus-order');
+      request.onsuccess = () => done(request.result ?? null);
+      request.onerror = () => done(null);
+    });
+    db.close();
+    return value;
+  });
+  const savedChange = async (from) => {
+    for (;;) {
+      const order = await orderRecord();
+      if (order !== null && order !== from) return { order, at: await page.evaluate(() => performance.now()) };
+      await page.waitForTimeout(100);
+    }
+  };
+  const saved = await savedChange(null);
 
   // A remove of one item.
   const removed = indexedWith(passages - 1);
@@ -142,6 +170,7 @@ try {
     return sent;
   });
   const removeAt = await removed;
+  const removeSaved = await savedChange(saved.order);
   const afterRemove = renderers();
 
   // A reload: the corpus restored from storage and indexed. The bench's port is gone with the
@@ -167,7 +196,10 @@ try {
     query_ms_p95: round(percentile(times, 0.95), 2),
     query_ms_max: round(Math.max(...times), 2),
     query_totals: totals,
+    query_ms_slowest_by_text: slowest,
+    saved_s: round((saved.at - started) / 1000, 2),
     remove_ms: round(removeAt - removeSent, 1),
+    remove_saved_ms: round(removeSaved.at - removeSent, 1),
     reload_to_indexed_s: round(reloadMs / 1000, 2),
     count_after_reload: count,
   }, null, 2));

@@ -717,8 +717,9 @@ fn tell_outcome(outcome: Result<(), NotCommitted>, if_full: Option<FromWorker>) 
 
 /// How many corpus parts one transaction writes (about 2 MB each): the text of the parts
 /// being written is held until their transaction commits, so a million passages are written
-/// in steps, not at once.
-const PARTS_PER_WRITE: usize = 8;
+/// in steps, not at once; and the worker answers the pages between two steps (making one
+/// part's text takes ~20 ms, eight held a search of the table up to 300 ms).
+const PARTS_PER_WRITE: usize = 1;
 
 /// Saves the corpus in the background, one version at a time: the latest asked for while a
 /// save runs is the next saved (the ones between are skipped).
