@@ -169,10 +169,10 @@ function quietSearch(send) {
   };
 }
 
-/** Files this large go to the engine as they are (it reads them a block at a time) instead of
+/** Files this large (8 MiB and more) go to the engine as they are (it reads them a block at a time) instead of
  * being read into the page and sent as text: a corpus of a million passages is ~200 MB, and
  * its text copied through the page's WebAssembly and the message took the tab past its memory. */
-const HAND_OVER_BYTES = 16 * 1024 * 1024;
+const HAND_OVER_BYTES = 8 * 1024 * 1024;
 
 /** Takes the corpus files picked (#corpus-file-input) or dropped (on [data-testid=corpus-drop])
  * before the page's own handlers do, when they are large, and posts them to `engine` as
