@@ -196,7 +196,7 @@ function handsLargeFilesTo(engine) {
     const files = event.dataTransfer?.files;
     if (!zone || !large(files)) return;
     handOver(event, files);
-    zone.dispatchEvent(new Event("dragleave"));
+    zone.dispatchEvent(new Event("dragleave", { bubbles: true }));
   }, true);
 }
 
