@@ -128,6 +128,13 @@ fn receive(page: &JsValue, data: &JsValue, pending: &Pending, engine: &Shared) {
         });
         return;
     }
+    if Reflect::get(data, &JsValue::from_str("type"))
+        .ok()
+        .and_then(|kind| kind.as_string())
+        .is_some_and(|kind| kind == "listItems")
+    {
+        LAST_SEARCH.with(|last| last.set(now()));
+    }
     let text = data
         .as_string()
         .unwrap_or_else(|| js_sys::JSON::stringify(data).map(String::from).unwrap_or_default());
@@ -624,6 +631,8 @@ async fn commit(tx: idb::Transaction) -> Result<(), NotCommitted> {
 }
 
 thread_local! {
+    /// When a page last asked for a page of the table's items ([`SEARCH_QUIET_MS`]).
+    static LAST_SEARCH: Cell<f64> = const { Cell::new(f64::NEG_INFINITY) };
     /// The database was closed for a newer version's upgrade: from then on nothing is read
     /// from or written to it (sessions go on from the logs they hold in memory).
     static CLOSED: Cell<bool> = const { Cell::new(false) };
@@ -715,6 +724,16 @@ fn tell_outcome(outcome: Result<(), NotCommitted>, if_full: Option<FromWorker>) 
     }
 }
 
+/// Milliseconds on the worker's monotonic clock.
+fn now() -> f64 {
+    scope().performance().map_or_else(js_sys::Date::now, |performance| performance.now())
+}
+
+/// How long the corpus's save waits after the last table search before it writes its next
+/// part: making a part's text holds the worker ~20 ms, which a person typing a search would
+/// feel, so the save yields to them.
+const SEARCH_QUIET_MS: f64 = 300.0;
+
 /// How many corpus parts one transaction writes (about 2 MB each): the text of the parts
 /// being written is held until their transaction commits, so a million passages are written
 /// in steps, not at once; and the worker answers the pages between two steps (making one
@@ -785,6 +804,14 @@ impl CorpusSaver {
                 .collect()
         };
         for batch in missing.chunks(PARTS_PER_WRITE) {
+            loop {
+                let quiet = now() - LAST_SEARCH.with(Cell::get);
+                if quiet >= SEARCH_QUIET_MS {
+                    break;
+                }
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                sleep((SEARCH_QUIET_MS - quiet).ceil() as u64).await;
+            }
             let writes = batch
                 .iter()
                 .map(|(key, chunk)| Write::PutPart { key: key.clone(), chunk: Arc::clone(chunk) })
@@ -882,7 +909,7 @@ impl Host for WorkerHost {
     }
 
     fn now_ms(&self) -> f64 {
-        scope().performance().map_or_else(js_sys::Date::now, |performance| performance.now())
+        now()
     }
 
     fn date(&self) -> String {
