@@ -30,6 +30,8 @@ use serde_json::Value;
 use verity_core::corpus::{Corpus, Passage};
 use verity_messages::CheckResult;
 
+use crate::saved::{SavedBudget, SessionMeta, Unfinished};
+
 /// The version of the result records this worker writes.
 pub const RESULT_VERSION: u64 = 2;
 
@@ -114,6 +116,68 @@ pub fn read_json<T: DeserializeOwned>(
     let Some(text) = stored else { return Ok(None) };
     let text = text.ok_or_else(|| Unreadable::new(record, "it is not text"))?;
     serde_json::from_str(text).map(Some).map_err(|error| Unreadable::new(record, error.to_string()))
+}
+
+/// Reads the unfinished checks' record entry by entry: a check (or a run's limit) that cannot
+/// be read is skipped and named, never the others. `Unfinished::default()` when there is no
+/// record; the whole record is [`Unreadable`] only when it is not text or not a JSON object.
+#[must_use]
+pub fn read_unfinished(stored: Option<Option<&str>>) -> (Unfinished, Vec<Unreadable>) {
+    const RECORD: &str = "the unfinished checks";
+    let value = match read_json::<Value>(RECORD, stored) {
+        Ok(Some(Value::Object(value))) => value,
+        Ok(None) => return (Unfinished::default(), Vec::new()),
+        Ok(Some(_)) => {
+            return (
+                Unfinished::default(),
+                vec![Unreadable::new(RECORD, "it is not a JSON object")],
+            );
+        }
+        Err(skipped) => return (Unfinished::default(), vec![skipped]),
+    };
+    let mut unreadable = Vec::new();
+    let mut entries = |field: &str| match value.get(field) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(entries)) => entries.clone(),
+        Some(_) => {
+            unreadable.push(Unreadable::new(format!("{RECORD}' {field}"), "it is not a list"));
+            Vec::new()
+        }
+    };
+    let (checks, budgets) = (entries("checks"), entries("budgets"));
+    let concurrency = value.get("concurrency").and_then(Value::as_u64).unwrap_or(1);
+    let mut unfinished = Unfinished {
+        concurrency: usize::try_from(concurrency).unwrap_or(usize::MAX).max(1),
+        ..Unfinished::default()
+    };
+    for (n, entry) in checks.into_iter().enumerate() {
+        let Some(id) = entry.pointer("/check/id").and_then(Value::as_str).map(str::to_owned) else {
+            unreadable
+                .push(Unreadable::new(format!("unfinished check {}", n + 1), "it names no check"));
+            continue;
+        };
+        match serde_json::from_value::<SessionMeta>(entry) {
+            Ok(meta) => unfinished.checks.push(meta),
+            Err(error) => {
+                unreadable
+                    .push(Unreadable::new(format!("unfinished check {id}"), error.to_string()));
+            }
+        }
+    }
+    for (n, entry) in budgets.into_iter().enumerate() {
+        match serde_json::from_value::<SavedBudget>(entry) {
+            Ok(budget) if budget.limit.is_finite() && budget.limit > 0.0 => {
+                unfinished.budgets.push(budget);
+            }
+            Ok(budget) => unreadable.push(Unreadable::new(
+                format!("the spending limit of run {}", budget.run),
+                "it is not an amount above 0",
+            )),
+            Err(error) => unreadable
+                .push(Unreadable::new(format!("spending limit {}", n + 1), error.to_string())),
+        }
+    }
+    (unfinished, unreadable)
 }
 
 /// The version of the corpus order record this worker writes.
@@ -359,6 +423,47 @@ mod tests {
     use verity_messages::Outcome;
 
     use super::*;
+
+    /// One unreadable check (or limit) in the unfinished record is skipped and named; the
+    /// others, and the record's other fields, are kept.
+    #[test]
+    fn an_unreadable_unfinished_check_never_wipes_the_others() {
+        let text = json!({
+            "concurrency": 3,
+            "checks": [
+                {"check": {"id": "c1", "claim": "A."}, "provider": {"kind": "offline"}},
+                {"check": {"id": "c2", "claim": 7}, "provider": {"kind": "offline"}},
+                {"provider": {"kind": "offline"}},
+                {"check": {"id": "c4", "claim": "D."}, "provider": {"kind": "offline"}, "run": "c1"}
+            ],
+            "budgets": [{"run": "c1", "limit": 2.5, "ended": 0.5}, {"run": "c9", "limit": -1, "ended": 0},
+                        {"limit": 1}]
+        })
+        .to_string();
+        let (unfinished, unreadable) = read_unfinished(Some(Some(&text)));
+        assert_eq!(unfinished.concurrency, 3);
+        let ids: Vec<&str> = unfinished.checks.iter().map(|meta| meta.check.id.as_str()).collect();
+        assert_eq!(ids, ["c1", "c4"]);
+        assert_eq!(unfinished.checks[1].run.as_deref(), Some("c1"));
+        assert_eq!(unfinished.budgets.len(), 1);
+        assert_eq!(unfinished.budgets[0].limit, 2.5);
+        let named: Vec<&str> = unreadable.iter().map(|skipped| skipped.record.as_str()).collect();
+        assert_eq!(
+            named,
+            [
+                "unfinished check c2",
+                "unfinished check 3",
+                "the spending limit of run c9",
+                "spending limit 3"
+            ]
+        );
+        // No record, and a record that is no object at all.
+        assert_eq!(read_unfinished(None), (Unfinished::default(), Vec::new()));
+        let (none, why) = read_unfinished(Some(Some("[1, 2]")));
+        assert_eq!((none, why.len()), (Unfinished::default(), 1));
+        let (none, why) = read_unfinished(Some(Some("{\"checks\": ")));
+        assert_eq!((none.checks.len(), why[0].record.as_str()), (0, "the unfinished checks"));
+    }
 
     fn result(id: &str) -> CheckResult {
         CheckResult {

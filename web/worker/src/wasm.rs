@@ -35,7 +35,7 @@ use crate::engine::Engine;
 use crate::host::{Host, Restored, StoredSession};
 use crate::records::{
     CorpusOrder, RawRecord, ResultRecord, Unreadable, corpus_part_text, corpus_parts,
-    read_corpus_order, read_corpus_part, read_json, read_results,
+    read_corpus_order, read_corpus_part, read_json, read_results, read_unfinished,
 };
 use crate::saved::{SessionMeta, Unfinished};
 
@@ -508,8 +508,8 @@ async fn restore(db: &Rc<Database>, host: &WorkerHost) -> Result<Restored<IdbSto
     let mut unreadable = Vec::new();
     let items = restore_corpus(db, host, &mut unreadable).await?;
     let unfinished = get_raw(db, KV, "unfinished").await?;
-    let unfinished = read_json("the unfinished checks", unfinished.as_ref().map(Option::as_deref));
-    let unfinished: Unfinished = skip(unfinished, &mut unreadable).unwrap_or_default();
+    let (unfinished, skipped) = read_unfinished(unfinished.as_ref().map(Option::as_deref));
+    unreadable.extend(skipped);
     let mut sessions = Vec::new();
     for RawRecord { key, text } in get_all(db, SESSIONS).await? {
         let read = read_json::<SessionRecord>(
