@@ -261,6 +261,30 @@ fn finished(posted: &[FromWorker]) -> Vec<CheckResult> {
         .collect()
 }
 
+/// The page goes away once check `id`'s session has stored its first response: runs the
+/// tasks until then (the store's writes let through one at a time), and returns the session's
+/// record and store as they are.
+fn stop_after_first_response(
+    recorded: &Recorded,
+    pool: &mut LocalPool,
+    id: &str,
+) -> (SessionMeta, Shared) {
+    let responses =
+        |store: &Shared| store.0.log().to_jsonl().matches("\"type\":\"response\"").count();
+    recorded.gate.close_after(0);
+    for _ in 0..20 {
+        recorded.gate.allow(1);
+        pool.run_until_stalled();
+        let stored = recorded.sessions.borrow().get(id).map(|(_, store)| responses(store));
+        if stored == Some(1) {
+            break;
+        }
+    }
+    let (meta, store) = recorded.sessions.borrow().get(id).cloned().unwrap();
+    assert_eq!(responses(&store), 1, "{}", store.0.log().to_jsonl());
+    (meta, store)
+}
+
 #[test]
 fn ready_is_posted_with_an_empty_corpus() {
     let (_engine, _pool, recorded) = started();
@@ -789,19 +813,7 @@ fn a_keyed_check_resumes_with_the_remembered_key_without_paying_twice() {
         budget: None,
     });
     // The page goes away once the assessment's response is stored.
-    let responses =
-        |store: &Shared| store.0.log().to_jsonl().matches("\"type\":\"response\"").count();
-    recorded.gate.close_after(0);
-    for _ in 0..20 {
-        recorded.gate.allow(1);
-        pool.run_until_stalled();
-        let stored = recorded.sessions.borrow().get("k1").map(|(_, store)| responses(store));
-        if stored == Some(1) {
-            break;
-        }
-    }
-    let (meta, store) = recorded.sessions.borrow().get("k1").cloned().unwrap();
-    assert_eq!(responses(&store), 1, "{}", store.0.log().to_jsonl());
+    let (meta, store) = stop_after_first_response(&recorded, &mut pool, "k1");
     assert!(!serde_json::to_string(&meta).unwrap().contains("sk-remembered"));
     let log = store.0.log();
     drop((engine, pool));
@@ -1762,19 +1774,7 @@ fn a_runs_spending_limit_and_what_it_spent_survive_a_reload() {
         corpus: None,
         budget: Some(1.5),
     });
-    let responses =
-        |store: &Shared| store.0.log().to_jsonl().matches("\"type\":\"response\"").count();
-    recorded.gate.close_after(0);
-    for _ in 0..20 {
-        recorded.gate.allow(1);
-        pool.run_until_stalled();
-        let stored = recorded.sessions.borrow().get("r1").map(|(_, store)| responses(store));
-        if stored == Some(1) {
-            break;
-        }
-    }
-    let (meta, store) = recorded.sessions.borrow().get("r1").cloned().unwrap();
-    assert_eq!(responses(&store), 1);
+    let (meta, store) = stop_after_first_response(&recorded, &mut pool, "r1");
     let unfinished = recorded.unfinished.borrow().clone();
     assert_eq!(unfinished.budgets.len(), 1, "{unfinished:?}");
     assert_eq!((unfinished.budgets[0].limit, unfinished.budgets[0].ended), (1.5, 0.0));
@@ -1834,19 +1834,7 @@ fn a_check_whose_corpus_changed_during_a_reload_waits_for_it_and_loses_nothing()
         corpus: None,
         budget: None,
     });
-    let responses =
-        |store: &Shared| store.0.log().to_jsonl().matches("\"type\":\"response\"").count();
-    recorded.gate.close_after(0);
-    for _ in 0..20 {
-        recorded.gate.allow(1);
-        pool.run_until_stalled();
-        let stored = recorded.sessions.borrow().get("w1").map(|(_, store)| responses(store));
-        if stored == Some(1) {
-            break;
-        }
-    }
-    let (meta, store) = recorded.sessions.borrow().get("w1").cloned().unwrap();
-    assert_eq!(responses(&store), 1);
+    let (meta, store) = stop_after_first_response(&recorded, &mut pool, "w1");
     let unfinished = recorded.unfinished.borrow().clone();
     let log = store.0.log();
     drop((engine, pool));
