@@ -29,7 +29,8 @@ impl<H: Host> Engine<H> {
     }
 
     /// Posts the new corpus (not indexed yet), indexes it and posts again, then saves it:
-    /// the corpus is searchable before its new parts are written.
+    /// the corpus is searchable before its new parts are written. Checks waiting for their
+    /// corpus resume if it is theirs again.
     pub(super) fn corpus_changed(&self) {
         let (summary, current) = {
             let state = self.inner.state.borrow();
@@ -38,6 +39,7 @@ impl<H: Host> Engine<H> {
         self.post(&FromWorker::Corpus { corpus: summary });
         self.index();
         self.inner.host.save_corpus(&current);
+        self.resume_stranded();
     }
 
     pub(super) fn index(&self) {

@@ -150,21 +150,6 @@ impl<H: Host> Engine<H> {
 
     /// Handles one message from the page.
     pub fn handle(&self, message: ToWorker) {
-        let corpus_edit = matches!(
-            message,
-            ToWorker::AddFiles { .. }
-                | ToWorker::AddItems { .. }
-                | ToWorker::LoadDemo
-                | ToWorker::RemoveItems { .. }
-                | ToWorker::ClearCorpus
-        );
-        self.handle_message(message);
-        if corpus_edit {
-            self.resume_stranded();
-        }
-    }
-
-    fn handle_message(&self, message: ToWorker) {
         match message {
             ToWorker::AddFiles { files } => {
                 let mut changed = false;
