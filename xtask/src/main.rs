@@ -459,26 +459,24 @@ mod setup {
 
     /// Debian's Chromium for the browser tests (never a browser a tool downloads itself).
     pub fn chromium() -> Result {
-        if std::path::Path::new("/usr/bin/chromium").is_file() {
-            return Ok(());
-        }
-        eprintln!("xtask: installing Debian's chromium");
-        run(Command::new("apt-get").args(["update", "-qq"]))?;
-        run(Command::new("apt-get").args(["install", "-y", "-qq", "chromium"]))?;
-        timing::note("installed Debian's chromium");
-        Ok(())
+        debian_package("/usr/bin/chromium", "chromium")
     }
 
     /// Debian's Firefox ESR for the browser test in Firefox (driven over WebDriver BiDi by the
     /// npm package puppeteer-core, which needs no patched browser).
     pub fn firefox() -> Result {
-        if std::path::Path::new("/usr/bin/firefox-esr").is_file() {
+        debian_package("/usr/bin/firefox-esr", "firefox-esr")
+    }
+
+    /// Installs Debian's `package` unless `program` is there already.
+    fn debian_package(program: &str, package: &str) -> Result {
+        if std::path::Path::new(program).is_file() {
             return Ok(());
         }
-        eprintln!("xtask: installing Debian's firefox-esr");
+        eprintln!("xtask: installing Debian's {package}");
         run(Command::new("apt-get").args(["update", "-qq"]))?;
-        run(Command::new("apt-get").args(["install", "-y", "-qq", "firefox-esr"]))?;
-        timing::note("installed Debian's firefox-esr");
+        run(Command::new("apt-get").args(["install", "-y", "-qq", package]))?;
+        timing::note(format!("installed Debian's {package}"));
         Ok(())
     }
 
