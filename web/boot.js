@@ -127,16 +127,22 @@ function runsModels(url) {
   };
 }
 
-/** What became of the engine (another build, restarted, stopped), in a line at the top. */
-function engineState(state, text) {
-  let line = document.querySelector(".engine-state");
+/** The line at the top of the page named `name` (its class and test id), made the first time. */
+function topLine(name, role) {
+  let line = document.querySelector(`.${name}`);
   if (!line) {
     line = document.createElement("p");
-    line.className = "engine-state";
-    line.setAttribute("role", "alert");
-    line.dataset.testid = "engine-state";
+    line.className = name;
+    line.setAttribute("role", role);
+    line.dataset.testid = name;
     document.body.prepend(line);
   }
+  return line;
+}
+
+/** What became of the engine (another build, restarted, stopped), in a line at the top. */
+function engineState(state, text) {
+  const line = topLine("engine-state", "alert");
   line.dataset.state = state;
   line.textContent = text;
 }
@@ -204,15 +210,8 @@ function handsLargeFilesTo(engine) {
  * it): its download, that it is ready and kept in this browser, its speed, or why it failed. */
 function showModelState() {
   const MB = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
-  let line = null;
   addEventListener("verity-model", ({ detail }) => {
-    if (!line) {
-      line = document.createElement("p");
-      line.className = "model-state";
-      line.setAttribute("role", "status");
-      line.dataset.testid = "model-state";
-      document.body.prepend(line);
-    }
+    const line = topLine("model-state", "status");
     line.dataset.state = detail.state;
     const name = detail.model.startsWith("file:") ? detail.model.slice(5) : detail.model.split("/").pop();
     line.textContent = {
