@@ -685,15 +685,8 @@ fn a_keyed_queued_check_waits_for_the_pages_key_after_a_reload() {
     assert!(!serde_json::to_string(&unfinished).unwrap().contains("sk-remembered"));
 
     let (engine, mut pool, recorded) = new_engine();
-    let cited = corpus.corpus().passages()[0].text.clone();
-    recorded.replies.borrow_mut().extend([
-        completion(
-            "a1",
-            "record_assessment",
-            &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
-        ),
-        completion("s1", "submit", &json!({"text": "The bridge opened in 1937."})),
-    ]);
+    let (assessment, summary) = demo_answers(&corpus);
+    recorded.replies.borrow_mut().extend([assessment, summary]);
     pool.run_until(engine.start(Restored {
         items: corpus.corpus().passages().to_vec(),
         unfinished,
@@ -797,13 +790,7 @@ fn a_keyed_check_resumes_with_the_remembered_key_without_paying_twice() {
     let (engine, mut pool, recorded) = started();
     engine.handle(ToWorker::LoadDemo);
     let corpus = engine.corpus();
-    let cited = corpus.corpus().passages()[0].text.clone();
-    let assessment = completion(
-        "a1",
-        "record_assessment",
-        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
-    );
-    let summary = completion("s1", "submit", &json!({"text": "The bridge opened in 1937."}));
+    let (assessment, summary) = demo_answers(&corpus);
     recorded.replies.borrow_mut().extend([assessment, summary.clone()]);
     engine.handle(ToWorker::Check {
         checks: vec![check("k1", claim)],
@@ -991,6 +978,18 @@ fn completion(id: &str, name: &str, arguments: &serde_json::Value) -> String {
                                                                  "arguments": arguments.to_string()}}]}}],
            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
     .to_string()
+}
+
+/// A model's answers to a check over the demo corpus: the assessment (call `a1`: supported,
+/// citing the corpus's first passage) and the summary (call `s1`).
+fn demo_answers(corpus: &IndexedCorpus) -> (String, String) {
+    let cited = corpus.corpus().passages()[0].text.clone();
+    let assessment = completion(
+        "a1",
+        "record_assessment",
+        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
+    );
+    (assessment, completion("s1", "submit", &json!({"text": "The bridge opened in 1937."})))
 }
 
 fn step_config() -> serde_json::Value {
@@ -1660,7 +1659,6 @@ fn a_run_stops_at_its_spending_limit_before_the_next_request() {
     let (engine, mut pool, recorded) = started();
     engine.handle(ToWorker::LoadDemo);
     let corpus = engine.corpus();
-    let cited = corpus.corpus().passages()[0].text.clone();
     let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
     // Each response reads 10 tokens: at $100,000 a million input tokens, $1.00 a response.
     let settings = ProviderChoice::Settings {
@@ -1668,12 +1666,7 @@ fn a_run_stops_at_its_spending_limit_before_the_next_request() {
                          "openaiModel": "m", "apiKey": "k",
                          "prices": [["input m", "100000"]], "budget": "1.50"}),
     };
-    let assessment = completion(
-        "a1",
-        "record_assessment",
-        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
-    );
-    let summary = completion("s1", "submit", &json!({"text": "The bridge opened in 1937."}));
+    let (assessment, summary) = demo_answers(&corpus);
     recorded.replies.borrow_mut().extend([assessment.clone(), summary, assessment]);
     take(&recorded);
     engine.handle(ToWorker::Check {
@@ -1759,13 +1752,7 @@ fn a_runs_spending_limit_and_what_it_spent_survive_a_reload() {
     let (engine, mut pool, recorded) = started();
     engine.handle(ToWorker::LoadDemo);
     let corpus = engine.corpus();
-    let cited = corpus.corpus().passages()[0].text.clone();
-    let assessment = completion(
-        "a1",
-        "record_assessment",
-        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
-    );
-    let summary = completion("s1", "submit", &json!({"text": "The bridge opened in 1937."}));
+    let (assessment, summary) = demo_answers(&corpus);
     recorded.replies.borrow_mut().extend([assessment.clone(), summary.clone()]);
     engine.handle(ToWorker::Check {
         checks: vec![check("r1", claim), check("r2", claim)],
@@ -1819,13 +1806,7 @@ fn a_check_whose_corpus_changed_during_a_reload_waits_for_it_and_loses_nothing()
     let (engine, mut pool, recorded) = started();
     engine.handle(ToWorker::LoadDemo);
     let corpus = engine.corpus();
-    let cited = corpus.corpus().passages()[0].text.clone();
-    let assessment = completion(
-        "a1",
-        "record_assessment",
-        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
-    );
-    let summary = completion("s1", "submit", &json!({"text": "The bridge opened in 1937."}));
+    let (assessment, summary) = demo_answers(&corpus);
     recorded.replies.borrow_mut().push_back(assessment);
     engine.handle(ToWorker::Check {
         checks: vec![check("w1", claim)],
@@ -1961,12 +1942,8 @@ fn a_check_whose_session_cannot_be_read_is_kept_not_started_over() {
 fn a_thousand_queued_checks_end_at_the_limit_without_a_request() {
     let (engine, mut pool, recorded) = started();
     engine.handle(ToWorker::LoadDemo);
-    let cited = engine.corpus().corpus().passages()[0].text.clone();
-    recorded.replies.borrow_mut().push_back(completion(
-        "a1",
-        "record_assessment",
-        &json!({"verdict": "supported", "confidence": 0.9, "citations": [cited]}),
-    ));
+    let (assessment, _) = demo_answers(&engine.corpus());
+    recorded.replies.borrow_mut().push_back(assessment);
     let checks: Vec<CheckRequest> =
         (0..1000).map(|n| check(&format!("t{n}"), "The bridge opened in 1937.")).collect();
     engine.handle(ToWorker::Check {
