@@ -327,6 +327,10 @@ pub struct Agent<H> {
     /// The output limit of this loop's calls ([`ModelRequest::output_limit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     output_limit: Option<u32>,
+    /// Whether this loop's calls ask for the first token's probabilities
+    /// ([`ModelRequest::probe`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    probe: Option<crate::message::Probe>,
 }
 
 pub use crate::event::Event;
@@ -416,7 +420,16 @@ impl<H: Hooks> Agent<H> {
             events: Vec::new(),
             announced: None,
             output_limit: None,
+            probe: None,
         }
+    }
+
+    /// Asks for the first token's probabilities in this loop's calls (a one-token answer,
+    /// see [`ModelRequest::probe`]).
+    #[must_use]
+    pub fn with_probe(mut self, probe: crate::message::Probe) -> Self {
+        self.probe = Some(probe);
+        self
     }
 
     /// The output limit of this loop's calls when the provider's configuration sets none
@@ -510,6 +523,7 @@ impl<H: Hooks> Agent<H> {
                     messages: &self.messages,
                     tools: &self.specs,
                     output_limit: self.output_limit,
+                    probe: self.probe,
                 },
             }),
             Phase::AwaitTools { batch, host_calls, sequential, host_replay_safe, .. } => {

@@ -46,7 +46,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::agent::{Compaction, Spent, Tool};
-use crate::claim::{ClaimCheck, ClaimFailed, ClaimFailureKind, ClaimOptions, LookupMode};
+use crate::claim::{
+    AssessMode, ClaimCheck, ClaimFailed, ClaimFailureKind, ClaimOptions, LookupMode,
+};
 use crate::corpus::CorpusId;
 use crate::event::Event;
 use crate::indexed::{IndexedCorpus, with_corpora};
@@ -152,6 +154,11 @@ pub struct ClaimConfig {
     /// Retries of failed requests, one budget for the whole check (default: none).
     #[serde(default)]
     pub retry: RetryPolicy,
+    /// The assess position's route: `"agent"` (the default), `"verifier"` or
+    /// `{"verifier": {"k": 3, "topLogprobs": 10, "chunkChars": 2000}}` (see
+    /// [`crate::claim::AssessMode`]).
+    #[serde(default, skip_serializing_if = "AssessMode::is_agent")]
+    pub assess: AssessMode,
 }
 
 /// A bound: a positive integer (as JSON numbers carry them: `3.0` is 3), absent or `null` for
@@ -448,6 +455,7 @@ impl Job {
                     research_turns: config.research_turns.unwrap_or(crate::claim::ESCALATION_TURNS),
                     lookup: config.lookup,
                     retry: config.retry,
+                    assess: config.assess,
                 };
                 let check = ClaimCheck::new(config.claim, Arc::clone(corpus), options);
                 Work::Claim { check: Box::new(check) }

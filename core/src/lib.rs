@@ -109,8 +109,8 @@ pub use machine::{
     OwnedToolBatch, Settled, ToolBatch,
 };
 pub use message::{
-    AssistantMessage, ContentBlock, Message, ModelRequest, OwnedModelRequest, StopReason, ToolCall,
-    ToolOutput, ToolResult, ToolSpec, Usage,
+    AssistantMessage, ContentBlock, FirstToken, Message, ModelRequest, OwnedModelRequest, Probe,
+    StopReason, TokenLogprob, ToolCall, ToolOutput, ToolResult, ToolSpec, Usage,
 };
 pub use provider::{
     AnthropicConfig, Delta, HttpBody, HttpClient, HttpFailure, HttpRequest, HttpResponse,

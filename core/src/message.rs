@@ -147,6 +147,47 @@ pub struct AssistantMessage {
     /// What the request cost.
     #[serde(default)]
     pub usage: Usage,
+    /// The first output token's probabilities, when the request asked for them
+    /// ([`ModelRequest::probe`]) and the provider reported them (OpenAI-compatible servers;
+    /// Anthropic reports none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token: Option<FirstToken>,
+}
+
+/// A token and its log probability, as the provider reported it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    /// The token's text (`" Yes"`, `"No"`, ...).
+    pub token: String,
+    /// Its natural-log probability; `None` when the provider sent something that is not a
+    /// finite number. A non-finite value set in code serializes as `null`, so it reads back
+    /// as `None`.
+    pub logprob: Option<f64>,
+}
+
+/// The first output token of a response with its most likely alternatives: OpenAI's
+/// `choices[0].logprobs.content[0]` (`token`, `logprob`, `top_logprobs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FirstToken {
+    /// The token sampled, with its log probability.
+    #[serde(flatten)]
+    pub sampled: TokenLogprob,
+    /// The most likely tokens at that position, most likely first as the provider listed them.
+    #[serde(default)]
+    pub top: Vec<TokenLogprob>,
+}
+
+/// A request for the probabilities of a one-token answer (the claim checker's verifier route,
+/// see [`crate::claim::verifier`]): the provider codec asks for one output token at
+/// temperature 0, not streamed, with the `top_logprobs` most likely tokens (OpenAI-compatible
+/// servers), whatever the provider's configuration says about those; Anthropic has no
+/// probabilities and answers with the sampled token only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Probe {
+    /// How many of the most likely first tokens to report (OpenAI allows 0 to 20).
+    pub top_logprobs: u8,
 }
 
 impl AssistantMessage {
@@ -165,7 +206,15 @@ impl AssistantMessage {
             error_message: None,
             error: None,
             usage: Usage::default(),
+            first_token: None,
         }
+    }
+
+    /// The same response, carrying the first token's probabilities.
+    #[must_use]
+    pub fn with_first_token(mut self, first_token: FirstToken) -> Self {
+        self.first_token = Some(first_token);
+        self
     }
 
     /// A response holding one tool call.
@@ -187,6 +236,7 @@ impl AssistantMessage {
             error_message: Some(message.into()),
             error: None,
             usage: Usage::default(),
+            first_token: None,
         }
     }
 
@@ -336,6 +386,10 @@ pub struct ModelRequest<'a> {
     /// none (`maxTokens`) and asks for no reasoning; `None`: the provider's own default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_limit: Option<u32>,
+    /// Ask for the first token's probabilities of a one-token answer (see [`Probe`]);
+    /// `None` for every ordinary call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
 }
 
 /// An owned copy of a [`ModelRequest`].
@@ -351,6 +405,9 @@ pub struct OwnedModelRequest {
     /// See [`ModelRequest::output_limit`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_limit: Option<u32>,
+    /// See [`ModelRequest::probe`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
 }
 
 impl OwnedModelRequest {
@@ -362,6 +419,7 @@ impl OwnedModelRequest {
             messages: &self.messages,
             tools: &self.tools,
             output_limit: self.output_limit,
+            probe: self.probe,
         }
     }
 }
@@ -375,6 +433,7 @@ impl ModelRequest<'_> {
             messages: self.messages.to_vec(),
             tools: self.tools.to_vec(),
             output_limit: self.output_limit,
+            probe: self.probe,
         }
     }
 

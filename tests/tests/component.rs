@@ -309,6 +309,7 @@ fn drive_in_component(
                     messages: &[],
                     tools: &[],
                     output_limit: None,
+                    probe: None,
                 });
                 wit::Input::ModelResponse(wit::ModelResponse {
                     call: call.id,

@@ -346,7 +346,13 @@ fn task(text: &str) -> Vec<Message> {
 
 fn complete(transport: &impl Transport, text: &str) -> AssistantMessage {
     let messages = task(text);
-    let request = ModelRequest { system: "", messages: &messages, tools: &[], output_limit: None };
+    let request = ModelRequest {
+        system: "",
+        messages: &messages,
+        tools: &[],
+        output_limit: None,
+        probe: None,
+    };
     pollster::block_on(transport.complete(request))
 }
 

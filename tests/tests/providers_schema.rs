@@ -23,7 +23,7 @@ use verity_core::provider::openai::{self, MaxTokensField};
 use verity_core::retrieve::{Corpus, Retriever};
 use verity_core::{
     AnthropicConfig, AssistantMessage, ContentBlock, Machine, Message, ModelRequest, OpenAiConfig,
-    Output, StopReason, ToolCall, ToolChoice, ToolOutput, ToolResult, ToolSpec, step,
+    Output, Probe, StopReason, ToolCall, ToolChoice, ToolOutput, ToolResult, ToolSpec, step,
 };
 use verity_tests::http::workspace_root;
 
@@ -373,16 +373,20 @@ fn every_openai_request_validates_against_create_chat_completion_request() {
     let validator = openai_schema();
     let mut checked = 0;
     for (what, system, messages, tools) in requests() {
-        let request = ModelRequest {
-            system: &system,
-            messages: &messages,
-            tools: &tools,
-            output_limit: None,
-        };
-        for (i, config) in openai_configs().iter().enumerate() {
-            let http = openai::encode(&request, config);
-            check(validator, &format!("{what} (config {i})"), &http.json());
-            checked += 1;
+        // Each request as an ordinary call and as the verifier's probe (logprobs, one token).
+        for probe in [None, Some(Probe { top_logprobs: 10 })] {
+            let request = ModelRequest {
+                system: &system,
+                messages: &messages,
+                tools: &tools,
+                output_limit: None,
+                probe,
+            };
+            for (i, config) in openai_configs().iter().enumerate() {
+                let http = openai::encode(&request, config);
+                check(validator, &format!("{what} (config {i}, probe {probe:?})"), &http.json());
+                checked += 1;
+            }
         }
     }
     assert!(checked >= 100, "{checked} bodies checked");
@@ -393,16 +397,19 @@ fn every_anthropic_request_validates_against_create_message_params() {
     let validator = anthropic_schema();
     let mut checked = 0;
     for (what, system, messages, tools) in requests() {
-        let request = ModelRequest {
-            system: &system,
-            messages: &messages,
-            tools: &tools,
-            output_limit: None,
-        };
-        for (i, config) in anthropic_configs().iter().enumerate() {
-            let http = anthropic::encode(&request, config);
-            check(validator, &format!("{what} (config {i})"), &http.json());
-            checked += 1;
+        for probe in [None, Some(Probe { top_logprobs: 10 })] {
+            let request = ModelRequest {
+                system: &system,
+                messages: &messages,
+                tools: &tools,
+                output_limit: None,
+                probe,
+            };
+            for (i, config) in anthropic_configs().iter().enumerate() {
+                let http = anthropic::encode(&request, config);
+                check(validator, &format!("{what} (config {i}, probe {probe:?})"), &http.json());
+                checked += 1;
+            }
         }
     }
     assert!(checked >= 50, "{checked} bodies checked");

@@ -323,6 +323,8 @@ pub fn message_in(message: wit::AssistantMessage) -> AssistantMessage {
 pub fn request_in(request: wit::ModelRequest) -> OwnedModelRequest {
     OwnedModelRequest {
         output_limit: request.output_limit,
+        // The WIT request has no probe yet: the component's hosts ask no probabilities.
+        probe: None,
         system: request.system,
         messages: request
             .messages

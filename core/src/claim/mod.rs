@@ -12,13 +12,16 @@
 //!
 //! Each part has a file: [`report`] (verdicts, assessments, the report), [`failure`] (why a check
 //! failed), [`mod@cite`] (the citation check), [`lookup`] (the research agent's tool) and
-//! [`prompt`] (the prompts, with untrusted text delimited). This file holds the machine.
+//! [`prompt`] (the prompts, with untrusted text delimited) and [`verifier`] (the verifier route
+//! of the assess position: Yes/No questions scored from token probabilities, chosen with
+//! [`ClaimOptions::assess`]). This file holds the machine.
 
 pub mod cite;
 pub mod failure;
 pub mod lookup;
 pub mod prompt;
 pub mod report;
+pub mod verifier;
 
 use std::sync::Arc;
 
@@ -29,7 +32,7 @@ use crate::agent::{Agent, End, Hooks, Spent};
 use crate::event::{ClaimStage, Event};
 use crate::indexed::{CorpusRef, IndexedCorpus};
 use crate::machine::{Input, Machine, Misuse, MisuseKind, Output};
-use crate::message::{Message, StopReason, ToolCall, ToolOutput, ToolSpec};
+use crate::message::{Message, Probe, StopReason, ToolCall, ToolOutput, ToolSpec};
 use crate::retrieve::Retriever;
 use crate::retry::RetryPolicy;
 use crate::step::{FailureKind, Step, step};
@@ -38,6 +41,9 @@ pub use cite::{cite, new_evidence};
 pub use failure::{ClaimFailed, ClaimFailureKind};
 pub use lookup::{LOOKUP_EVIDENCE, Lookup, LookupMode, lookup_evidence, lookup_schema, search};
 pub use report::{Assessment, Report, Route, Summary, Verdict, assessment_schema};
+pub use verifier::{
+    AssessMode, Decision, ScoredPassage, VerifierOptions, VerifierRecord, VerifierWeights, decide,
+};
 
 /// The research agent's turn bound when the caller does not say.
 pub const ESCALATION_TURNS: u32 = 6;
@@ -76,6 +82,8 @@ pub struct ClaimOptions {
     pub lookup: LookupMode,
     /// One retry budget for the whole check (assessments, research and summary).
     pub retry: RetryPolicy,
+    /// Which route the assess position takes (default: [`AssessMode::Agent`]).
+    pub assess: AssessMode,
 }
 
 impl Default for ClaimOptions {
@@ -85,6 +93,7 @@ impl Default for ClaimOptions {
             research_turns: ESCALATION_TURNS,
             lookup: LookupMode::Core,
             retry: RetryPolicy::default(),
+            assess: AssessMode::Agent,
         }
     }
 }
@@ -119,10 +128,27 @@ impl Hooks for Recorder {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "stage", rename_all = "camelCase")]
 enum Stage {
-    Assess { round: Round, agent: Box<Agent<Recorder>> },
-    Research { agent: Box<Agent<Lookup>> },
-    Summary { step: Box<Step<Summary>>, assessment: Assessment, route: Route },
-    Finished { outcome: Result<Report, ClaimFailed> },
+    Assess {
+        round: Round,
+        agent: Box<Agent<Recorder>>,
+    },
+    /// The verifier route: `queue[0]` is being asked by `agent`, the rest follow.
+    Verify {
+        round: Round,
+        queue: Vec<verifier::Question>,
+        agent: Box<Agent<()>>,
+    },
+    Research {
+        agent: Box<Agent<Lookup>>,
+    },
+    Summary {
+        step: Box<Step<Summary>>,
+        assessment: Assessment,
+        route: Route,
+    },
+    Finished {
+        outcome: Result<Report, ClaimFailed>,
+    },
 }
 
 /// The claim-check machine.
@@ -140,6 +166,12 @@ pub struct ClaimCheck {
     stage: Stage,
     #[serde(default)]
     events: Vec<Event>,
+    /// The verifier route's answered questions, both rounds (empty for the agent route).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    asked: Vec<verifier::AskedQuestion>,
+    /// The verifier route's record of its last decision, for the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    verifier: Option<VerifierRecord>,
 }
 
 impl ClaimCheck {
@@ -176,6 +208,8 @@ impl ClaimCheck {
             next_id: 0,
             stage: Stage::Finished { outcome: Err(placeholder()) },
             events: vec![Event::Stage { stage: ClaimStage::Retrieve { evidence: evidence.len() } }],
+            asked: Vec::new(),
+            verifier: None,
         };
         check.start_assessment(Round::First, evidence);
         check
@@ -205,6 +239,7 @@ impl ClaimCheck {
         let mut spent = self.spent;
         match &self.stage {
             Stage::Assess { agent, .. } => add_spent(&mut spent, agent.spent()),
+            Stage::Verify { agent, .. } => add_spent(&mut spent, agent.spent()),
             Stage::Research { agent } => add_spent(&mut spent, agent.spent()),
             Stage::Summary { step, .. } => add_spent(&mut spent, step.spent()),
             Stage::Finished { .. } => {}
@@ -236,6 +271,9 @@ impl ClaimCheck {
                 Round::Second => ClaimStage::Reassess { evidence: self.evidence.len() },
             },
         });
+        if let AssessMode::Verifier(options) = self.options.assess {
+            return self.start_verification(round, &options);
+        }
         let record = ToolSpec {
             name: RECORD_ASSESSMENT.to_owned(),
             description: "Record your assessment of the claim.".to_owned(),
@@ -304,6 +342,139 @@ impl ClaimCheck {
             return self.fail(
                 ClaimFailureKind::CitationNotInEvidence,
                 "assessment cites evidence that was not provided",
+            );
+        }
+        match (round, assessment.verdict) {
+            (Round::First, Verdict::Insufficient) => self.start_research(),
+            (Round::First, _) => self.start_summary(assessment, Route::SingleCall),
+            (Round::Second, _) => self.start_summary(assessment, Route::AgentEscalation),
+        }
+    }
+
+    /// The verifier route: plans its questions about the evidence not asked about yet (all of
+    /// it in the first round, what research added in the second) and asks the first.
+    fn start_verification(&mut self, round: Round, options: &VerifierOptions) {
+        let items: Vec<usize> = (0..self.evidence.len())
+            .filter(|&i| !self.asked.iter().any(|asked| asked.question.evidence == i))
+            .collect();
+        let queue = verifier::plan(&self.evidence, &items, options);
+        self.ask_next(round, queue);
+    }
+
+    fn ask_next(&mut self, round: Round, queue: Vec<verifier::Question>) {
+        let Some(question) = queue.first() else { return self.on_verification_end(round) };
+        let AssessMode::Verifier(options) = self.options.assess else {
+            unreachable!("only the verifier route asks questions")
+        };
+        let passage = &self.evidence[question.evidence][question.start..question.end];
+        let agent = Agent::new(
+            format!("{}{}", prompt::VERIFY_SYSTEM, prompt::DATA_NOTICE),
+            prompt::verifier_prompt(&self.claim, passage),
+            Vec::new(),
+            Vec::new(),
+            1,
+            (),
+        )
+        .with_probe(Probe { top_logprobs: options.top_logprobs })
+        .with_output_limit(1)
+        .with_retry(self.remaining_retry())
+        .starting_at(self.next_id);
+        self.stage = Stage::Verify { round, queue, agent: Box::new(agent) };
+    }
+
+    fn on_question_end(
+        &mut self,
+        round: Round,
+        mut queue: Vec<verifier::Question>,
+        agent: Agent<()>,
+    ) {
+        self.next_id = agent.next_free_id();
+        add_spent(&mut self.spent, agent.spent());
+        let (_, messages, end, _) = agent.into_parts();
+        match end {
+            Some(End::Cancelled { reason }) => {
+                return self.fail(ClaimFailureKind::Cancelled, format!("cancelled: {reason}"));
+            }
+            Some(End::ProviderFailed { message }) => {
+                return self.fail(
+                    ClaimFailureKind::AssessRequest,
+                    format!("verifier request failed: {message}"),
+                );
+            }
+            _ => {}
+        }
+        let reading = messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                Message::Assistant(response) => Some(verifier::read_answer(response)),
+                _ => None,
+            })
+            .unwrap_or(verifier::Reading {
+                score: None,
+                source: verifier::ScoreSource::Unknown,
+                issue: Some(verifier::ProbabilityIssue::Missing),
+            });
+        let question = queue.remove(0);
+        self.asked.push(verifier::AskedQuestion { question, reading });
+        self.ask_next(round, queue);
+    }
+
+    /// Every question of the round is answered: the decision over every passage asked about
+    /// (a passage's score is its best chunk's), checked like an assessment the model recorded.
+    fn on_verification_end(&mut self, round: Round) {
+        let weights = VerifierWeights::builtin();
+        let mut items: Vec<(usize, Option<f64>)> = Vec::new();
+        for asked in &self.asked {
+            let score = asked.reading.score.filter(|s| s.is_finite());
+            match items.iter_mut().find(|(index, _)| *index == asked.question.evidence) {
+                Some((_, best)) => {
+                    *best = match (*best, score) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                None => items.push((asked.question.evidence, score)),
+            }
+        }
+        let passages: Vec<ScoredPassage<'_>> = items
+            .iter()
+            .map(|&(index, score)| ScoredPassage { text: &self.evidence[index], score })
+            .collect();
+        let decision = decide(&self.claim, &passages, weights);
+        let fallback =
+            self.asked.iter().any(|a| a.reading.source != verifier::ScoreSource::Probabilities);
+        let best = decision.best.and_then(|i| passages[i].score);
+        let rationale = format!(
+            "Verifier route: P(supported) {:.2}, P(contradicted) {:.2}, P(insufficient) {:.2};              best passage S {}{}.",
+            decision.probabilities.supported,
+            decision.probabilities.contradicted,
+            decision.probabilities.insufficient,
+            best.map_or_else(|| "unknown".to_owned(), |s| format!("{s:.2}")),
+            if fallback {
+                " (some answers were read from the sampled token: no usable probabilities)"
+            } else {
+                ""
+            },
+        );
+        let mut assessment = Assessment {
+            verdict: decision.verdict,
+            confidence: decision.confidence,
+            citations: decision.cited.iter().map(|&i| passages[i].text.to_owned()).collect(),
+            rationale: Some(rationale),
+            extra: serde_json::Map::new(),
+        };
+        self.verifier = Some(VerifierRecord {
+            questions: self.asked.clone(),
+            features: decision.features,
+            probabilities: decision.probabilities,
+            fallback,
+            fitted: weights.fitted,
+        });
+        if !cite(&mut assessment, &self.evidence) {
+            return self.fail(
+                ClaimFailureKind::CitationNotInEvidence,
+                "the verifier cited evidence that was not provided",
             );
         }
         match (round, assessment.verdict) {
@@ -384,6 +555,7 @@ impl ClaimCheck {
                         summary: summary.text,
                         requests: self.spent.requests,
                         usage: self.spent.usage,
+                        verifier: self.verifier.clone(),
                     }),
                 };
             }
@@ -401,6 +573,7 @@ impl ClaimCheck {
     fn pull_events(&mut self) {
         let (events, research_turn) = match &mut self.stage {
             Stage::Assess { agent, .. } => (agent.drain_events(), None),
+            Stage::Verify { agent, .. } => (agent.drain_events(), None),
             Stage::Research { agent } => {
                 let turn = agent.spent().turns + 1;
                 (agent.drain_events(), Some(turn))
@@ -424,6 +597,9 @@ impl ClaimCheck {
         match stage {
             Stage::Assess { round, agent } if agent.end().is_some() => {
                 self.on_assessment_end(round, *agent);
+            }
+            Stage::Verify { round, queue, agent } if agent.end().is_some() => {
+                self.on_question_end(round, queue, *agent);
             }
             Stage::Research { agent } if agent.end().is_some() => self.on_research_end(*agent),
             Stage::Summary { step, assessment, route } if step.is_done() => {
@@ -453,6 +629,7 @@ impl Machine for ClaimCheck {
     fn poll_output(&mut self) -> Output<'_> {
         match &mut self.stage {
             Stage::Assess { agent, .. } => agent.poll_output(),
+            Stage::Verify { agent, .. } => agent.poll_output(),
             Stage::Research { agent } => agent.poll_output(),
             Stage::Summary { step, .. } => step.poll_output(),
             Stage::Finished { .. } => Output::Done,
@@ -465,6 +642,7 @@ impl Machine for ClaimCheck {
                 return Err(Misuse::new(MisuseKind::Finished, "input after the check ended"));
             }
             Stage::Assess { agent, .. } => agent.handle_input(input)?,
+            Stage::Verify { agent, .. } => agent.handle_input(input)?,
             Stage::Research { agent } => agent.handle_input(input)?,
             Stage::Summary { step, .. } => step.handle_input(input)?,
         }

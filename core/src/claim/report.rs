@@ -170,6 +170,10 @@ pub struct Report {
     pub requests: u32,
     /// Tokens and cost over every request.
     pub usage: Usage,
+    /// What the verifier route asked and scored, when it assessed (see
+    /// [`super::AssessMode::Verifier`]); absent when the agent assessed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verifier: Option<super::verifier::VerifierRecord>,
 }
 
 impl Report {

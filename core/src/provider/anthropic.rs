@@ -178,7 +178,11 @@ impl AnthropicConfig {
 pub fn encode(request: &ModelRequest<'_>, config: &AnthropicConfig) -> HttpRequest {
     let mut body = Map::new();
     body.insert("model".into(), json!(config.model));
-    body.insert("max_tokens".into(), json!(config.max_tokens));
+    // A probe (the verifier's one-token Yes/No question) asks for one token at temperature 0,
+    // without reasoning (its budget cannot fit in one token) and not streamed; the Messages
+    // API reports no probabilities, so the sampled token is all it answers with.
+    let probe = request.probe.is_some();
+    body.insert("max_tokens".into(), json!(if probe { 1 } else { config.max_tokens }));
     if !request.system.is_empty() {
         body.insert("system".into(), json!(request.system));
     }
@@ -204,7 +208,7 @@ pub fn encode(request: &ModelRequest<'_>, config: &AnthropicConfig) -> HttpReque
         };
         body.insert("tool_choice".into(), choice);
     }
-    match config.thinking {
+    match config.thinking.filter(|_| !probe) {
         Some(Thinking::Enabled { budget_tokens }) => {
             body.insert(
                 "thinking".into(),
@@ -216,10 +220,11 @@ pub fn encode(request: &ModelRequest<'_>, config: &AnthropicConfig) -> HttpReque
         }
         None => {}
     }
-    if let Some(temperature) = config.temperature.and_then(serde_json::Number::from_f64) {
+    let temperature = if probe { Some(0.0) } else { config.temperature };
+    if let Some(temperature) = temperature.and_then(serde_json::Number::from_f64) {
         body.insert("temperature".into(), Value::Number(temperature));
     }
-    if config.stream {
+    if config.stream && !probe {
         body.insert("stream".into(), json!(true));
     }
     let mut headers = vec![
@@ -673,6 +678,7 @@ mod tests {
             messages: &messages,
             tools: &[],
             output_limit: None,
+            probe: None,
         };
         let wire = messages_of(&request);
         assert_eq!(

@@ -98,6 +98,7 @@ impl Provider {
                 messages: &[],
                 tools: &[],
                 output_limit: None,
+                probe: None,
             }),
             parse,
         )
@@ -233,7 +234,7 @@ pub(crate) mod testing {
         messages: &'a [Message],
         tools: &'a [ToolSpec],
     ) -> ModelRequest<'a> {
-        ModelRequest { system, messages, tools, output_limit: None }
+        ModelRequest { system, messages, tools, output_limit: None, probe: None }
     }
 
     pub(crate) const KEY: &str = "sk-live-0123456789abcdef";

@@ -33,7 +33,8 @@ use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
 use super::sse::SseEvent;
 use crate::message::{
-    AssistantMessage, ContentBlock, Delta, Message, ModelRequest, ToolCall, ToolSpec, Usage,
+    AssistantMessage, ContentBlock, Delta, FirstToken, Message, ModelRequest, TokenLogprob,
+    ToolCall, ToolSpec, Usage,
 };
 
 /// OpenAI's API base URL.
@@ -75,6 +76,9 @@ pub enum OutputMode {
 
 /// The output limit sent when the configuration sets none, so a runaway model is bounded.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The most `top_logprobs` OpenAI accepts.
+pub const MAX_TOP_LOGPROBS: u8 = 20;
 
 /// The default deadline of a whole request, in milliseconds (5 minutes).
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
@@ -128,6 +132,12 @@ pub struct OpenAiConfig {
     pub idle_timeout_ms: Option<u64>,
     /// How a turn asks for its answer (`"output": "tools" | "json-schema"`).
     pub output: OutputMode,
+    /// llama.cpp's `cache_prompt` (`"cachePrompt"`): reuse the server's cache of the longest
+    /// prefix a request shares with the slot's last one. Sent only when set: OpenAI's schema
+    /// has no such field. llama-server caches by default (its `cache_prompt` defaults to true),
+    /// so its preset leaves it unset; set it for a server whose default is off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_prompt: Option<bool>,
 }
 
 impl Default for OpenAiConfig {
@@ -149,6 +159,7 @@ impl Default for OpenAiConfig {
             timeout_ms: None,
             idle_timeout_ms: None,
             output: OutputMode::default(),
+            cache_prompt: None,
         }
     }
 }
@@ -172,6 +183,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("timeout_ms", &self.timeout_ms)
             .field("idle_timeout_ms", &self.idle_timeout_ms)
             .field("output", &self.output)
+            .field("cache_prompt", &self.cache_prompt)
             .finish()
     }
 }
@@ -281,14 +293,28 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
         MaxTokensField::MaxTokens => "max_tokens",
         MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
     };
-    body.insert(field.into(), json!(output_limit(request, config)));
-    if let Some(temperature) = config.temperature.and_then(serde_json::Number::from_f64) {
+    // A probe (the verifier's Yes/No question) is one token at temperature 0 with its most
+    // likely alternatives, whatever the configuration says; not streamed, since one token has
+    // no progress to show and a whole body is one shape to decode (a stream's first chunk is
+    // read too, for a server that streams anyway); no reasoning, which one token cannot hold.
+    let probe = request.probe;
+    let limit = if probe.is_some() { 1 } else { output_limit(request, config) };
+    body.insert(field.into(), json!(limit));
+    let temperature = if probe.is_some() { Some(0.0) } else { config.temperature };
+    if let Some(temperature) = temperature.and_then(serde_json::Number::from_f64) {
         body.insert("temperature".into(), Value::Number(temperature));
     }
-    if let Some(effort) = &config.reasoning_effort {
+    if let Some(probe) = probe {
+        body.insert("logprobs".into(), json!(true));
+        body.insert("top_logprobs".into(), json!(probe.top_logprobs.min(MAX_TOP_LOGPROBS)));
+    } else if let Some(effort) = &config.reasoning_effort {
         body.insert("reasoning_effort".into(), json!(effort));
     }
-    if config.stream {
+    if let Some(cache) = config.cache_prompt {
+        body.insert("cache_prompt".into(), json!(cache));
+    }
+    let stream = config.stream && probe.is_none();
+    if stream {
         body.insert("stream".into(), json!(true));
         if config.include_usage {
             body.insert("stream_options".into(), json!({"include_usage": true}));
@@ -298,7 +324,7 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
         ("Content-Type".to_owned(), "application/json".to_owned()),
         (
             "Accept".to_owned(),
-            if config.stream { "text/event-stream" } else { "application/json" }.to_owned(),
+            if stream { "text/event-stream" } else { "application/json" }.to_owned(),
         ),
     ];
     if let Some(key) = config.api_key.as_deref().filter(|key| !key.is_empty()) {
@@ -545,7 +571,43 @@ fn decode_unredacted(response: &HttpResponse, config: &OpenAiConfig) -> Assistan
     if config.output == OutputMode::JsonSchema {
         content = read_answer(content);
     }
-    assemble(content, ending, usage, config.price.as_ref(), reported_cost, 200)
+    let mut message = assemble(content, ending, usage, config.price.as_ref(), reported_cost, 200);
+    if !message.stop_reason().is_failure() {
+        message.first_token = first_token(choice.get("logprobs"));
+    }
+    message
+}
+
+/// The first output token and its alternatives from a choice's (or a chunk's) `logprobs`:
+/// `{"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
+/// "bytes"}]}]}`, OpenAI's shape, which llama.cpp's server follows. A token without text is
+/// read from its `bytes`; a log probability that is not a finite number is kept as `None`, for
+/// the reader to judge. `None` when there is no first token.
+fn first_token(logprobs: Option<&Value>) -> Option<FirstToken> {
+    let entry = logprobs?.get("content")?.as_array()?.first()?;
+    let read = |value: &Value| -> Option<TokenLogprob> {
+        let token = match value.get("token").and_then(Value::as_str) {
+            Some(token) => token.to_owned(),
+            None => {
+                let bytes: Vec<u8> = value
+                    .get("bytes")?
+                    .as_array()?
+                    .iter()
+                    .map(|byte| byte.as_u64().and_then(|b| u8::try_from(b).ok()))
+                    .collect::<Option<_>>()?;
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+        };
+        let logprob = value.get("logprob").and_then(Value::as_f64).filter(|l| l.is_finite());
+        Some(TokenLogprob { token, logprob })
+    };
+    let sampled = read(entry)?;
+    let top = entry
+        .get("top_logprobs")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(read).collect())
+        .unwrap_or_default();
+    Some(FirstToken { sampled, top })
 }
 
 fn ending(reason: Option<&str>) -> Ending {
@@ -584,6 +646,8 @@ pub struct OpenAiStream {
     finish_reason: Option<String>,
     usage: Option<Value>,
     output: OutputMode,
+    /// The first token's probabilities, from the first chunk that carries them.
+    first_token: Option<FirstToken>,
 }
 
 impl OpenAiStream {
@@ -599,6 +663,7 @@ impl OpenAiStream {
             finish_reason: None,
             usage: None,
             output: config.output,
+            first_token: None,
         }
     }
 
@@ -627,14 +692,18 @@ impl OpenAiStream {
         if self.output == OutputMode::JsonSchema {
             content = read_answer(content);
         }
-        assemble(
+        let mut message = assemble(
             content,
             ending,
             usage,
             self.state.price.as_ref(),
             reported_cost,
             self.state.status,
-        )
+        );
+        if !message.stop_reason().is_failure() {
+            message.first_token = self.first_token;
+        }
+        message
     }
 
     /// The status of the response head.
@@ -682,6 +751,9 @@ impl OpenAiStream {
         };
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
             self.finish_reason = Some(reason.to_owned());
+        }
+        if self.first_token.is_none() {
+            self.first_token = first_token(choice.get("logprobs"));
         }
         let Some(delta) = choice.get("delta") else { return };
         for key in ["reasoning_content", "reasoning"] {

@@ -1,0 +1,1020 @@
+//! The verifier route of the assess position: instead of one model call asked for a 3-way
+//! verdict, the check asks MiniCheck's Yes/No question about each of the top `k` passages (or
+//! chunks of long ones), reads `P(Yes)` from the first token's probabilities, and a small,
+//! fitted model turns the scores and a few lexical features into the verdict, a confidence and
+//! the citations. The pipeline around it is the same (citation check, research only if
+//! `insufficient`, reassessment by the same route, summary).
+//!
+//! The parts, in the order a check uses them:
+//!
+//! 1. [`plan`]: which questions to ask, known before the first one is: the first `k` passages
+//!    of the evidence, each cut into chunks of at most `chunkChars` characters by
+//!    [`chunk_bounds`]; every passage's first chunk is asked, plus the second chunk of the
+//!    best-ranked long passage, so at most `k + 1` questions. Later chunks are not asked (the
+//!    report says how many chunks a passage had).
+//! 2. One model call per question ([`crate::claim::prompt::verifier_prompt`], a one-token
+//!    answer with its `top_logprobs`: [`crate::Probe`]).
+//! 3. [`read_answer`]: `S = P(Yes) / (P(Yes) + P(No))`, summing the case and space variants of
+//!    both words (`" Yes"`, `"yes"`, `"YES"`, ...). Probabilities that cannot be used
+//!    ([`ProbabilityIssue`]: none reported, as Anthropic; not finite; neither word among them)
+//!    fall back to the sampled token (Yes is 1, No is 0); a token that is neither leaves the
+//!    question's score unknown. Never a panic.
+//! 4. [`decide`]: the features ([`Features`]) and the verdict from the scores, with
+//!    [`VerifierWeights`].
+//!
+//! # The scoring model
+//!
+//! A passage's score is the highest `S` over its asked chunks. Five features describe a claim:
+//!
+//! | name | what |
+//! |---|---|
+//! | `logitMaxS` | `logit(S)` of the best-scored passage (`S` clamped to `[c, 1 - c]`, `c` the file's `scoreClamp`; 0 when no score is known) |
+//! | `logitTopicS` | `logit(S)` of the *topic passage*: the one holding the largest share of the claim's content words (ties: the higher `S`, then the earlier) |
+//! | `overlap` | the share of the claim's content words ([`crate::retrieve::bm25_terms`]) found in the topic passage |
+//! | `missingNumbers` | the share of the claim's numbers absent from the topic passage (0 when the claim has none) |
+//! | `hasNumber` | 1 when the claim has a number, else 0 |
+//!
+//! The logit of `S` carries most of the signal and holds on any kind of text; the lexical
+//! features are cheap and help tell `contradicted` (a passage about the claim that says
+//! otherwise, often with another number) from `insufficient` (nothing about it), but they are
+//! partly a quirk of VitaminC, so they are kept few and linear.
+//!
+//! Each class `c` has a linear score `z_c = bias_c + w_c · x`; the probabilities are their
+//! softmax. `insufficient` is derived, never asked: the verdict is `supported` when
+//! `P(supported)` reaches its threshold and is at least `P(contradicted)`, else
+//! `contradicted` when `P(contradicted)` reaches its threshold, else `insufficient` (no
+//! passage supports or contradicts above a threshold). The confidence is the verdict's
+//! probability, and for `insufficient` `1 - max(P(supported), P(contradicted))`.
+//!
+//! Citations are the passages that decided, each once, quoted whole: for `supported` every
+//! asked passage whose `S` reaches `citeSupport` (at least the best-scored one), for
+//! `contradicted` the topic passage.
+//!
+//! # The weights file
+//!
+//! The weights and thresholds are data: `core/src/claim/verifier-weights.json`, compiled in
+//! ([`VerifierWeights::builtin`]) and rewritten by a fitting command. Its format (version 1):
+//!
+//! ```json
+//! {
+//!   "format": 1,
+//!   "fitted": false,
+//!   "note": "what was fitted on, when, with what result (free text)",
+//!   "features": ["logitMaxS", "logitTopicS", "overlap", "missingNumbers", "hasNumber"],
+//!   "classes": {
+//!     "supported":    {"bias": -0.5, "weights": [1.2, 0.0, 1.0, -2.0, 0.0]},
+//!     "contradicted": {"bias": -3.5, "weights": [0.0, -0.6, 4.0, 1.0, 0.0]},
+//!     "insufficient": {"bias": 0.0,  "weights": [0.0, 0.0, 0.0, 0.0, 0.0]}
+//!   },
+//!   "thresholds": {"supported": 0.5, "contradicted": 0.5, "citeSupport": 0.5},
+//!   "scoreClamp": 0.001
+//! }
+//! ```
+//!
+//! `features` must be exactly [`FEATURES`], in that order (a file written for other features
+//! is refused, not misread); each class has one weight per feature; every number is finite;
+//! thresholds are in `[0, 1]`; `scoreClamp` is in `(0, 0.5)`. A multinomial logistic
+//! regression fitted with `insufficient` as the reference class writes its weights as zeros.
+//!
+//! **The weights in the repository are placeholders set by hand, not fitted yet** (`"fitted":
+//! false`): a supporting passage with `S` near 1 gives `supported`; a passage sharing most of
+//! the claim's words with `S` near 0 (more so with one of its numbers missing) gives
+//! `contradicted`; anything else `insufficient`.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use super::report::Verdict;
+use crate::message::{AssistantMessage, FirstToken, TokenLogprob};
+use crate::retrieve::bm25_terms;
+
+/// Passages asked about when the configuration does not say.
+pub const DEFAULT_K: usize = 3;
+/// The most passages a configuration may ask about.
+pub const MAX_K: usize = 20;
+/// How many first tokens to ask for when the configuration does not say.
+pub const DEFAULT_TOP_LOGPROBS: u8 = 10;
+/// The longest chunk asked about, in characters, when the configuration does not say (about
+/// 500 tokens of English, MiniCheck's chunk size).
+pub const DEFAULT_CHUNK_CHARS: usize = 2000;
+/// The shortest chunk a configuration may ask for.
+pub const MIN_CHUNK_CHARS: usize = 200;
+
+/// The verifier route's options. JSON (camelCase, every field optional):
+/// `{"k": 3, "topLogprobs": 10, "chunkChars": 2000}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct VerifierOptions {
+    /// How many of the retrieved passages are asked about, best first (1 to [`MAX_K`]).
+    #[serde(deserialize_with = "bounded_k")]
+    pub k: usize,
+    /// How many of the most likely first tokens the provider reports (1 to 20).
+    #[serde(deserialize_with = "bounded_top")]
+    pub top_logprobs: u8,
+    /// The longest chunk of a passage asked about, in characters (at least
+    /// [`MIN_CHUNK_CHARS`]).
+    #[serde(deserialize_with = "bounded_chunk")]
+    pub chunk_chars: usize,
+}
+
+impl Default for VerifierOptions {
+    fn default() -> Self {
+        Self { k: DEFAULT_K, top_logprobs: DEFAULT_TOP_LOGPROBS, chunk_chars: DEFAULT_CHUNK_CHARS }
+    }
+}
+
+fn bounded_k<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
+    let k = usize::deserialize(deserializer)?;
+    if (1..=MAX_K).contains(&k) {
+        Ok(k)
+    } else {
+        Err(D::Error::custom(format!("must be 1 to {MAX_K}, not {k}")))
+    }
+}
+
+fn bounded_top<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u8, D::Error> {
+    let top = u8::deserialize(deserializer)?;
+    let max = crate::provider::openai::MAX_TOP_LOGPROBS;
+    if (1..=max).contains(&top) {
+        Ok(top)
+    } else {
+        Err(D::Error::custom(format!("must be 1 to {max}, not {top}")))
+    }
+}
+
+fn bounded_chunk<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
+    let chars = usize::deserialize(deserializer)?;
+    if chars >= MIN_CHUNK_CHARS {
+        Ok(chars)
+    } else {
+        Err(D::Error::custom(format!("must be at least {MIN_CHUNK_CHARS}, not {chars}")))
+    }
+}
+
+/// Which route the assess position takes. JSON: `"agent"` (the default: one model call
+/// records a 3-way assessment), `"verifier"` (the verifier route with default options) or
+/// `{"verifier": {"k": 3, "topLogprobs": 10, "chunkChars": 2000}}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum AssessMode {
+    /// One model call records the assessment (`record_assessment`).
+    #[default]
+    Agent,
+    /// One Yes/No question per passage, scored from the token probabilities.
+    Verifier(VerifierOptions),
+}
+
+impl AssessMode {
+    /// Whether this is the default mode (a configuration leaves it out when serialized).
+    #[must_use]
+    pub fn is_agent(&self) -> bool {
+        *self == AssessMode::Agent
+    }
+}
+
+impl<'de> Deserialize<'de> for AssessMode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let expected = "\"agent\", \"verifier\" or {\"verifier\": {...}}";
+        match Value::deserialize(deserializer)? {
+            Value::String(name) if name == "agent" => Ok(AssessMode::Agent),
+            Value::String(name) if name == "verifier" => {
+                Ok(AssessMode::Verifier(VerifierOptions::default()))
+            }
+            Value::Object(mut fields) if fields.len() == 1 => {
+                if let Some(options) = fields.remove("verifier") {
+                    let options = if options.is_null() {
+                        VerifierOptions::default()
+                    } else {
+                        VerifierOptions::deserialize(options).map_err(D::Error::custom)?
+                    };
+                    return Ok(AssessMode::Verifier(options));
+                }
+                if fields.remove("agent").is_some_and(|value| value.is_null()) {
+                    return Ok(AssessMode::Agent);
+                }
+                Err(D::Error::custom(format!("unknown assess mode: {expected}")))
+            }
+            other => Err(D::Error::custom(format!("{other} is not an assess mode: {expected}"))),
+        }
+    }
+}
+
+/// One question of the route: a chunk of an evidence item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Question {
+    /// The evidence item (its index in the evidence the assessment is given).
+    pub evidence: usize,
+    /// Which chunk of it, from 0.
+    pub chunk: usize,
+    /// How many chunks the item has (asked or not).
+    pub chunks: usize,
+    /// The chunk's byte range in the item's text.
+    pub start: usize,
+    /// The end of that range (exclusive).
+    pub end: usize,
+}
+
+/// The chunks of `text`, as byte ranges, each at most `chunk_chars` characters: a chunk ends
+/// at the last sentence end (`.`, `!`, `?` followed by whitespace, or a line break) in the
+/// second half of its window, else at the last whitespace there, else at the window's end;
+/// the whitespace between chunks and at the end belongs to none. A text that fits is one
+/// chunk; an empty text is one empty chunk.
+#[must_use]
+pub fn chunk_bounds(text: &str, chunk_chars: usize) -> Vec<(usize, usize)> {
+    let chunk_chars = chunk_chars.max(1);
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    loop {
+        let rest = &text[start..];
+        let Some((window_end, _)) = rest.char_indices().nth(chunk_chars) else {
+            chunks.push((start, start + rest.trim_end().len()));
+            return chunks;
+        };
+        let window = &rest[..window_end];
+        let half = window.char_indices().nth(chunk_chars / 2).map_or(0, |(at, _)| at);
+        let sentence = window
+            .char_indices()
+            .filter(|&(at, c)| {
+                at >= half
+                    && (c == '\n'
+                        || (matches!(c, '.' | '!' | '?')
+                            && rest[at + 1..].starts_with(char::is_whitespace)))
+            })
+            .map(|(at, c)| at + c.len_utf8())
+            .next_back();
+        let space = || {
+            window
+                .char_indices()
+                .filter(|&(at, c)| at >= half && at > 0 && c.is_whitespace())
+                .map(|(at, _)| at)
+                .next_back()
+        };
+        let cut = sentence.or_else(space).unwrap_or(window_end);
+        chunks.push((start, start + cut));
+        let next = &rest[cut..];
+        let skipped = next.len() - next.trim_start().len();
+        start += cut + skipped;
+        if start >= text.len() {
+            return chunks;
+        }
+    }
+}
+
+/// The questions about `items` (indices into `evidence`, best first): the first `k` items,
+/// each cut by [`chunk_bounds`]; the first chunk of each, then the second chunk of the first
+/// item that has one. At most `k + 1` questions, in the order they are asked.
+#[must_use]
+pub fn plan(evidence: &[String], items: &[usize], options: &VerifierOptions) -> Vec<Question> {
+    let mut questions = Vec::new();
+    let mut spare: Option<Question> = None;
+    for &index in items.iter().take(options.k) {
+        let Some(text) = evidence.get(index) else { continue };
+        let bounds = chunk_bounds(text, options.chunk_chars);
+        let question = |chunk: usize| Question {
+            evidence: index,
+            chunk,
+            chunks: bounds.len(),
+            start: bounds[chunk].0,
+            end: bounds[chunk].1,
+        };
+        questions.push(question(0));
+        if spare.is_none() && bounds.len() > 1 {
+            spare = Some(question(1));
+        }
+    }
+    questions.extend(spare);
+    questions
+}
+
+/// Where a question's score came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ScoreSource {
+    /// The first token's probabilities: `S = P(Yes) / (P(Yes) + P(No))`.
+    Probabilities,
+    /// The sampled token (the provider reported no usable probabilities): Yes is 1, No is 0.
+    SampledToken,
+    /// Neither: the score is unknown.
+    Unknown,
+}
+
+/// Why a response's probabilities were not used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ProbabilityIssue {
+    /// The response carries no probabilities (Anthropic, or a server that ignored `logprobs`).
+    Missing,
+    /// Yes or No was listed only with a log probability that is not a finite number.
+    NotFinite,
+    /// Neither Yes nor No is among the listed tokens.
+    NoYesNo,
+}
+
+/// What one answer says: the score, where it came from, and why the probabilities were not
+/// used if they were not.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reading {
+    /// `S` in `[0, 1]`; `None` when unknown.
+    pub score: Option<f64>,
+    /// Where it came from.
+    pub source: ScoreSource,
+    /// Why the probabilities were not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<ProbabilityIssue>,
+}
+
+/// Which answer a token is: `Some(true)` for a variant of Yes, `Some(false)` for No (case,
+/// surrounding spaces and tokenizer space marks ignored).
+fn yes_or_no(token: &str) -> Option<bool> {
+    let word = token.trim_matches(|c: char| c.is_whitespace() || c == '\u{2581}' || c == '\u{120}');
+    if word.eq_ignore_ascii_case("yes") {
+        Some(true)
+    } else if word.eq_ignore_ascii_case("no") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// `ln(Σ exp(x))` of finite values; `None` for none.
+fn log_sum_exp(values: &[f64]) -> Option<f64> {
+    let max = values.iter().copied().reduce(f64::max)?;
+    Some(max + values.iter().map(|v| (v - max).exp()).sum::<f64>().ln())
+}
+
+/// `S = P(Yes) / (P(Yes) + P(No))` from a first token's probabilities, each word's variants
+/// summed (the sampled token counts when it is not listed). A word not listed counts as
+/// probability 0, so `S` is 1 or 0 when only one is.
+///
+/// # Errors
+/// [`ProbabilityIssue::NotFinite`] when a Yes or No token is listed only with a log
+/// probability that is not a finite number, [`ProbabilityIssue::NoYesNo`] when neither word is
+/// listed.
+pub fn yes_no_score(first: &FirstToken) -> Result<f64, ProbabilityIssue> {
+    let listed = |entry: &TokenLogprob| first.top.iter().any(|t| t.token == entry.token);
+    let sampled = (!listed(&first.sampled)).then_some(&first.sampled);
+    let (mut yes, mut no, mut unusable) = (Vec::new(), Vec::new(), false);
+    for entry in first.top.iter().chain(sampled) {
+        let Some(word) = yes_or_no(&entry.token) else { continue };
+        match entry.logprob.filter(|l| l.is_finite()) {
+            Some(logprob) if word => yes.push(logprob.min(0.0)),
+            Some(logprob) => no.push(logprob.min(0.0)),
+            None => unusable = true,
+        }
+    }
+    match (log_sum_exp(&yes), log_sum_exp(&no)) {
+        (None, None) if unusable => Err(ProbabilityIssue::NotFinite),
+        (None, None) => Err(ProbabilityIssue::NoYesNo),
+        (Some(_), None) => Ok(1.0),
+        (None, Some(_)) => Ok(0.0),
+        // Both are at most 0, so the difference is finite; the logistic of it is S.
+        (Some(yes), Some(no)) => Ok(1.0 / (1.0 + (no - yes).exp())),
+    }
+}
+
+/// What an answer to a verifier question says (see [`Reading`]): the probabilities when usable,
+/// else the sampled token (its text, for a provider without probabilities), else unknown.
+#[must_use]
+pub fn read_answer(response: &AssistantMessage) -> Reading {
+    let issue = match &response.first_token {
+        None => ProbabilityIssue::Missing,
+        Some(first) => match yes_no_score(first) {
+            Ok(score) => {
+                return Reading {
+                    score: Some(score),
+                    source: ScoreSource::Probabilities,
+                    issue: None,
+                };
+            }
+            Err(issue) => issue,
+        },
+    };
+    let text = response.text_content();
+    let sampled = response.first_token.as_ref().map_or(text.as_str(), |f| f.sampled.token.as_str());
+    let first_word = sampled
+        .trim_start_matches(|c: char| !c.is_alphanumeric())
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    match yes_or_no(first_word) {
+        Some(yes) => Reading {
+            score: Some(if yes { 1.0 } else { 0.0 }),
+            source: ScoreSource::SampledToken,
+            issue: Some(issue),
+        },
+        None => Reading { score: None, source: ScoreSource::Unknown, issue: Some(issue) },
+    }
+}
+
+/// The features' names, in the weights file's order.
+pub const FEATURES: [&str; 5] =
+    ["logitMaxS", "logitTopicS", "overlap", "missingNumbers", "hasNumber"];
+
+/// A linear score of one class.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Linear {
+    /// The intercept.
+    pub bias: f64,
+    /// One weight per feature, in [`FEATURES`] order.
+    pub weights: Vec<f64>,
+}
+
+/// The three classes' linear scores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Classes {
+    /// `supported`.
+    pub supported: Linear,
+    /// `contradicted`.
+    pub contradicted: Linear,
+    /// `insufficient` (zeros for a regression fitted with it as the reference class).
+    pub insufficient: Linear,
+}
+
+/// The decision thresholds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Thresholds {
+    /// `P(supported)` needed for `supported`.
+    pub supported: f64,
+    /// `P(contradicted)` needed for `contradicted`.
+    pub contradicted: f64,
+    /// The `S` from which a passage is cited for `supported`.
+    pub cite_support: f64,
+}
+
+/// The scoring model's data: the weights file (see the module docs for its format).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VerifierWeights {
+    /// The file format's version: 1.
+    pub format: u32,
+    /// Whether these weights were fitted (the repository's first ones were not).
+    pub fitted: bool,
+    /// What they were fitted on, when and how well (free text).
+    #[serde(default)]
+    pub note: String,
+    /// The features' names, exactly [`FEATURES`].
+    pub features: Vec<String>,
+    /// The classes' linear scores.
+    pub classes: Classes,
+    /// The decision thresholds.
+    pub thresholds: Thresholds,
+    /// `S` is clamped to `[scoreClamp, 1 - scoreClamp]` before its logit.
+    pub score_clamp: f64,
+}
+
+/// The weights file in the repository.
+pub const BUILTIN_WEIGHTS: &str = include_str!("verifier-weights.json");
+
+impl VerifierWeights {
+    /// Reads and checks a weights file.
+    ///
+    /// # Errors
+    /// Why the text is not a usable weights file.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let weights: Self = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        weights.check()?;
+        Ok(weights)
+    }
+
+    /// The weights compiled in ([`BUILTIN_WEIGHTS`]).
+    ///
+    /// # Panics
+    /// Never for the file in the repository (a test reads it).
+    #[must_use]
+    pub fn builtin() -> &'static Self {
+        static WEIGHTS: OnceLock<VerifierWeights> = OnceLock::new();
+        WEIGHTS.get_or_init(|| {
+            Self::from_json(BUILTIN_WEIGHTS).expect("the repository's verifier weights are valid")
+        })
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.format != 1 {
+            return Err(format!("format {} is not 1", self.format));
+        }
+        if self.features != FEATURES {
+            return Err(format!("features must be {FEATURES:?}, not {:?}", self.features));
+        }
+        for (name, class) in [
+            ("supported", &self.classes.supported),
+            ("contradicted", &self.classes.contradicted),
+            ("insufficient", &self.classes.insufficient),
+        ] {
+            if class.weights.len() != FEATURES.len() {
+                return Err(format!("{name} has {} weights, not 5", class.weights.len()));
+            }
+            if !class.bias.is_finite() || class.weights.iter().any(|w| !w.is_finite()) {
+                return Err(format!("{name} has a weight that is not a finite number"));
+            }
+        }
+        let t = self.thresholds;
+        if [t.supported, t.contradicted, t.cite_support].iter().any(|v| !(0.0..=1.0).contains(v)) {
+            return Err("thresholds must be between 0 and 1".to_owned());
+        }
+        if !(self.score_clamp > 0.0 && self.score_clamp < 0.5) {
+            return Err("scoreClamp must be between 0 and 0.5".to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// A passage and its score, as [`decide`] takes them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScoredPassage<'a> {
+    /// The passage's text.
+    pub text: &'a str,
+    /// Its `S` (the highest over its asked chunks); `None` when unknown.
+    pub score: Option<f64>,
+}
+
+/// The features of a claim and its scored passages (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Features {
+    /// `logit(S)` of the best-scored passage.
+    pub logit_max_s: f64,
+    /// `logit(S)` of the topic passage.
+    pub logit_topic_s: f64,
+    /// The share of the claim's content words in the topic passage.
+    pub overlap: f64,
+    /// The share of the claim's numbers missing from the topic passage.
+    pub missing_numbers: f64,
+    /// 1 when the claim has a number.
+    pub has_number: f64,
+}
+
+impl Features {
+    /// The values in [`FEATURES`] order.
+    #[must_use]
+    pub fn to_array(&self) -> [f64; 5] {
+        [self.logit_max_s, self.logit_topic_s, self.overlap, self.missing_numbers, self.has_number]
+    }
+}
+
+/// The class probabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassProbabilities {
+    /// `P(supported)`.
+    pub supported: f64,
+    /// `P(contradicted)`.
+    pub contradicted: f64,
+    /// `P(insufficient)`.
+    pub insufficient: f64,
+}
+
+/// What [`decide`] concludes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// How sure, from 0 to 1.
+    pub confidence: f64,
+    /// The class probabilities.
+    pub probabilities: ClassProbabilities,
+    /// The features.
+    pub features: Features,
+    /// The passages that decided (indices into the passages given), each once, in order;
+    /// empty for `insufficient`.
+    pub cited: Vec<usize>,
+    /// The best-scored passage.
+    pub best: Option<usize>,
+    /// The topic passage.
+    pub topic: Option<usize>,
+}
+
+/// The numbers in `text`: digit runs, with `,` and `.` inside them kept as one number
+/// (`1,117` is `1117`, `3.5` stays), thousands separators dropped.
+fn numbers(text: &str) -> HashSet<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = HashSet::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let mut number = String::new();
+        while i < chars.len() {
+            let c = chars[i];
+            let joins = matches!(c, ',' | '.')
+                && chars.get(i + 1).is_some_and(char::is_ascii_digit)
+                && !number.is_empty();
+            if c.is_ascii_digit() {
+                number.push(c);
+            } else if joins {
+                if c == '.' {
+                    number.push('.');
+                }
+            } else {
+                break;
+            }
+            i += 1;
+        }
+        out.insert(number);
+    }
+    out
+}
+
+fn logit(score: f64, clamp: f64) -> f64 {
+    let s = score.clamp(clamp, 1.0 - clamp);
+    (s / (1.0 - s)).ln()
+}
+
+/// A score that can be used: finite and within `[0, 1]`.
+fn usable(score: Option<f64>) -> Option<f64> {
+    score.filter(|s| s.is_finite()).map(|s| s.clamp(0.0, 1.0))
+}
+
+/// The lexical part of the features of one passage: (overlap, missing numbers).
+fn lexical(
+    claim_terms: &HashSet<String>,
+    claim_numbers: &HashSet<String>,
+    text: &str,
+) -> (f64, f64) {
+    #[allow(clippy::cast_precision_loss)]
+    let share =
+        |part: usize, whole: usize| if whole == 0 { 0.0 } else { part as f64 / whole as f64 };
+    let terms: HashSet<String> = bm25_terms(text).into_iter().collect();
+    let numbers = numbers(text);
+    let found = claim_terms.iter().filter(|t| terms.contains(*t)).count();
+    let missing = claim_numbers.iter().filter(|n| !numbers.contains(*n)).count();
+    (share(found, claim_terms.len()), share(missing, claim_numbers.len()))
+}
+
+/// The features of `claim` and its scored passages, with the best-scored and the topic
+/// passage (indices into `passages`).
+#[must_use]
+pub fn features(
+    claim: &str,
+    passages: &[ScoredPassage<'_>],
+    weights: &VerifierWeights,
+) -> (Features, Option<usize>, Option<usize>) {
+    let clamp = weights.score_clamp;
+    let claim_terms: HashSet<String> = bm25_terms(claim).into_iter().collect();
+    let claim_numbers = numbers(claim);
+    let best = passages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| usable(p.score).map(|s| (i, s)))
+        .fold(None, |best: Option<(usize, f64)>, (i, s)| match best {
+            Some((_, b)) if b >= s => best,
+            _ => Some((i, s)),
+        });
+    let lexicals: Vec<(f64, f64)> =
+        passages.iter().map(|p| lexical(&claim_terms, &claim_numbers, p.text)).collect();
+    let topic = (0..passages.len()).fold(None, |topic: Option<usize>, i| match topic {
+        Some(t) => {
+            let (a, b) = (lexicals[i].0, lexicals[t].0);
+            let higher = usable(passages[i].score).unwrap_or(-1.0)
+                > usable(passages[t].score).unwrap_or(-1.0);
+            if a > b || (a == b && higher) { Some(i) } else { topic }
+        }
+        None => Some(i),
+    });
+    let (overlap, missing_numbers) = topic.map_or((0.0, 0.0), |t| lexicals[t]);
+    let features = Features {
+        logit_max_s: best.map_or(0.0, |(_, s)| logit(s, clamp)),
+        logit_topic_s: topic
+            .and_then(|t| usable(passages[t].score))
+            .map_or(0.0, |s| logit(s, clamp)),
+        overlap,
+        missing_numbers: if claim_numbers.is_empty() { 0.0 } else { missing_numbers },
+        has_number: if claim_numbers.is_empty() { 0.0 } else { 1.0 },
+    };
+    (features, best.map(|(i, _)| i), topic)
+}
+
+/// The verdict, confidence and citations for `claim` from its scored passages (see the module
+/// docs): the one scoring function the route, the tests and a fitting command use.
+#[must_use]
+pub fn decide(claim: &str, passages: &[ScoredPassage<'_>], weights: &VerifierWeights) -> Decision {
+    let (features, best, topic) = features(claim, passages, weights);
+    let x = features.to_array();
+    let z =
+        |class: &Linear| class.bias + class.weights.iter().zip(x).map(|(w, v)| w * v).sum::<f64>();
+    let classes = &weights.classes;
+    let scores = [z(&classes.supported), z(&classes.contradicted), z(&classes.insufficient)];
+    let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let exp: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+    let total: f64 = exp.iter().sum();
+    let probabilities = ClassProbabilities {
+        supported: exp[0] / total,
+        contradicted: exp[1] / total,
+        insufficient: exp[2] / total,
+    };
+    let t = weights.thresholds;
+    let (p_sup, p_con) = (probabilities.supported, probabilities.contradicted);
+    let (verdict, confidence) = if p_sup >= t.supported && p_sup >= p_con {
+        (Verdict::Supported, p_sup)
+    } else if p_con >= t.contradicted {
+        (Verdict::Contradicted, p_con)
+    } else {
+        (Verdict::Insufficient, 1.0 - p_sup.max(p_con))
+    };
+    let mut cited: Vec<usize> = match verdict {
+        Verdict::Supported => passages
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                Some(*i) == best || usable(p.score).is_some_and(|s| s >= t.cite_support)
+            })
+            .map(|(i, _)| i)
+            .collect(),
+        Verdict::Contradicted => topic.into_iter().collect(),
+        Verdict::Insufficient => Vec::new(),
+    };
+    // Each passage once, by its text too: two items with one text are one citation.
+    let mut seen = HashSet::new();
+    cited.retain(|&i| seen.insert(passages[i].text));
+    let confidence = if confidence.is_finite() { confidence.clamp(0.0, 1.0) } else { 0.0 };
+    Decision { verdict, confidence, probabilities, features, cited, best, topic }
+}
+
+/// One asked question in the report: which passage, which chunk, and what the answer said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AskedQuestion {
+    /// The question.
+    #[serde(flatten)]
+    pub question: Question,
+    /// What its answer said.
+    #[serde(flatten)]
+    pub reading: Reading,
+}
+
+/// What the verifier route did, in the report: every question asked (both rounds), the
+/// features and the class probabilities of the last decision. Its presence in a
+/// [`crate::Report`] says the verifier route assessed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifierRecord {
+    /// Every question, in the order asked; `evidence` indexes the evidence of the last
+    /// assessment ([`crate::claim::ClaimCheck::evidence`]).
+    pub questions: Vec<AskedQuestion>,
+    /// The last decision's features.
+    pub features: Features,
+    /// The last decision's class probabilities.
+    pub probabilities: ClassProbabilities,
+    /// Whether any score came from the sampled token instead of probabilities (a provider
+    /// without them, as Anthropic) or is unknown.
+    pub fallback: bool,
+    /// Whether the weights were fitted.
+    pub fitted: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn token(token: &str, logprob: f64) -> TokenLogprob {
+        TokenLogprob { token: token.into(), logprob: Some(logprob) }
+    }
+
+    fn first(sampled: TokenLogprob, top: Vec<TokenLogprob>) -> FirstToken {
+        FirstToken { sampled, top }
+    }
+
+    #[test]
+    fn the_repository_weights_are_valid_and_not_fitted_yet() {
+        let weights = VerifierWeights::builtin();
+        assert!(!weights.fitted);
+        assert_eq!(weights.features, FEATURES);
+        let round = serde_json::to_string(weights).unwrap();
+        assert_eq!(&VerifierWeights::from_json(&round).unwrap(), weights);
+    }
+
+    #[test]
+    fn a_weights_file_for_other_features_or_with_bad_numbers_is_refused() {
+        let mut value: Value = serde_json::from_str(BUILTIN_WEIGHTS).unwrap();
+        value["features"][0] = json!("maxS");
+        assert!(VerifierWeights::from_json(&value.to_string()).unwrap_err().contains("features"));
+        let mut value: Value = serde_json::from_str(BUILTIN_WEIGHTS).unwrap();
+        value["classes"]["supported"]["weights"] = json!([1.0]);
+        assert!(VerifierWeights::from_json(&value.to_string()).is_err());
+        let mut value: Value = serde_json::from_str(BUILTIN_WEIGHTS).unwrap();
+        value["thresholds"]["supported"] = json!(1.5);
+        assert!(VerifierWeights::from_json(&value.to_string()).is_err());
+        let mut value: Value = serde_json::from_str(BUILTIN_WEIGHTS).unwrap();
+        value["extra"] = json!(1);
+        assert!(VerifierWeights::from_json(&value.to_string()).is_err(), "unknown fields");
+    }
+
+    #[test]
+    fn s_sums_the_variants_of_yes_and_no() {
+        let ln = f64::ln;
+        let answer = first(
+            token("Yes", ln(0.5)),
+            vec![
+                token("Yes", ln(0.5)),
+                token(" yes", ln(0.1)),
+                token("No", ln(0.15)),
+                token(" NO", ln(0.05)),
+                token("The", ln(0.1)),
+            ],
+        );
+        let s = yes_no_score(&answer).unwrap();
+        assert!((s - 0.6 / 0.8).abs() < 1e-12, "{s}");
+        // Only one word listed: the other counts as 0.
+        let only_no = first(token("No", -0.01), vec![token("No", -0.01), token("Maybe", -5.0)]);
+        assert_eq!(yes_no_score(&only_no), Ok(0.0));
+        // The sampled token counts when the list leaves it out.
+        let unlisted = first(token(" Yes", ln(0.3)), vec![token("No", ln(0.1))]);
+        assert!((yes_no_score(&unlisted).unwrap() - 0.75).abs() < 1e-12);
+        // -9999 (OpenAI's "very unlikely") is just very unlikely.
+        let unlikely = first(token("Yes", -0.0), vec![token("Yes", 0.0), token("No", -9999.0)]);
+        assert!(yes_no_score(&unlikely).unwrap() > 0.999_999);
+    }
+
+    #[test]
+    fn bad_probabilities_are_typed_never_a_panic() {
+        let nan = first(
+            TokenLogprob { token: "Yes".into(), logprob: Some(f64::NAN) },
+            vec![
+                TokenLogprob { token: "Yes".into(), logprob: Some(f64::NAN) },
+                TokenLogprob { token: "No".into(), logprob: Some(f64::INFINITY) },
+                TokenLogprob { token: "no".into(), logprob: None },
+            ],
+        );
+        assert_eq!(yes_no_score(&nan), Err(ProbabilityIssue::NotFinite));
+        let neither = first(token("The", -0.2), vec![token("The", -0.2), token("I", -2.0)]);
+        assert_eq!(yes_no_score(&neither), Err(ProbabilityIssue::NoYesNo));
+        assert_eq!(yes_no_score(&first(token("", 0.0), vec![])), Err(ProbabilityIssue::NoYesNo));
+        // A NaN beside a usable entry: the usable one decides.
+        let mixed = first(
+            token("Yes", -0.1),
+            vec![token("Yes", -0.1), TokenLogprob { token: "No".into(), logprob: Some(f64::NAN) }],
+        );
+        assert_eq!(yes_no_score(&mixed), Ok(1.0));
+
+        // Read from responses: fall back to the sampled token, else unknown.
+        let text = AssistantMessage::text("No.");
+        assert_eq!(
+            read_answer(&text),
+            Reading {
+                score: Some(0.0),
+                source: ScoreSource::SampledToken,
+                issue: Some(ProbabilityIssue::Missing)
+            }
+        );
+        let with_nan = AssistantMessage::text("Yes").with_first_token(nan);
+        let reading = read_answer(&with_nan);
+        assert_eq!(reading.score, Some(1.0));
+        assert_eq!(reading.issue, Some(ProbabilityIssue::NotFinite));
+        let prose = AssistantMessage::text("The document").with_first_token(neither);
+        assert_eq!(
+            read_answer(&prose),
+            Reading {
+                score: None,
+                source: ScoreSource::Unknown,
+                issue: Some(ProbabilityIssue::NoYesNo)
+            }
+        );
+        assert_eq!(read_answer(&AssistantMessage::text("")).source, ScoreSource::Unknown);
+    }
+
+    #[test]
+    fn a_nan_logprob_survives_a_save_as_unknown() {
+        let nan = TokenLogprob { token: "Yes".into(), logprob: Some(f64::NAN) };
+        let saved = serde_json::to_string(&nan).unwrap();
+        let back: TokenLogprob = serde_json::from_str(&saved).unwrap();
+        assert_eq!(back.logprob, None);
+    }
+
+    #[test]
+    fn chunks_end_at_sentences_and_cover_the_text() {
+        let sentence = "The ferry ran between the two towns for many years. ";
+        let text = sentence.repeat(10);
+        let bounds = chunk_bounds(&text, 200);
+        assert!(bounds.len() > 1);
+        for &(start, end) in &bounds {
+            let chunk = &text[start..end];
+            assert!(chunk.chars().count() <= 200, "{chunk:?}");
+            assert!(chunk.ends_with('.'), "cut at a sentence end: {chunk:?}");
+        }
+        let joined: Vec<&str> = bounds.iter().map(|&(s, e)| &text[s..e]).collect();
+        assert_eq!(joined.join(" "), text.trim_end());
+        // No sentence end, no space: cut at the window, on a character boundary.
+        let word = "é".repeat(450);
+        let bounds = chunk_bounds(&word, 200);
+        assert_eq!(bounds.len(), 3);
+        assert_eq!(word[bounds[0].0..bounds[0].1].chars().count(), 200);
+        assert_eq!(chunk_bounds("short", 200), vec![(0, 5)]);
+        assert_eq!(chunk_bounds("", 200), vec![(0, 0)]);
+    }
+
+    #[test]
+    fn the_plan_asks_at_most_k_plus_one_questions() {
+        let long = "A sentence about the ferry. ".repeat(300);
+        let evidence =
+            vec!["short one".to_owned(), long.clone(), long, "fourth".to_owned(), "x".to_owned()];
+        let options = VerifierOptions { chunk_chars: 1000, ..VerifierOptions::default() };
+        let questions = plan(&evidence, &[0, 1, 2, 3, 4], &options);
+        assert_eq!(questions.len(), options.k + 1);
+        let asked: Vec<(usize, usize)> = questions.iter().map(|q| (q.evidence, q.chunk)).collect();
+        assert_eq!(asked, [(0, 0), (1, 0), (2, 0), (1, 1)]);
+        assert!(questions[1].chunks > 2, "later chunks are counted, not asked");
+        let short = plan(&evidence, &[3, 0], &options);
+        assert_eq!(short.len(), 2, "k passages at most, no spare without a long one");
+        assert!(plan(&evidence, &[], &options).is_empty());
+    }
+
+    #[test]
+    fn assess_mode_reads_its_three_forms_and_refuses_others() {
+        let read = |v: Value| serde_json::from_value::<AssessMode>(v);
+        assert_eq!(read(json!("agent")).unwrap(), AssessMode::Agent);
+        assert_eq!(
+            read(json!("verifier")).unwrap(),
+            AssessMode::Verifier(VerifierOptions::default())
+        );
+        let mode = read(json!({"verifier": {"k": 5, "topLogprobs": 20}})).unwrap();
+        assert_eq!(
+            mode,
+            AssessMode::Verifier(VerifierOptions {
+                k: 5,
+                top_logprobs: 20,
+                ..VerifierOptions::default()
+            })
+        );
+        assert_eq!(read(serde_json::to_value(mode).unwrap()).unwrap(), mode, "round trip");
+        assert!(read(json!({"verifier": {"k": 0}})).is_err());
+        assert!(read(json!({"verifier": {"topLogprobs": 21}})).is_err());
+        assert!(read(json!({"verifier": {"chunkChars": 10}})).is_err());
+        assert!(read(json!({"verifier": {"kk": 1}})).is_err());
+        assert!(read(json!("judge")).is_err());
+        assert!(read(json!(3)).is_err());
+    }
+
+    #[test]
+    fn numbers_are_read_whole() {
+        let found = numbers("In 1,117 cases (3.5%) from 1990s to 2001.");
+        let expected: HashSet<String> =
+            ["1117", "3.5", "1990", "2001"].into_iter().map(String::from).collect();
+        assert_eq!(found, expected);
+    }
+
+    fn scored<'a>(items: &[(&'a str, Option<f64>)]) -> Vec<ScoredPassage<'a>> {
+        items.iter().map(|&(text, score)| ScoredPassage { text, score }).collect()
+    }
+
+    #[test]
+    fn the_placeholder_model_tells_the_three_verdicts_apart() {
+        let weights = VerifierWeights::builtin();
+        let claim = "The river ferry ran until 1966.";
+        let supports = "The river ferry ran until 1966, when the bridge opened.";
+        let contradicts = "The river ferry ran until 1972, when the bridge opened.";
+        let unrelated = "The town hall was rebuilt in brick after the fire.";
+
+        let supported =
+            decide(claim, &scored(&[(unrelated, Some(0.05)), (supports, Some(0.97))]), weights);
+        assert_eq!(supported.verdict, Verdict::Supported);
+        assert_eq!(supported.cited, [1]);
+        assert!(supported.confidence > 0.8, "{supported:?}");
+
+        let contradicted =
+            decide(claim, &scored(&[(contradicts, Some(0.08)), (unrelated, Some(0.1))]), weights);
+        assert_eq!(contradicted.verdict, Verdict::Contradicted, "{contradicted:?}");
+        assert_eq!(contradicted.cited, [0], "the passage about the claim, not the best-scored");
+        assert_eq!(contradicted.features.missing_numbers, 1.0);
+
+        let insufficient = decide(claim, &scored(&[(unrelated, Some(0.1))]), weights);
+        assert_eq!(insufficient.verdict, Verdict::Insufficient, "{insufficient:?}");
+        assert!(insufficient.cited.is_empty());
+
+        let nothing = decide(claim, &[], weights);
+        assert_eq!(nothing.verdict, Verdict::Insufficient);
+        let unknown =
+            decide(claim, &scored(&[(supports, None), (unrelated, Some(f64::NAN))]), weights);
+        assert!(unknown.confidence.is_finite());
+        assert_eq!(unknown.best, None);
+    }
+
+    #[test]
+    fn supported_cites_each_supporting_passage_once() {
+        let weights = VerifierWeights::builtin();
+        let claim = "The bridge opened in 1932.";
+        let passage = "The bridge opened in 1932.";
+        let other = "In 1932 the bridge opened to traffic.";
+        let decision = decide(
+            claim,
+            &scored(&[(passage, Some(0.9)), (passage, Some(0.95)), (other, Some(0.8))]),
+            weights,
+        );
+        assert_eq!(decision.verdict, Verdict::Supported);
+        assert_eq!(decision.cited, [0, 2], "a duplicate text is cited once");
+    }
+}
