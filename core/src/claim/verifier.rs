@@ -29,7 +29,7 @@
 //! | name | what |
 //! |---|---|
 //! | `logitMaxS` | `logit(S)` of the best-scored passage (`S` clamped to `[c, 1 - c]`, `c` the file's `scoreClamp`; 0 when no score is known) |
-//! | `logitTopicS` | `logit(S)` of the *topic passage*: the one holding the largest share of the claim's content words (ties: the higher `S`, then the earlier) |
+//! | `logitTopicS` | `logit(S)` of the *topic passage*: among the passages whose `S` is known (all of them if none is), the one holding the largest share of the claim's content words (ties: the higher `S`, then the earlier) |
 //! | `overlap` | the share of the claim's content words ([`crate::retrieve::bm25_terms`]) found in the topic passage |
 //! | `missingNumbers` | the share of the claim's numbers absent from the topic passage (0 when the claim has none) |
 //! | `hasNumber` | 1 when the claim has a number, else 0 |
@@ -676,7 +676,12 @@ pub fn features(
         });
     let lexicals: Vec<(f64, f64)> =
         passages.iter().map(|p| lexical(&claim_terms, &claim_numbers, p.text)).collect();
-    let topic = (0..passages.len()).fold(None, |topic: Option<usize>, i| match topic {
+    // The topic passage is chosen among the passages whose score is known, if any: the
+    // lexical features describe a passage the model has judged.
+    let known: Vec<usize> =
+        (0..passages.len()).filter(|&i| usable(passages[i].score).is_some()).collect();
+    let candidates = if known.is_empty() { (0..passages.len()).collect() } else { known };
+    let topic = candidates.into_iter().fold(None, |topic: Option<usize>, i| match topic {
         Some(t) => {
             let (a, b) = (lexicals[i].0, lexicals[t].0);
             let higher = usable(passages[i].score).unwrap_or(-1.0)
