@@ -494,3 +494,97 @@ fn the_default_stays_the_agent_assessment() {
     assert_eq!(error.path(), "assess", "{error}");
     let _ = verifier::DEFAULT_K;
 }
+
+// ---------------------------------------------------------------- properties
+
+#[cfg(not(target_arch = "wasm32"))]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use verity_core::claim::verifier::{ScoredPassage, VerifierWeights, decide, yes_no_score};
+
+    fn logprob() -> impl Strategy<Value = Option<f64>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(f64::NAN)),
+            Just(Some(f64::INFINITY)),
+            Just(Some(f64::NEG_INFINITY)),
+            Just(Some(-9999.0)),
+            (-30.0f64..=5.0).prop_map(Some),
+        ]
+    }
+
+    fn token() -> impl Strategy<Value = TokenLogprob> {
+        let text = prop_oneof![
+            Just("Yes".to_owned()),
+            Just(" no".to_owned()),
+            Just("\u{2581}YES".to_owned()),
+            Just("The".to_owned()),
+            "\\PC{0,4}",
+        ];
+        (text, logprob()).prop_map(|(token, logprob)| TokenLogprob { token, logprob })
+    }
+
+    fn score() -> impl Strategy<Value = Option<f64>> {
+        prop_oneof![
+            Just(None),
+            Just(Some(f64::NAN)),
+            Just(Some(f64::INFINITY)),
+            Just(Some(-1.0)),
+            Just(Some(2.0)),
+            (0.0f64..=1.0).prop_map(Some),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_probabilities_read_as_a_score_in_range_or_a_typed_issue(
+            sampled in token(),
+            top in proptest::collection::vec(token(), 0..12),
+            text in "\\PC{0,12}",
+        ) {
+            let first = FirstToken { sampled, top };
+            if let Ok(s) = yes_no_score(&first) {
+                prop_assert!((0.0..=1.0).contains(&s), "{s}");
+            }
+            let reading = read_answer(&AssistantMessage::text(text).with_first_token(first));
+            match reading.source {
+                ScoreSource::Unknown => prop_assert!(reading.score.is_none()),
+                _ => prop_assert!(reading.score.is_some_and(|s| (0.0..=1.0).contains(&s))),
+            }
+        }
+
+        #[test]
+        fn any_scores_give_a_verdict_with_a_finite_confidence_and_valid_citations(
+            claim in "[a-z0-9 ,.]{0,60}",
+            passages in proptest::collection::vec(("[a-z0-9 ,.]{0,80}", score()), 0..6),
+        ) {
+            let scored: Vec<ScoredPassage<'_>> = passages
+                .iter()
+                .map(|(text, score)| ScoredPassage { text, score: *score })
+                .collect();
+            let decision = decide(&claim, &scored, VerifierWeights::builtin());
+            prop_assert!((0.0..=1.0).contains(&decision.confidence));
+            let p = decision.probabilities;
+            prop_assert!(((p.supported + p.contradicted + p.insufficient) - 1.0).abs() < 1e-9);
+            prop_assert!(decision.cited.iter().all(|&i| i < scored.len()));
+            let texts: std::collections::HashSet<&str> =
+                decision.cited.iter().map(|&i| scored[i].text).collect();
+            prop_assert_eq!(texts.len(), decision.cited.len(), "each text cited once");
+            prop_assert_eq!(decision.cited.is_empty(), decision.verdict == Verdict::Insufficient);
+            // With weights that always say one verdict, it still needs a judged passage.
+            let judged = scored.iter().any(|p| p.score.is_some_and(f64::is_finite));
+            for (supported, expected) in [(true, Verdict::Supported), (false, Verdict::Contradicted)] {
+                let mut eager = VerifierWeights::builtin().clone();
+                if supported {
+                    eager.classes.supported.bias = 50.0;
+                } else {
+                    eager.classes.contradicted.bias = 50.0;
+                }
+                let decision = decide(&claim, &scored, &eager);
+                prop_assert_eq!(decision.verdict == expected, judged);
+                prop_assert_eq!(decision.cited.is_empty(), !judged);
+            }
+        }
+    }
+}

@@ -48,7 +48,8 @@
 //!
 //! Citations are the passages that decided, each once, quoted whole: for `supported` every
 //! asked passage whose `S` reaches `citeSupport` (at least the best-scored one), for
-//! `contradicted` the topic passage.
+//! `contradicted` the topic passage. A conclusive verdict needs a passage the model judged:
+//! when no score is known, the verdict is `insufficient`.
 //!
 //! # The weights file
 //!
@@ -745,6 +746,14 @@ pub fn decide(claim: &str, passages: &[ScoredPassage<'_>], weights: &VerifierWei
     // Each passage once, by its text too: two items with one text are one citation.
     let mut seen = HashSet::new();
     cited.retain(|&i| seen.insert(passages[i].text));
+    // A conclusive verdict no judged passage stands behind (no score is known, or there are
+    // no passages) is not one: no passage supports or contradicts the claim.
+    let (verdict, confidence) = if verdict.is_conclusive() && (cited.is_empty() || best.is_none()) {
+        cited.clear();
+        (Verdict::Insufficient, 1.0 - p_sup.max(p_con))
+    } else {
+        (verdict, confidence)
+    };
     let confidence = if confidence.is_finite() { confidence.clamp(0.0, 1.0) } else { 0.0 };
     Decision { verdict, confidence, probabilities, features, cited, best, topic }
 }

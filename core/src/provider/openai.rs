@@ -1307,6 +1307,11 @@ pub(crate) mod fuzz {
             Just("reasoning_content"),
             Just("message"),
             Just("code"),
+            Just("logprobs"),
+            Just("top_logprobs"),
+            Just("token"),
+            Just("logprob"),
+            Just("bytes"),
         ];
         leaf.prop_recursive(4, 48, 6, move |inner| {
             prop_oneof![
