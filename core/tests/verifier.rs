@@ -268,6 +268,9 @@ fn a_supported_claim_asks_the_top_k_passages_and_cites_the_one_that_supports_it(
     assert_eq!(report.assessment.verdict, Verdict::Supported);
     assert_eq!(report.assessment.citations, [SUPPORTS]);
     assert!(report.assessment.confidence > 0.5);
+    let rationale = report.assessment.rationale.clone().unwrap();
+    assert!(rationale.starts_with("Verifier route: P(supported) 0."), "{rationale}");
+    assert!(rationale.ends_with("; best passage S 0.97."), "{rationale}");
     assert_eq!(report.route, Route::SingleCall);
     assert_eq!(report.requests, 4);
     let record = report.verifier.as_ref().expect("the report says the verifier assessed");
@@ -319,6 +322,36 @@ fn insufficient_is_derived_then_research_and_a_reassessment_by_the_same_route() 
     assert_eq!(report.assessment.verdict, Verdict::Supported);
     assert_eq!(report.assessment.citations, [SUPPORTS]);
     assert_eq!(report.verifier.unwrap().questions.len(), 3, "both rounds are recorded");
+}
+
+#[test]
+fn the_reassessment_asks_what_research_found_before_what_the_first_round_left() {
+    // Five retrieved items, three asked; research finds the supporting passage, which is asked
+    // first in the second round, then the first round's leftovers, k in all.
+    let evidence: Vec<String> = [HALL, MARKET, SCHOOL, CONTRADICTS].map(String::from).to_vec();
+    let options = ClaimOptions {
+        assess: AssessMode::Verifier(VerifierOptions { k: 2, ..Default::default() }),
+        ..Default::default()
+    };
+    let check = ClaimCheck::with_evidence(CLAIM, corpus(), evidence, options);
+    let model = ScriptedModel::new([
+        answer(0.1),
+        answer(0.1),
+        AssistantMessage::tool_call("r1", "lookup_evidence", json!({"query": "ferry 1966 bridge"})),
+        AssistantMessage::text("Found it."),
+        answer(0.95),
+        answer(0.1),
+        summary(),
+    ])
+    .recording();
+    let report = run(check, &model).unwrap();
+    let asked: Vec<String> =
+        model.recorded().iter().filter(|r| r.probe.is_some()).map(document).collect();
+    assert_eq!(asked, [HALL, MARKET, SUPPORTS, SCHOOL]);
+    assert_eq!(report.assessment.verdict, Verdict::Supported);
+    assert_eq!(report.assessment.citations, [SUPPORTS]);
+    let record = report.verifier.unwrap();
+    assert_eq!(record.questions[2].question.evidence, 4, "research's item follows the first four");
 }
 
 #[test]
@@ -587,4 +620,26 @@ mod properties {
             }
         }
     }
+}
+
+#[test]
+fn a_damaged_saved_state_fails_typed_instead_of_panicking() {
+    let (mut job, corpus) = verifier_job();
+    let Output::CallModel(call) = job.poll_output() else { panic!() };
+    let id = call.id;
+    let mut saved: Value = serde_json::from_str(&job.save()).unwrap();
+    // The questions still to ask point past the evidence and inside a character.
+    let queue = &mut saved["check"]["stage"]["queue"];
+    assert!(queue.is_array(), "{saved}");
+    queue
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"evidence": 99, "chunk": 0, "chunks": 1, "start": 0, "end": 5}));
+    queue[1]["end"] = json!(1_000_000);
+    let mut job = Job::restore(&saved.to_string(), &[corpus]).unwrap();
+    job.handle_input(Input::ModelResponse { call: id, response: answer(0.9) }).unwrap();
+    assert!(matches!(job.poll_output(), Output::Done));
+    let failed = job.finish().unwrap_err();
+    assert_eq!(failed.kind(), verity_core::JobFailureKind::AssessRequest);
+    assert!(failed.message().contains("damaged"), "{}", failed.message());
 }

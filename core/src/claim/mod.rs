@@ -169,6 +169,9 @@ pub struct ClaimCheck {
     /// The verifier route's answered questions, both rounds (empty for the agent route).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     asked: Vec<verifier::AskedQuestion>,
+    /// How many items the first assessment was given (research's come after them).
+    #[serde(default)]
+    first_evidence: usize,
     /// The verifier route's record of its last decision, for the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     verifier: Option<VerifierRecord>,
@@ -209,6 +212,7 @@ impl ClaimCheck {
             stage: Stage::Finished { outcome: Err(placeholder()) },
             events: vec![Event::Stage { stage: ClaimStage::Retrieve { evidence: evidence.len() } }],
             asked: Vec::new(),
+            first_evidence: 0,
             verifier: None,
         };
         check.start_assessment(Round::First, evidence);
@@ -354,19 +358,35 @@ impl ClaimCheck {
     /// The verifier route: plans its questions about the evidence not asked about yet (all of
     /// it in the first round, what research added in the second) and asks the first.
     fn start_verification(&mut self, round: Round, options: &VerifierOptions) {
-        let items: Vec<usize> = (0..self.evidence.len())
-            .filter(|&i| !self.asked.iter().any(|asked| asked.question.evidence == i))
-            .collect();
+        // What research added comes first (it was looked for), then what the first round
+        // left unasked, in the retriever's order.
+        let unasked = |i: &usize| !self.asked.iter().any(|asked| asked.question.evidence == *i);
+        let found = self.first_evidence.min(self.evidence.len());
+        let items: Vec<usize> = match round {
+            Round::First => (0..self.evidence.len()).collect(),
+            Round::Second => (found..self.evidence.len()).chain(0..found).filter(unasked).collect(),
+        };
         let queue = verifier::plan(&self.evidence, &items, options);
         self.ask_next(round, queue);
     }
 
     fn ask_next(&mut self, round: Round, queue: Vec<verifier::Question>) {
         let Some(question) = queue.first() else { return self.on_verification_end(round) };
-        let AssessMode::Verifier(options) = self.options.assess else {
-            unreachable!("only the verifier route asks questions")
+        // A restored state is untrusted: its options or its questions may not fit.
+        let options = match self.options.assess {
+            AssessMode::Verifier(options) => options,
+            AssessMode::Agent => VerifierOptions::default(),
         };
-        let passage = &self.evidence[question.evidence][question.start..question.end];
+        let Some(passage) = self
+            .evidence
+            .get(question.evidence)
+            .and_then(|text| text.get(question.start..question.end))
+        else {
+            return self.fail(
+                ClaimFailureKind::AssessRequest,
+                "a verifier question is not a part of the evidence (a damaged saved state)",
+            );
+        };
         let agent = Agent::new(
             format!("{}{}", prompt::VERIFY_SYSTEM, prompt::DATA_NOTICE),
             prompt::verifier_prompt(&self.claim, passage),
@@ -437,16 +457,20 @@ impl ClaimCheck {
                 None => items.push((asked.question.evidence, score)),
             }
         }
+        // Questions of a restored state about items the evidence lacks are left out.
         let passages: Vec<ScoredPassage<'_>> = items
             .iter()
-            .map(|&(index, score)| ScoredPassage { text: &self.evidence[index], score })
+            .filter_map(|&(index, score)| {
+                self.evidence.get(index).map(|text| ScoredPassage { text, score })
+            })
             .collect();
         let decision = decide(&self.claim, &passages, weights);
         let fallback =
             self.asked.iter().any(|a| a.reading.source != verifier::ScoreSource::Probabilities);
         let best = decision.best.and_then(|i| passages[i].score);
         let rationale = format!(
-            "Verifier route: P(supported) {:.2}, P(contradicted) {:.2}, P(insufficient) {:.2};              best passage S {}{}.",
+            "Verifier route: P(supported) {:.2}, P(contradicted) {:.2}, P(insufficient) {:.2}; \
+             best passage S {}{}.",
             decision.probabilities.supported,
             decision.probabilities.contradicted,
             decision.probabilities.insufficient,
@@ -525,6 +549,7 @@ impl ClaimCheck {
             };
         }
         let mut evidence = std::mem::take(&mut self.evidence);
+        self.first_evidence = evidence.len();
         evidence.extend(new);
         self.start_assessment(Round::Second, evidence);
     }
