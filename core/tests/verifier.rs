@@ -154,6 +154,12 @@ fn a_recorded_llama_cpp_answer_gives_s_from_its_top_logprobs() {
     // + 0.09 + 0.002).
     let expected = 0.9155 / (0.9155 + 0.092);
     assert!((reading.score.unwrap() - expected).abs() < 1e-6, "{reading:?}");
+    // The host's path: a streaming configuration's decoder, given the whole JSON body the
+    // probe asked for (no `stream`), reads the same.
+    let preset = Provider::OpenAi(config.streaming(true));
+    let mut decoder = preset.decoder(200, &[("content-type".into(), "application/json".into())]);
+    decoder.feed(LLAMA_YES.as_bytes());
+    assert_eq!(read_answer(&decoder.finish()), reading);
 }
 
 #[test]
