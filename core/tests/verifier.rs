@@ -29,6 +29,9 @@ const LLAMA_YES: &str = include_str!("fixtures/verifier/llama-cpp-yes.json");
 const OPENAI_NO: &str = include_str!("fixtures/verifier/openai-no.json");
 const LLAMA_STREAM_NO: &str = include_str!("fixtures/verifier/llama-cpp-stream-no.txt");
 const ANTHROPIC_YES: &str = include_str!("fixtures/verifier/anthropic-yes.json");
+/// Recorded, not written by hand: llama.cpp's server (xllamacpp) with Qwen2.5-Coder-0.5B
+/// answering the route's question about a passage that supports the claim (it says No).
+const LLAMA_RECORDED: &str = include_str!("fixtures/verifier/llama-cpp-recorded-no.json");
 
 const CLAIM: &str = "A river ferry ran until 1966.";
 const SUPPORTS: &str = "The river ferry ran until 1966, when the bridge opened.";
@@ -160,6 +163,20 @@ fn a_recorded_llama_cpp_answer_gives_s_from_its_top_logprobs() {
     let mut decoder = preset.decoder(200, &[("content-type".into(), "application/json".into())]);
     decoder.feed(LLAMA_YES.as_bytes());
     assert_eq!(read_answer(&decoder.finish()), reading);
+}
+
+#[test]
+fn a_recorded_answer_of_a_real_llama_cpp_server_gives_s_from_its_variants() {
+    let response =
+        openai::decode(&HttpResponse::new(200, LLAMA_RECORDED), &OpenAiConfig::llama_server("q"));
+    assert_eq!(response.usage.cache_read, 21, "the server reused a cached prefix");
+    let reading = read_answer(&response);
+    assert_eq!(reading.source, ScoreSource::Probabilities);
+    // Yes, YES, " Yes" against No, NO, " No"; "None", "Not", "Y" and "To" are neither.
+    let p = |l: f64| l.exp();
+    let yes = p(-1.034_419_775_009_155_3) + p(-8.356_831_550_598_145) + p(-8.963_664_054_870_605);
+    let no = p(-0.442_882_329_225_540_16) + p(-7.848_578_453_063_965) + p(-9.028_755_187_988_281);
+    assert!((reading.score.unwrap() - yes / (yes + no)).abs() < 1e-9, "{reading:?}");
 }
 
 #[test]
