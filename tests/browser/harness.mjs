@@ -155,7 +155,15 @@ export async function browser({ width = 1280, height = 900 } = {}) {
   });
   const page = context.pages()[0] ?? (await context.newPage());
   const errors = [];
+  // The page warns before it is left while the corpus is being saved: the person leaves anyway
+  // (a reload must not hang on the question), and the tests can see that it was asked.
+  const dialogs = [];
   const watch = (p) => {
+    p.on('dialog', (dialog) => {
+      dialogs.push(dialog.type());
+      if (dialog.type() === 'beforeunload') dialog.accept().catch(() => {});
+      else dialog.dismiss().catch(() => {});
+    });
     p.on('pageerror', (error) => errors.push(`pageerror: ${error.message}`));
     p.on('console', (message) => {
       if (message.type() === 'error') errors.push(`console: ${message.text()}`);
@@ -163,7 +171,7 @@ export async function browser({ width = 1280, height = 900 } = {}) {
   };
   watch(page);
   context.on('page', watch);
-  return { context, page, errors, close: () => context.close() };
+  return { context, page, errors, dialogs, close: () => context.close() };
 }
 
 /** Saves a screenshot of `page` as SCREENSHOTS/name.png. */

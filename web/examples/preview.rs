@@ -52,6 +52,7 @@ fn summary(items: &[Item]) -> CorpusSummary {
         bytes: items.iter().map(|item| item.text.len()).sum(),
         indexed: true,
         index_ms: Some(12.0),
+        stored: Some(verity_messages::CorpusStorage::Saved),
     }
 }
 

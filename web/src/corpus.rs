@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use verity_messages::{NamedText, ToWorker};
+use verity_messages::{CorpusStorage, NamedText, ToWorker};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{DragEvent, FileList, HtmlInputElement};
 
@@ -79,6 +79,23 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
             (_, false, _) => "indexing…".to_owned(),
         })
     };
+    // Where the corpus stands with the browser's storage: an edit is lost if the last tab of
+    // the app closes while it is being written, so it is shown, and leaving is warned of then.
+    let stored = move || engine.corpus.with(|c| c.stored);
+    let stored_text = move || match (stored(), count()) {
+        (Some(CorpusStorage::Saving), _) => "saving…",
+        (Some(CorpusStorage::NotSaved), _) => "not saved (kept in memory)",
+        (Some(CorpusStorage::Saved), 1..) => "saved",
+        _ => "",
+    };
+    let warn = window_event_listener(leptos::ev::beforeunload, move |ev| {
+        if stored() == Some(CorpusStorage::Saving) {
+            // The browser shows its own words; setting the return value is what asks it to.
+            ev.prevent_default();
+            ev.set_return_value("The corpus is still being saved.");
+        }
+    });
+    on_cleanup(move || warn.remove());
     view! {
         <section class="panel" aria-labelledby="corpus-title">
             <h2 id="corpus-title">"Corpus"</h2>
@@ -168,6 +185,7 @@ pub fn CorpusSection(engine: Engine) -> impl IntoView {
                 <span aria-hidden="true">"·"</span>
                 <span data-testid="corpus-size">{move || size_text(engine.corpus.with(|c| c.bytes))}</span>
                 <span class="hint" data-testid="corpus-index">{index_state}</span>
+                <span class="hint" role="status" data-testid="corpus-stored">{stored_text}</span>
             </div>
             <div class="field">
                 <label for="corpus-search">"Search the corpus"</label>

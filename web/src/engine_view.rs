@@ -473,6 +473,11 @@ impl Engine {
                 self.corpus.set(corpus);
                 self.request_items();
             }
+            FromWorker::CorpusStored { id, storage } => self.corpus.update(|corpus| {
+                if corpus.id == id {
+                    corpus.stored = Some(storage);
+                }
+            }),
             FromWorker::FileRejected { file, line, message } => {
                 self.parsing.set(0);
                 self.notify(Some(file), line, message);

@@ -463,8 +463,9 @@ pub fn size(_args: &[String]) -> Result {
 }
 
 /// The goal for the UI's wasm, gzip -9 bytes: enforced (`size` fails over it, and with it
-/// `cargo xtask dist` and the browser tests).
-const UI_GOAL: u64 = 150_000;
+/// `cargo xtask dist` and the browser tests). 150,000 B until the tab issue withdrew that cap for
+/// 200,000 B: a feature goes where it belongs, not where it costs fewest bytes.
+const UI_GOAL: u64 = 200_000;
 /// The goal for the engine worker's wasm, gzip -9 bytes: reported (missed; docs/BENCHMARKS.md says
 /// where the bytes go and why they stay).
 const WORKER_GOAL: u64 = 600_000;

@@ -258,6 +258,15 @@ pub enum FromWorker {
         /// Its state.
         corpus: CorpusSummary,
     },
+    /// A version of the main corpus was written to storage, or could not be (added after the
+    /// first version of this contract; a page that ignores it loses nothing). It applies when
+    /// `id` is the id of the corpus the page shows.
+    CorpusStored {
+        /// The version's content id (`None`: the empty corpus).
+        id: Option<String>,
+        /// Where it stands now.
+        storage: CorpusStorage,
+    },
     /// A file was refused; nothing of it was loaded and the corpus is unchanged.
     FileRejected {
         /// The file.
@@ -404,6 +413,24 @@ pub struct CorpusSummary {
     pub indexed: bool,
     /// How long indexing took, once built, in milliseconds.
     pub index_ms: Option<f64>,
+    /// Whether the browser's storage holds this version of the corpus (the main corpus only;
+    /// `None` for a named corpus, which lives in memory). Added after the first version of
+    /// this contract: [`FromWorker::CorpusStored`] tells when it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<CorpusStorage>,
+}
+
+/// Where a version of the main corpus stands with the browser's storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CorpusStorage {
+    /// Storage holds it: closing every tab loses nothing of it.
+    Saved,
+    /// It is being written: closing the last tab of the app now loses the change.
+    Saving,
+    /// It could not be written (no storage, storage full, or a newer version of the app holds
+    /// it): it lives in memory until the last tab closes. The reason was posted as a notice.
+    NotSaved,
 }
 
 /// A finished check.
@@ -790,6 +817,7 @@ mod tests {
             bytes: 120,
             indexed: true,
             index_ms: Some(1.5),
+            stored: Some(CorpusStorage::Saving),
         };
         let report = json!({"claim": "A.", "assessment": {"verdict": "supported",
             "confidence": 0.8, "citations": ["x"], "rationale": "r"}, "route": "single call",
@@ -818,6 +846,8 @@ mod tests {
                 queued: vec![CheckRequest { id: "c5".into(), claim: "E.".into() }],
             },
             FromWorker::Corpus { corpus: CorpusSummary::default() },
+            FromWorker::CorpusStored { id: Some("sha256:ab".into()), storage: CorpusStorage::Saved },
+            FromWorker::CorpusStored { id: None, storage: CorpusStorage::NotSaved },
             FromWorker::FileRejected {
                 file: "a.jsonl".into(),
                 line: Some(3),
@@ -837,7 +867,7 @@ mod tests {
             },
             FromWorker::Finished { result },
             FromWorker::Demo { claims: vec!["One.".into(), "Two.".into()] },
-            FromWorker::NamedCorpus { name: "n".into(), corpus },
+            FromWorker::NamedCorpus { name: "n".into(), corpus: CorpusSummary { stored: None, ..corpus } },
             FromWorker::NamedCorpusRejected {
                 name: "n".into(),
                 file: "items".into(),

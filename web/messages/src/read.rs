@@ -16,7 +16,7 @@
 use serde_json::{Map, Value};
 
 use crate::{
-    AssessmentView, BadLine, CheckRequest, CheckResult, CorpusSummary, EventView, FailureView,
+    AssessmentView, BadLine, CheckRequest, CheckResult, CorpusStorage, CorpusSummary, EventView, FailureView,
     FromWorker, Item, Outcome, ReportView, SpentView, StepOutcome, UsageView,
 };
 
@@ -176,6 +176,11 @@ impl FromJson for FromWorker {
                 queued: f.list_or_empty("queued")?,
             },
             "corpus" => FromWorker::Corpus { corpus: f.read("corpus")? },
+            "corpusStored" => FromWorker::CorpusStored {
+                id: f.opt_string("id")?,
+                storage: storage(&f, "storage")?
+                    .ok_or_else(|| format!("{}: missing field `storage`", f.what))?,
+            },
             "fileRejected" => FromWorker::FileRejected {
                 file: f.string("file")?,
                 line: usize_opt(&f, "line")?,
@@ -243,8 +248,20 @@ impl FromJson for CorpusSummary {
                 .get(&["indexMs"])
                 .map(|ms| ms.as_f64().ok_or_else(|| f.wrong("indexMs", "a number", ms)))
                 .transpose()?,
+            stored: storage(&f, "stored")?,
         })
     }
+}
+
+/// A [`CorpusStorage`] field, `None` when missing.
+fn storage(f: &Fields<'_>, name: &str) -> Result<Option<CorpusStorage>, String> {
+    let Some(value) = f.get(&[name]) else { return Ok(None) };
+    Ok(Some(match value.as_str() {
+        Some("saved") => CorpusStorage::Saved,
+        Some("saving") => CorpusStorage::Saving,
+        Some("notSaved") => CorpusStorage::NotSaved,
+        _ => return Err(f.wrong(name, "\"saved\", \"saving\" or \"notSaved\"", value)),
+    }))
 }
 
 impl FromJson for BadLine {

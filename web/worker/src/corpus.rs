@@ -143,6 +143,8 @@ impl CorpusState {
             bytes: corpus.bytes(),
             indexed: self.current.is_indexed(),
             index_ms: self.index_ms.filter(|_| self.current.is_indexed()),
+            // Storage is the host's to say (the engine fills it in for the main corpus).
+            stored: None,
         }
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use verity_core::corpus::Passage;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::{HttpClient, Store};
-use verity_messages::{CheckResult, FromWorker};
+use verity_messages::{CheckResult, CorpusStorage, FromWorker};
 
 use crate::records::Unreadable;
 use crate::saved::{SessionMeta, Unfinished};
@@ -45,8 +45,13 @@ pub trait Host: 'static {
     fn new_session(&self, meta: &SessionMeta) -> Self::Store;
     /// Deletes a check's session (it finished and its result is saved).
     fn end_session(&self, id: &str);
-    /// Saves the corpus (replacing what was saved).
+    /// Saves the corpus (replacing what was saved) in the background, and posts
+    /// [`FromWorker::CorpusStored`] once the latest version asked for is written (or could not
+    /// be).
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>);
+    /// Where the version `id` of the main corpus (`None`: the empty corpus) stands with
+    /// storage now.
+    fn corpus_storage(&self, id: Option<&str>) -> CorpusStorage;
     /// Records a finished check in one write: saves `result` (its own record, replacing an
     /// earlier result of the same check) and deletes the session `ended_session`, together, so
     /// that a reload finds both done or neither (never a deleted session without its result,

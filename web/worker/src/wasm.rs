@@ -21,7 +21,7 @@ use verity_core::{Append, DurableLog, Lease};
 use verity_core::{
     HttpBody, HttpClient, HttpFailure, HttpRequest, ResponseHead, SessionError, Store,
 };
-use verity_messages::{CheckResult, FromWorker, text};
+use verity_messages::{CheckResult, CorpusStorage, FromWorker, text};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -128,10 +128,11 @@ fn receive(page: &JsValue, data: &JsValue, pending: &Pending, engine: &Shared) {
         });
         return;
     }
-    if Reflect::get(data, &JsValue::from_str("type"))
-        .ok()
-        .and_then(|kind| kind.as_string())
-        .is_some_and(|kind| kind == "listItems")
+    // A search someone types (a page of the whole corpus, which every page asks for after each
+    // change, is not one: counting it postponed the save of every edit).
+    let field = |name: &str| Reflect::get(data, &JsValue::from_str(name)).ok();
+    if field("type").and_then(|kind| kind.as_string()).is_some_and(|kind| kind == "listItems")
+        && field("query").and_then(|query| query.as_string()).is_some_and(|q| !q.is_empty())
     {
         LAST_SEARCH.with(|last| last.set(now()));
     }
@@ -730,9 +731,19 @@ fn now() -> f64 {
 }
 
 /// How long the corpus's save waits after the last table search before it writes its next
-/// part: making a part's text holds the worker ~20 ms, which a person typing a search would
-/// feel, so the save yields to them.
+/// large part: making a part's text holds the worker ~20 ms, which a person typing a search
+/// would feel, so the save yields to them.
 const SEARCH_QUIET_MS: f64 = 300.0;
+
+/// The parts whose writing waits for a quiet search ([`SEARCH_QUIET_MS`]): from this size, making
+/// the part's text takes a few milliseconds. A smaller part is written at once, so an edit of a
+/// small corpus is saved within a transaction's time, not after the searches stop.
+const QUIET_PART_BYTES: usize = 256 * 1024;
+
+/// At most how long one save yields to searches in all: someone who keeps typing postpones
+/// the save by this much, no more, so the window in which closing the last tab loses an edit is
+/// bounded.
+const MAX_POSTPONE_MS: f64 = 2000.0;
 
 /// How many corpus parts one transaction writes (about 2 MB each): the text of the parts
 /// being written is held until their transaction commits, so a million passages are written
@@ -751,6 +762,16 @@ struct CorpusSaver {
     pending: RefCell<Option<Arc<IndexedCorpus>>>,
     /// Whether a save runs.
     running: Cell<bool>,
+    /// The content id of the version storage holds (`""` for the empty corpus), once a save
+    /// landed; `None` before, when storage holds what the engine restored at start.
+    saved: RefCell<Option<String>>,
+    /// Whether the last save failed.
+    failed: Cell<bool>,
+}
+
+/// The content id of `corpus` as the pages know it (`None`: empty).
+fn corpus_id(corpus: &IndexedCorpus) -> Option<String> {
+    (!corpus.corpus().is_empty()).then(|| corpus.id().to_string())
 }
 
 impl CorpusSaver {
@@ -769,11 +790,20 @@ impl CorpusSaver {
                     break;
                 }
                 let outcome = saver.write(&db, &corpus).await;
+                let id = corpus_id(&corpus);
                 if outcome.is_err() {
                     // Which parts landed is unknown: the next save writes them all again (a
                     // part is written whole or not at all, under its content hash), and the
                     // next start deletes the parts no order names.
                     saver.stored.borrow_mut().clear();
+                } else {
+                    *saver.saved.borrow_mut() = Some(id.clone().unwrap_or_default());
+                }
+                saver.failed.set(outcome.is_err());
+                if saver.pending.borrow().is_none() {
+                    let storage =
+                        if outcome.is_ok() { CorpusStorage::Saved } else { CorpusStorage::NotSaved };
+                    post(&FromWorker::CorpusStored { id, storage });
                 }
                 let full = storage_full(
                     None,
@@ -803,14 +833,18 @@ impl CorpusSaver {
                 .map(|(chunk, key)| (key.clone(), Arc::clone(chunk)))
                 .collect()
         };
+        let mut postponed = 0.0;
         for batch in missing.chunks(PARTS_PER_WRITE) {
-            loop {
+            let bytes: usize = batch.iter().map(|(_, chunk)| chunk.bytes()).sum();
+            while bytes >= QUIET_PART_BYTES && postponed < MAX_POSTPONE_MS {
                 let quiet = now() - LAST_SEARCH.with(Cell::get);
                 if quiet >= SEARCH_QUIET_MS {
                     break;
                 }
+                let wait = (SEARCH_QUIET_MS - quiet).min(MAX_POSTPONE_MS - postponed).ceil();
+                postponed += wait;
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                sleep((SEARCH_QUIET_MS - quiet).ceil() as u64).await;
+                sleep(wait as u64).await;
             }
             let writes = batch
                 .iter()
@@ -937,6 +971,22 @@ impl Host for WorkerHost {
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>) {
         if let Some(db) = self.db() {
             self.corpus_saver.save(db, corpus);
+        }
+    }
+
+    fn corpus_storage(&self, id: Option<&str>) -> CorpusStorage {
+        let saver = &self.corpus_saver;
+        if self.db().is_none() {
+            CorpusStorage::NotSaved
+        } else if saver.running.get() {
+            CorpusStorage::Saving
+        } else {
+            match &*saver.saved.borrow() {
+                Some(saved) if saved != id.unwrap_or_default() => CorpusStorage::NotSaved,
+                Some(_) => CorpusStorage::Saved,
+                None if saver.failed.get() => CorpusStorage::NotSaved,
+                None => CorpusStorage::Saved,
+            }
         }
     }
 

@@ -193,6 +193,10 @@ impl Host for TestHost {
     fn save_corpus(&self, corpus: &Arc<IndexedCorpus>) {
         *self.recorded.corpus.borrow_mut() = corpus.corpus().passages().to_vec();
     }
+    /// Saved at once ([`TestHost::save_corpus`] writes before it returns).
+    fn corpus_storage(&self, _: Option<&str>) -> verity_messages::CorpusStorage {
+        verity_messages::CorpusStorage::Saved
+    }
     fn record_result(&self, result: &CheckResult, ended_session: &str) {
         let write = format!("result {} and end {ended_session}", result.id);
         self.recorded.writes.borrow_mut().push(write);

@@ -2,12 +2,19 @@
 //! embedding (in memory), and how their changes are answered.
 
 use verity_core::corpus::Passage;
-use verity_messages::{FromWorker, Item, NamedText};
+use verity_messages::{CorpusSummary, FromWorker, Item, NamedText};
 
 use super::{Engine, Host};
 use crate::corpus::Rejected;
 
 impl<H: Host> Engine<H> {
+    /// The main corpus as the pages show it, with where it stands with storage.
+    pub(super) fn corpus_summary(&self) -> CorpusSummary {
+        let mut summary = self.inner.state.borrow().corpus.summary();
+        summary.stored = Some(self.inner.host.corpus_storage(summary.id.as_deref()));
+        summary
+    }
+
     pub(super) fn reject(&self, rejected: Rejected) {
         self.reply(&FromWorker::FileRejected {
             file: rejected.file,
@@ -28,31 +35,27 @@ impl<H: Host> Engine<H> {
         }
     }
 
-    /// Posts the new corpus (not indexed yet), indexes it and posts again, then saves it:
-    /// the corpus is searchable before its new parts are written. Checks waiting for their
-    /// corpus resume if it is theirs again.
+    /// Starts saving the new corpus (in the background), posts it (not indexed yet, and
+    /// saving), indexes it and posts again: the corpus is searchable before its new parts are
+    /// written. Checks waiting for their corpus resume if it is theirs again.
     pub(super) fn corpus_changed(&self) {
-        let (summary, current) = {
-            let state = self.inner.state.borrow();
-            (state.corpus.summary(), state.corpus.current().clone())
-        };
-        self.post(&FromWorker::Corpus { corpus: summary });
-        self.index();
+        let current = self.inner.state.borrow().corpus.current().clone();
         self.inner.host.save_corpus(&current);
+        self.post(&FromWorker::Corpus { corpus: self.corpus_summary() });
+        self.index();
         self.resume_stranded();
     }
 
     pub(super) fn index(&self) {
-        let summary = {
+        {
             let mut state = self.inner.state.borrow_mut();
             if state.corpus.current().corpus().is_empty() || state.corpus.current().is_indexed() {
                 return;
             }
             let host = &self.inner.host;
             state.corpus.index(|| host.now_ms());
-            state.corpus.summary()
-        };
-        self.post(&FromWorker::Corpus { corpus: summary });
+        }
+        self.post(&FromWorker::Corpus { corpus: self.corpus_summary() });
     }
 
     /// Adds items and files to the named corpus `name` (created when missing), all or

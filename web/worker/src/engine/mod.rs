@@ -131,7 +131,7 @@ impl<H: Host> Engine<H> {
                 .chain(self.inner.unreadable.borrow().iter().map(|meta| meta.check.clone()))
                 .collect();
             FromWorker::Ready {
-                corpus: state.corpus.summary(),
+                corpus: self.corpus_summary(),
                 results: state.results.clone(),
                 resumed,
                 queued,

@@ -114,10 +114,8 @@ impl<H: Host> Engine<H> {
                 }
             }
         }
-        let (summary, results) = {
-            let state = self.inner.state.borrow();
-            (state.corpus.summary(), state.results.clone())
-        };
+        let summary = self.corpus_summary();
+        let results = self.inner.state.borrow().results.clone();
         let queued = requeued
             .iter()
             .chain(stranded.iter().map(|waiting| &waiting.meta))
