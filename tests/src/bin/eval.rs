@@ -1,9 +1,12 @@
-//! `eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N]`:
+//! `eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N]
+//! [--sample N]`:
 //! runs the claim checker over a labelled claim file (the format of `shared/data/vitaminc/claims-dev.jsonl`:
 //! one `{id, claim, corpus: {id: text}, label, meta: {gold}}` per line, each row its own corpus)
 //! and prints one JSON object: counts, accuracy, balanced accuracy, the confusion matrix, the
-//! rate of conclusive verdicts that cite the gold item, requests per claim and routes.
-//! Progress goes to stderr.
+//! rate of conclusive verdicts that cite the gold item, requests per claim and routes, the
+//! recall of each label, the binary balanced accuracy (supported against the rest), and tokens
+//! and seconds per claim. `--sample N` checks N rows balanced by label: the first N/3 of each
+//! label in file order (the same rows every run). Progress goes to stderr.
 //!
 //! The model is the offline baseline unless `--provider` names a provider configuration (the
 //! JSON of `verity_core::provider::Provider`, e.g. `{"api": "openai", "baseUrl":
@@ -58,6 +61,7 @@ struct Options {
     retriever: Retriever,
     provider: Option<Provider>,
     retries: u32,
+    sample: Option<usize>,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -66,6 +70,7 @@ fn parse_args() -> Result<Options, String> {
     let mut k = 4;
     let mut provider = None;
     let mut retries = 0;
+    let mut sample = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -84,6 +89,14 @@ fn parse_args() -> Result<Options, String> {
                 retries =
                     args.next().and_then(|v| v.parse().ok()).ok_or("--retries needs a number")?;
             }
+            "--sample" => {
+                sample = Some(
+                    args.next()
+                        .and_then(|v| v.parse().ok())
+                        .filter(|n| *n >= 3)
+                        .ok_or("--sample needs a number of rows, at least 3")?,
+                );
+            }
             other if other.starts_with('-') => return Err(format!("unknown flag {other}")),
             other => file = Some(other.to_owned()),
         }
@@ -93,8 +106,8 @@ fn parse_args() -> Result<Options, String> {
         "keyword" => Retriever::Keyword,
         other => return Err(format!("unknown retriever {other:?} (bm25 or keyword)")),
     };
-    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N]";
-    Ok(Options { file: file.ok_or(usage)?, retriever, provider, retries })
+    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N] [--sample N]";
+    Ok(Options { file: file.ok_or(usage)?, retriever, provider, retries, sample })
 }
 
 fn read_provider(path: &str) -> Result<Provider, String> {
@@ -148,16 +161,20 @@ fn evaluate(_: &Options, _: &impl Transport, _: &str) -> Result<Value, String> {
 /// `model`; the summary is `verity_restate::summary`'s, the same as `batch`'s.
 #[cfg(not(target_arch = "wasm32"))]
 fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Result<Value, String> {
-    let rows = verity_restate::batch::read_claims(std::path::Path::new(&options.file))?;
+    let mut rows = verity_restate::batch::read_claims(std::path::Path::new(&options.file))?;
     if let Some(n) = rows.iter().position(|row| row.label.is_none()) {
         return Err(format!("{}: row {} has no label", options.file, n + 1));
     }
+    if let Some(n) = options.sample {
+        rows = balanced_sample(rows, n);
+    }
+    let started = std::time::Instant::now();
     let job = serde_json::Map::from_iter([
         ("retriever".to_owned(), json!(options.retriever)),
         ("retry".to_owned(), json!({"maxRetries": options.retries})),
     ]);
     let total = rows.len();
-    block_on(verity_restate::summary::evaluate(
+    let mut summary = block_on(verity_restate::summary::evaluate(
         &options.file,
         &rows,
         &job,
@@ -171,5 +188,32 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
                 eprintln!("eval: {done}/{total} claims");
             }
         },
-    ))
+    ))?;
+    #[allow(clippy::cast_precision_loss)]
+    let per_claim = |x: f64| verity_restate::summary::round(x / total.max(1) as f64);
+    let tokens = &summary["tokens"];
+    let tokens = tokens["input"].as_f64().unwrap_or(0.0) + tokens["output"].as_f64().unwrap_or(0.0);
+    summary["tokens_per_claim"] = json!(per_claim(tokens));
+    summary["seconds_per_claim"] = json!(per_claim(started.elapsed().as_secs_f64()));
+    if let Some(n) = options.sample {
+        summary["sample"] = json!(n);
+    }
+    Ok(summary)
+}
+
+/// The first `n / 3` rows of each label, in file order (fewer where a label has fewer).
+#[cfg(not(target_arch = "wasm32"))]
+fn balanced_sample(
+    rows: Vec<verity_restate::summary::Row>,
+    n: usize,
+) -> Vec<verity_restate::summary::Row> {
+    let each = n / verity_restate::summary::LABELS.len();
+    let mut taken = std::collections::BTreeMap::<String, usize>::new();
+    rows.into_iter()
+        .filter(|row| {
+            let count = taken.entry(row.label.clone().unwrap_or_default()).or_default();
+            *count += 1;
+            *count <= each
+        })
+        .collect()
 }
