@@ -846,7 +846,10 @@ mod tests {
                 queued: vec![CheckRequest { id: "c5".into(), claim: "E.".into() }],
             },
             FromWorker::Corpus { corpus: CorpusSummary::default() },
-            FromWorker::CorpusStored { id: Some("sha256:ab".into()), storage: CorpusStorage::Saved },
+            FromWorker::CorpusStored {
+                id: Some("sha256:ab".into()),
+                storage: CorpusStorage::Saved,
+            },
             FromWorker::CorpusStored { id: None, storage: CorpusStorage::NotSaved },
             FromWorker::FileRejected {
                 file: "a.jsonl".into(),
@@ -867,7 +870,10 @@ mod tests {
             },
             FromWorker::Finished { result },
             FromWorker::Demo { claims: vec!["One.".into(), "Two.".into()] },
-            FromWorker::NamedCorpus { name: "n".into(), corpus: CorpusSummary { stored: None, ..corpus } },
+            FromWorker::NamedCorpus {
+                name: "n".into(),
+                corpus: CorpusSummary { stored: None, ..corpus },
+            },
             FromWorker::NamedCorpusRejected {
                 name: "n".into(),
                 file: "items".into(),

@@ -16,8 +16,8 @@
 use serde_json::{Map, Value};
 
 use crate::{
-    AssessmentView, BadLine, CheckRequest, CheckResult, CorpusStorage, CorpusSummary, EventView, FailureView,
-    FromWorker, Item, Outcome, ReportView, SpentView, StepOutcome, UsageView,
+    AssessmentView, BadLine, CheckRequest, CheckResult, CorpusStorage, CorpusSummary, EventView,
+    FailureView, FromWorker, Item, Outcome, ReportView, SpentView, StepOutcome, UsageView,
 };
 
 /// A type read from its JSON [`Value`]; the error names the field at fault.

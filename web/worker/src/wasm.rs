@@ -801,8 +801,11 @@ impl CorpusSaver {
                 }
                 saver.failed.set(outcome.is_err());
                 if saver.pending.borrow().is_none() {
-                    let storage =
-                        if outcome.is_ok() { CorpusStorage::Saved } else { CorpusStorage::NotSaved };
+                    let storage = if outcome.is_ok() {
+                        CorpusStorage::Saved
+                    } else {
+                        CorpusStorage::NotSaved
+                    };
                     post(&FromWorker::CorpusStored { id, storage });
                 }
                 let full = storage_full(
