@@ -6,6 +6,8 @@
 //! implement them, and everything else (the loop, validation, budgets, endings) is the core's.
 
 #[cfg(not(target_arch = "wasm32"))]
+pub mod cli;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod http;
 
 use std::cell::RefCell;

@@ -13,9 +13,12 @@
 //! - `size`: the gzip size of every file the page loads.
 //! - `component [--test]`: builds the WebAssembly component, prints its size, transpiles it
 //!   with jco; `--test` runs its wasmtime and Node tests.
-//! - `llama [--eval]`: installs and starts a real llama.cpp server with SmolLM2-135M on a free
-//!   loopback port and prints the app's provider settings for it; `--eval` runs the real-model
-//!   eval against it and stops.
+//! - `llama [--model smollm2|qwen0.5|qwen1.5] [--port N] [--eval]`: installs and starts a real
+//!   llama.cpp server with that model (SmolLM2-135M by default) on a free loopback port (or N)
+//!   and prints the provider file for it (one JSON line); `--eval` runs the real-model check of
+//!   `test` (the verifier route with Qwen-0.5B on the balanced dev sample) and stops.
+//! - `fit [--model qwen0.5|qwen1.5] [--claims FILE] [--rescore]`: fits the verifier route's
+//!   weights (`core/src/claim/verifier-weights.json`) on labelled dev claims.
 //!
 //! Only the standard library is used here, so `cargo xtask` compiles in seconds.
 
@@ -33,7 +36,7 @@ type Result<T = ()> = std::result::Result<T, String>;
 
 const USAGE: &str = "usage: cargo xtask <test | conformance FILE... | eval FILE.jsonl \
      | bench step|claim|retrieve|batch | batch CLAIMS.jsonl [FLAGS] | dist [--dev] | serve [--port N] [--release] \
-     | size | component [--test] | llama [--eval]>";
+     | size | component [--test] | llama [--model M] [--port N] [--eval] | fit [--model M]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Some("size") => web::size(&args[1..]),
         Some("component") => component::component(&args[1..]),
         Some("llama") => llama::command(&args[1..]),
+        Some("fit") => llama::fit(&args[1..]),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             Ok(())
@@ -259,10 +263,12 @@ fn checks() -> Result {
         return Err(format!("the native tests did not build {}", runner.display()));
     }
     run(Command::new(runner).arg(root().join("tests/conformance/scenarios.json")))?;
-    section("a real model: eval against llama.cpp's server (the binary the native tests built)");
-    let eval_binary = debug_binary("eval");
+    section(
+        "a real model: the verifier route with Qwen-0.5B on llama.cpp's server (eval, built by the native tests)",
+    );
+    llama::eval(&debug_binary("eval"))?;
+    // SmolLM2 for the browser tests: a fast smoke test of the app against a real server.
     let llama = llama::start()?;
-    llama::eval(&llama, &eval_binary)?;
     component::node_tests(&component)?;
     section("no tokio in the core's wasm dependency tree");
     no_tokio()?;

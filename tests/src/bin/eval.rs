@@ -1,5 +1,5 @@
 //! `eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N]
-//! [--sample N]`:
+//! [--sample N] [--assess agent|verifier]`:
 //! runs the claim checker over a labelled claim file (the format of `shared/data/vitaminc/claims-dev.jsonl`:
 //! one `{id, claim, corpus: {id: text}, label, meta: {gold}}` per line, each row its own corpus)
 //! and prints one JSON object: counts, accuracy, balanced accuracy, the confusion matrix, the
@@ -11,10 +11,8 @@
 //! The model is the offline baseline unless `--provider` names a provider configuration (the
 //! JSON of `verity_core::provider::Provider`, e.g. `{"api": "openai", "baseUrl":
 //! "http://127.0.0.1:8080/v1", "model": "qwen2.5-7b-instruct"}`); its key, if the file has
-//! none, comes from `VERITY_API_KEY`. The HTTP client is the durable worker's
-//! (`verity_restate::http::ReqwestClient`, rustls): it reaches hosted providers over HTTPS and
-//! local servers (llama-server, Ollama, vLLM) over plain HTTP, and refuses (before any request)
-//! to send a key over plain HTTP to a host that is not loopback.
+//! none, comes from `VERITY_API_KEY`; its `"assess"` (`"verifier"`, or `{"verifier": {..}}`)
+//! chooses the assess route unless `--assess` does (see `verity_tests::cli`).
 //!
 //! The summary is `verity_restate::summary`'s, the one `cargo xtask batch` writes too: a check
 //! that fails with `no-new-evidence` or `research-turn-limit` counts as predicting
@@ -25,31 +23,13 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 use verity_core::Transport;
+use verity_core::claim::AssessMode;
+use verity_core::provider::Provider;
 use verity_core::provider::offline::{OFFLINE_MODEL_NAME, OfflineModel};
-use verity_core::provider::{Provider, ProviderTransport};
 use verity_core::retrieve::Retriever;
 
-/// The transport to a real provider: the codecs over reqwest with rustls (native only; the
-/// crate is also built for wasm, where its suite runs, but this command is not).
-/// Refuses, before any request, to send a key over plain HTTP to a host that is not loopback.
 #[cfg(not(target_arch = "wasm32"))]
-fn transport(
-    provider: Provider,
-) -> Result<ProviderTransport<verity_restate::http::ReqwestClient>, String> {
-    verity_restate::http::refuse_key_in_the_clear(&provider)?;
-    Ok(ProviderTransport::new(provider, verity_restate::http::ReqwestClient::new()))
-}
-
-/// Runs a future to completion on a tokio runtime (the HTTP client needs one).
-#[cfg(not(target_arch = "wasm32"))]
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
-        })
-        .block_on(future)
-}
+use verity_tests::cli::{block_on, provider_name, read_provider, transport};
 
 #[cfg(target_arch = "wasm32")]
 fn transport(_: Provider) -> Result<OfflineModel, String> {
@@ -60,6 +40,8 @@ struct Options {
     file: String,
     retriever: Retriever,
     provider: Option<Provider>,
+    /// The assess route: `--assess`, else the provider file's `"assess"`, else the agent.
+    assess: Option<AssessMode>,
     retries: u32,
     sample: Option<usize>,
 }
@@ -69,6 +51,7 @@ fn parse_args() -> Result<Options, String> {
     let mut kind = "bm25".to_owned();
     let mut k = 4;
     let mut provider = None;
+    let mut assess = None;
     let mut retries = 0;
     let mut sample = None;
     let mut args = std::env::args().skip(1);
@@ -83,7 +66,15 @@ fn parse_args() -> Result<Options, String> {
             }
             "--provider" => {
                 let path = args.next().ok_or("--provider needs a configuration file")?;
-                provider = Some(read_provider(&path)?);
+                let (read, route) = read_provider(&path)?;
+                provider = Some(read);
+                assess = assess.or(Some(route).filter(|route| !route.is_agent()));
+            }
+            "--assess" => {
+                let route = args.next().ok_or("--assess needs agent or verifier")?;
+                assess = Some(
+                    serde_json::from_value(json!(route)).map_err(|e| format!("--assess: {e}"))?,
+                );
             }
             "--retries" => {
                 retries =
@@ -106,20 +97,8 @@ fn parse_args() -> Result<Options, String> {
         "keyword" => Retriever::Keyword,
         other => return Err(format!("unknown retriever {other:?} (bm25 or keyword)")),
     };
-    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N] [--sample N]";
-    Ok(Options { file: file.ok_or(usage)?, retriever, provider, retries, sample })
-}
-
-fn read_provider(path: &str) -> Result<Provider, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let mut config: Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
-    if config.get("apiKey").is_none_or(Value::is_null)
-        && let Ok(key) = std::env::var("VERITY_API_KEY")
-    {
-        config["apiKey"] = json!(key);
-    }
-    serde_json::from_value(config)
-        .map_err(|e| format!("{path} is not a provider configuration: {e}"))
+    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N] [--sample N] [--assess agent|verifier]";
+    Ok(Options { file: file.ok_or(usage)?, retriever, provider, assess, retries, sample })
 }
 
 fn main() -> ExitCode {
@@ -140,13 +119,7 @@ fn run() -> Result<Value, String> {
     match options.provider.clone() {
         None => evaluate(&options, &OfflineModel, OFFLINE_MODEL_NAME),
         Some(provider) => {
-            let name = match &provider {
-                Provider::OpenAi(config) => {
-                    format!("openai-compatible {} at {}", config.model, config.base_url)
-                }
-                Provider::Anthropic(config) => format!("anthropic {}", config.model),
-                _ => "a provider".to_owned(),
-            };
+            let name = provider_name(&provider);
             evaluate(&options, &transport(provider)?, &name)
         }
     }
@@ -173,6 +146,10 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
         ("retriever".to_owned(), json!(options.retriever)),
         ("retry".to_owned(), json!({"maxRetries": options.retries})),
     ]);
+    let mut job = job;
+    if let Some(assess) = options.assess {
+        job.insert("assess".to_owned(), json!(assess));
+    }
     let total = rows.len();
     let mut summary = block_on(verity_restate::summary::evaluate(
         &options.file,

@@ -1,0 +1,484 @@
+//! `fit CLAIMS.jsonl --provider CONFIG.json [--scores FILE.jsonl] [--out WEIGHTS.json]
+//! [--supported-features s|all] [--l2 X]`: fits the verifier route's scoring model
+//! (`core/src/claim/verifier-weights.json`, format in `verity_core::claim::verifier`) on
+//! labelled claims, and prints what it fitted with its cross-validated figures.
+//!
+//! 1. **Scores.** Each claim is checked as the route checks it (the same job, the same
+//!    retrieval, the same questions and requests, through the provider), and stopped once its
+//!    first round of questions is answered: the research and summary requests are never sent
+//!    (answered here as aborted). Each question's reading ([`read_answer`]) is recorded, and
+//!    the features are computed by the route's own [`features`]. The scores are kept in
+//!    `--scores` (one JSON line per claim) and read from there when the file exists, so a
+//!    refit does not ask the model again.
+//! 2. **The model.** A multinomial logistic regression (softmax over three linear scores,
+//!    `insufficient` the reference class, L2 penalty `--l2`, full-batch gradient descent on
+//!    standardised features, written back in the raw features' units). With
+//!    `--supported-features s` (the default) the `supported` class uses only the two `logit(S)`
+//!    features: whether the passage supports the claim is the model's question, and the
+//!    lexical features (partly a quirk of VitaminC) only help tell `contradicted` from
+//!    `insufficient`.
+//! 3. **Thresholds.** `supported` and `contradicted` thresholds on a grid (0.20 to 0.80 by
+//!    0.05), chosen for the mean of 3-way accuracy and binary balanced accuracy.
+//! 4. **Honest figures.** 5-fold cross-validation of steps 2–3 (fitted on four folds, scored
+//!    on the fifth): the figures to quote for dev data. The in-sample figures are printed too,
+//!    labelled as such.
+//!
+//! Fit on `claims-dev.jsonl` only; never on held-out data.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use verity_core::claim::verifier::{
+    AssessMode, Classes, FEATURES, Linear, ScoredPassage, Thresholds, VerifierOptions,
+    VerifierWeights, decide, features, plan, read_answer,
+};
+use verity_core::corpus::Corpus;
+use verity_core::indexed::IndexedCorpus;
+use verity_core::{AssistantMessage, Job, ModelRequest, NoTools, Transport, drive};
+use verity_restate::summary::{LABELS, Row};
+use verity_tests::cli::{block_on, provider_name, read_provider, transport};
+
+const USAGE: &str = "usage: fit CLAIMS.jsonl --provider CONFIG.json [--scores FILE.jsonl] \
+                     [--out WEIGHTS.json] [--supported-features s|all] [--l2 X]";
+
+struct Options {
+    claims: String,
+    provider: Option<String>,
+    scores: Option<String>,
+    out: Option<String>,
+    supported_all: bool,
+    l2: f64,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut options = Options {
+        claims: String::new(),
+        provider: None,
+        scores: None,
+        out: None,
+        supported_all: false,
+        l2: 0.01,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value; {USAGE}"));
+        match arg.as_str() {
+            "--provider" => options.provider = Some(value()?),
+            "--scores" => options.scores = Some(value()?),
+            "--out" => options.out = Some(value()?),
+            "--supported-features" => {
+                options.supported_all = match value()?.as_str() {
+                    "s" => false,
+                    "all" => true,
+                    other => return Err(format!("--supported-features s|all, not {other}")),
+                }
+            }
+            "--l2" => {
+                options.l2 = value()?
+                    .parse()
+                    .ok()
+                    .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+                    .ok_or("--l2 needs a number ≥ 0")?;
+            }
+            other if other.starts_with('-') => {
+                return Err(format!("unknown flag {other}; {USAGE}"));
+            }
+            other => options.claims = other.to_owned(),
+        }
+    }
+    if options.claims.is_empty() {
+        return Err(USAGE.to_owned());
+    }
+    Ok(options)
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("fit: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One claim's scores: its label, and each asked passage's text and `S` (in the order the
+/// route asked them).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Scored {
+    id: String,
+    claim: String,
+    label: String,
+    passages: Vec<(String, Option<f64>)>,
+}
+
+fn run() -> Result<(), String> {
+    let options = parse_args()?;
+    let rows = verity_restate::batch::read_claims(std::path::Path::new(&options.claims))?;
+    let scored = match options.scores.as_deref().filter(|path| std::path::Path::new(path).exists())
+    {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+            let scored: Vec<Scored> = text
+                .lines()
+                .map(serde_json::from_str)
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("{path}: {e}"))?;
+            eprintln!("fit: {} claims' scores read from {path}", scored.len());
+            scored
+        }
+        None => ask(&options, &rows)?,
+    };
+    let base = VerifierWeights::builtin();
+    let data: Vec<([f64; 5], usize)> = scored
+        .iter()
+        .map(|row| {
+            let passages: Vec<ScoredPassage<'_>> = row
+                .passages
+                .iter()
+                .map(|(text, score)| ScoredPassage { text, score: *score })
+                .collect();
+            let (features, ..) = features(&row.claim, &passages, base);
+            let class = LABELS.iter().position(|label| *label == row.label).unwrap_or(2);
+            (features.to_array(), class)
+        })
+        .collect();
+    let fitted = fit(&data, &options);
+    // Cross-validation: five folds by position (the dev file interleaves labels).
+    let mut predicted = vec![0; data.len()];
+    for fold in 0..5 {
+        let train: Vec<([f64; 5], usize)> =
+            data.iter().enumerate().filter(|(i, _)| i % 5 != fold).map(|(_, d)| *d).collect();
+        let model = fit(&train, &options);
+        for (i, (x, _)) in data.iter().enumerate().filter(|(i, _)| i % 5 == fold) {
+            predicted[i] = model.predict(x);
+        }
+    }
+    let truth: Vec<usize> = data.iter().map(|(_, class)| *class).collect();
+    let in_sample: Vec<usize> = data.iter().map(|(x, _)| fitted.predict(x)).collect();
+    let cv = figures(&truth, &predicted);
+    let fit_figures = figures(&truth, &in_sample);
+    // The decision the route makes, through the core's own `decide`, must be the one fitted.
+    let weights = fitted.weights(&options, &cv, scored.len());
+    for (row, expected) in scored.iter().zip(&in_sample) {
+        let passages: Vec<ScoredPassage<'_>> = row
+            .passages
+            .iter()
+            .map(|(text, score)| ScoredPassage { text, score: *score })
+            .collect();
+        let verdict = decide(&row.claim, &passages, &weights).verdict;
+        let name = serde_json::to_value(verdict).unwrap_or(Value::Null);
+        if name != json!(LABELS[*expected]) {
+            return Err(format!(
+                "the core decides {name} for {}, the fit {}",
+                row.id, LABELS[*expected]
+            ));
+        }
+    }
+    let text = serde_json::to_string_pretty(&weights).map_err(|e| e.to_string())?;
+    match &options.out {
+        Some(path) => {
+            std::fs::write(path, format!("{text}\n")).map_err(|e| format!("{path}: {e}"))?;
+            eprintln!("fit: weights written to {path}");
+        }
+        None => println!("{text}"),
+    }
+    println!(
+        "{}",
+        json!({
+            "claims": scored.len(),
+            "cross_validated_5_fold": cv,
+            "in_sample": fit_figures,
+            "thresholds": {"supported": fitted.thresholds.0, "contradicted": fitted.thresholds.1},
+        })
+    );
+    Ok(())
+}
+
+/// Asks the model the route's questions about every row (see the module docs), writing each
+/// row's scores to `--scores` as it goes.
+fn ask(options: &Options, rows: &[Row]) -> Result<Vec<Scored>, String> {
+    let path = options.provider.as_deref().ok_or("--provider is needed to ask the model")?;
+    let (provider, assess) = read_provider(path)?;
+    let route = match assess {
+        AssessMode::Verifier(route) => route,
+        _ => VerifierOptions::default(),
+    };
+    eprintln!("fit: asking {} ({} claims)", provider_name(&provider), rows.len());
+    let model = Probes::new(transport(provider)?);
+    let mut out = match &options.scores {
+        Some(path) => Some(std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?),
+        None => None,
+    };
+    let mut scored = Vec::new();
+    let started = std::time::Instant::now();
+    for (n, row) in rows.iter().enumerate() {
+        let label = row.label.clone().ok_or_else(|| format!("row {} has no label", n + 1))?;
+        let own = row.corpus.as_ref().ok_or_else(|| format!("row {} has no corpus", n + 1))?;
+        let corpus = IndexedCorpus::new(
+            Corpus::from_pairs(own.iter()).map_err(|e| format!("row {}: {e}", n + 1))?,
+        );
+        // The job every host sends for the route (the default retrieval).
+        let config = json!({"kind": "claim", "claim": row.claim, "corpus": corpus.id(),
+            "assess": {"verifier": route}});
+        let job = Job::from_json(&config.to_string(), &[Arc::clone(&corpus)])
+            .map_err(|failed| format!("row {}: {failed}", n + 1))?;
+        let evidence = job.claim_check().map(|check| check.evidence().to_vec()).unwrap_or_default();
+        let all: Vec<usize> = (0..evidence.len()).collect();
+        let questions = plan(&evidence, &all, &route);
+        model.readings.borrow_mut().clear();
+        // Ends once the questions are answered: the next request is aborted.
+        let _ = block_on(drive(job, &model, &NoTools));
+        let readings = model.readings.borrow().clone();
+        if readings.len() != questions.len() {
+            return Err(format!(
+                "row {}: the route asked {} questions, the plan has {}",
+                n + 1,
+                readings.len(),
+                questions.len()
+            ));
+        }
+        // Each asked passage once, with its best chunk's score, in the order asked.
+        let mut passages: Vec<(usize, Option<f64>)> = Vec::new();
+        for (question, score) in questions.iter().zip(readings) {
+            match passages.iter_mut().find(|(index, _)| *index == question.evidence) {
+                Some((_, best)) => {
+                    *best = match (*best, score) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                None => passages.push((question.evidence, score)),
+            }
+        }
+        let row = Scored {
+            id: row.id.clone().unwrap_or_else(|| format!("row {}", n + 1)),
+            claim: row.claim.clone(),
+            label,
+            passages: passages
+                .into_iter()
+                .map(|(index, score)| (evidence[index].clone(), score))
+                .collect(),
+        };
+        if let Some(file) = &mut out {
+            let line = serde_json::to_string(&row).map_err(|e| e.to_string())?;
+            writeln!(file, "{line}").map_err(|e| e.to_string())?;
+        }
+        scored.push(row);
+        if (n + 1) % 25 == 0 || n + 1 == rows.len() {
+            #[allow(clippy::cast_precision_loss)]
+            let each = started.elapsed().as_secs_f64() / (n + 1) as f64;
+            eprintln!("fit: {}/{} claims asked ({each:.2} s a claim)", n + 1, rows.len());
+        }
+    }
+    Ok(scored)
+}
+
+/// The provider, for the route's questions only: every question's reading is recorded, and
+/// any other request (research, summary) is answered as aborted, which ends the check.
+struct Probes<T> {
+    inner: T,
+    readings: std::cell::RefCell<Vec<Option<f64>>>,
+}
+
+impl<T> Probes<T> {
+    fn new(inner: T) -> Self {
+        Self { inner, readings: std::cell::RefCell::default() }
+    }
+}
+
+impl<T: Transport> Transport for Probes<T> {
+    async fn complete(&self, request: ModelRequest<'_>) -> AssistantMessage {
+        if request.probe.is_none() {
+            return AssistantMessage::aborted("fit: the route's questions are answered");
+        }
+        let response = self.inner.complete(request).await;
+        self.readings.borrow_mut().push(read_answer(&response).score);
+        response
+    }
+
+    async fn wait(&self, delay_ms: u64) {
+        self.inner.wait(delay_ms).await;
+    }
+}
+
+/// A fitted model: weights per class over the raw features, and the thresholds.
+struct Fitted {
+    supported: Linear,
+    contradicted: Linear,
+    thresholds: (f64, f64),
+}
+
+impl Fitted {
+    fn probabilities(&self, x: &[f64; 5]) -> [f64; 3] {
+        let z = |class: &Linear| {
+            class.bias + class.weights.iter().zip(x).map(|(w, v)| w * v).sum::<f64>()
+        };
+        softmax([z(&self.supported), z(&self.contradicted), 0.0])
+    }
+
+    /// The verdict `decide` gives: supported when its probability reaches its threshold and
+    /// is at least contradicted's, else contradicted at its threshold, else insufficient.
+    fn predict(&self, x: &[f64; 5]) -> usize {
+        classify(self.probabilities(x), self.thresholds)
+    }
+
+    fn weights(&self, options: &Options, cv: &Value, claims: usize) -> VerifierWeights {
+        let mut weights = VerifierWeights::builtin().clone();
+        weights.fitted = true;
+        weights.classes = Classes {
+            supported: round_linear(&self.supported),
+            contradicted: round_linear(&self.contradicted),
+            insufficient: Linear { bias: 0.0, weights: vec![0.0; FEATURES.len()] },
+        };
+        weights.thresholds = Thresholds {
+            supported: self.thresholds.0,
+            contradicted: self.thresholds.1,
+            cite_support: weights.thresholds.cite_support,
+        };
+        weights.note = format!(
+            "Fitted by `cargo xtask fit` on {claims} claims of {} (multinomial logistic regression, \
+             L2 {}, supported class on {} features; thresholds on a grid for the mean of 3-way \
+             accuracy and binary balanced accuracy). 5-fold cross-validated on those dev claims: \
+             {cv}.",
+            options.claims.rsplit('/').next().unwrap_or(&options.claims),
+            options.l2,
+            if options.supported_all { "all" } else { "the logit(S)" },
+        );
+        weights
+    }
+}
+
+fn round_linear(linear: &Linear) -> Linear {
+    let round = |x: f64| (x * 10_000.0).round() / 10_000.0;
+    Linear { bias: round(linear.bias), weights: linear.weights.iter().map(|w| round(*w)).collect() }
+}
+
+fn softmax(z: [f64; 3]) -> [f64; 3] {
+    let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let exp = z.map(|v| (v - max).exp());
+    let total: f64 = exp.iter().sum();
+    exp.map(|v| v / total)
+}
+
+fn classify(p: [f64; 3], (t_sup, t_con): (f64, f64)) -> usize {
+    if p[0] >= t_sup && p[0] >= p[1] {
+        0
+    } else if p[1] >= t_con {
+        1
+    } else {
+        2
+    }
+}
+
+/// Fits the regression and the thresholds on `data` (features, class index in [`LABELS`]).
+fn fit(data: &[([f64; 5], usize)], options: &Options) -> Fitted {
+    let n = data.len().max(1);
+    #[allow(clippy::cast_precision_loss)]
+    let count = n as f64;
+    // Standardised features: the descent converges alike for every feature's scale.
+    let mut mean = [0.0; 5];
+    let mut sd = [0.0; 5];
+    for (x, _) in data {
+        for j in 0..5 {
+            mean[j] += x[j] / count;
+        }
+    }
+    for (x, _) in data {
+        for j in 0..5 {
+            sd[j] += (x[j] - mean[j]).powi(2) / count;
+        }
+    }
+    let sd = sd.map(|v| if v.sqrt() > 1e-9 { v.sqrt() } else { 1.0 });
+    // Which features each class may use: 0, 1 are the logit(S) features.
+    let allowed = |class: usize, j: usize| class == 1 || options.supported_all || j < 2;
+    let mut w = [[0.0f64; 5]; 2];
+    let mut b = [0.0f64; 2];
+    let rate = 0.5;
+    for _ in 0..3000 {
+        let mut gw = [[0.0f64; 5]; 2];
+        let mut gb = [0.0f64; 2];
+        for (x, class) in data {
+            let s: [f64; 5] = std::array::from_fn(|j| (x[j] - mean[j]) / sd[j]);
+            let z = |c: usize| b[c] + (0..5).map(|j| w[c][j] * s[j]).sum::<f64>();
+            let p = softmax([z(0), z(1), 0.0]);
+            for c in 0..2 {
+                let error = p[c] - f64::from(u8::from(*class == c));
+                gb[c] += error / count;
+                for j in 0..5 {
+                    gw[c][j] += error * s[j] / count;
+                }
+            }
+        }
+        for c in 0..2 {
+            b[c] -= rate * gb[c];
+            for j in 0..5 {
+                w[c][j] = if allowed(c, j) {
+                    w[c][j] - rate * (gw[c][j] + options.l2 * w[c][j])
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+    // Back to the raw features' units: w·(x − m)/sd + b = (w/sd)·x + (b − Σ w m / sd).
+    let raw = |c: usize| Linear {
+        bias: b[c] - (0..5).map(|j| w[c][j] * mean[j] / sd[j]).sum::<f64>(),
+        weights: (0..5).map(|j| w[c][j] / sd[j]).collect(),
+    };
+    let mut fitted = Fitted { supported: raw(0), contradicted: raw(1), thresholds: (0.5, 0.5) };
+    let truth: Vec<usize> = data.iter().map(|(_, class)| *class).collect();
+    let probabilities: Vec<[f64; 3]> = data.iter().map(|(x, _)| fitted.probabilities(x)).collect();
+    let mut best = (f64::NEG_INFINITY, (0.5, 0.5));
+    for i in 0..=12 {
+        for j in 0..=12 {
+            let t = (0.2 + 0.05 * f64::from(i), 0.2 + 0.05 * f64::from(j));
+            let predicted: Vec<usize> = probabilities.iter().map(|p| classify(*p, t)).collect();
+            let f = figures(&truth, &predicted);
+            let goal = (f["accuracy"].as_f64().unwrap_or(0.0)
+                + f["binary_balanced_accuracy"].as_f64().unwrap_or(0.0))
+                / 2.0;
+            if goal > best.0 + 1e-12 {
+                best = (goal, t);
+            }
+        }
+    }
+    fitted.thresholds = ((best.1.0 * 100.0).round() / 100.0, (best.1.1 * 100.0).round() / 100.0);
+    fitted
+}
+
+/// Accuracy, binary balanced accuracy (supported against the rest), per-label recall and the
+/// confusion of `predicted` against `truth` (class indices in [`LABELS`]).
+fn figures(truth: &[usize], predicted: &[usize]) -> Value {
+    let round = |x: f64| (x * 10_000.0).round() / 10_000.0;
+    let share = |part: usize, whole: usize| {
+        #[allow(clippy::cast_precision_loss)]
+        if whole == 0 { 0.0 } else { part as f64 / whole as f64 }
+    };
+    let pairs = || truth.iter().zip(predicted);
+    let correct = pairs().filter(|(t, p)| t == p).count();
+    let mut recall = BTreeMap::new();
+    let mut confusion = BTreeMap::<&str, BTreeMap<&str, usize>>::new();
+    for (class, label) in LABELS.iter().enumerate() {
+        let all = truth.iter().filter(|t| **t == class).count();
+        let hit = pairs().filter(|(t, p)| **t == class && **p == class).count();
+        recall.insert(*label, round(share(hit, all)));
+        for (other, name) in LABELS.iter().enumerate() {
+            let n = pairs().filter(|(t, p)| **t == class && **p == other).count();
+            confusion.entry(*label).or_default().insert(*name, n);
+        }
+    }
+    let positive = truth.iter().filter(|t| **t == 0).count();
+    let found = pairs().filter(|(t, p)| **t == 0 && **p == 0).count();
+    let negative = truth.len() - positive;
+    let rejected = pairs().filter(|(t, p)| **t != 0 && **p != 0).count();
+    json!({
+        "accuracy": round(share(correct, truth.len())),
+        "binary_balanced_accuracy": round((share(found, positive) + share(rejected, negative)) / 2.0),
+        "recall": recall,
+        "confusion": confusion,
+    })
+}

@@ -1,0 +1,70 @@
+//! What the native command-line tools (`eval`, `fit`) share: a provider configuration read
+//! from a file, the transport to it, and a runtime to drive it.
+//!
+//! The HTTP client is the durable worker's (`verity_restate::http::ReqwestClient`, rustls): it
+//! reaches hosted providers over HTTPS and local servers (llama-server, Ollama, vLLM) over
+//! plain HTTP, and refuses (before any request) to send a key over plain HTTP to a host that
+//! is not loopback.
+
+use serde_json::{Value, json};
+use verity_core::claim::AssessMode;
+use verity_core::provider::{Provider, ProviderTransport};
+
+/// A provider configuration file: the provider (the JSON of
+/// [`verity_core::provider::Provider`]) and the assess route it asks for (`"assess"`, beside
+/// the provider's fields; `agent` when absent). Its key, if the file has none, comes from
+/// `VERITY_API_KEY`.
+///
+/// # Errors
+/// The file cannot be read, or is not such a configuration.
+pub fn read_provider(path: &str) -> Result<(Provider, AssessMode), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut config: Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
+    let assess = match config.as_object_mut().and_then(|fields| fields.remove("assess")) {
+        None => AssessMode::Agent,
+        Some(value) => serde_json::from_value(value)
+            .map_err(|e| format!("{path}: \"assess\" is not an assess route: {e}"))?,
+    };
+    if config.get("apiKey").is_none_or(Value::is_null)
+        && let Ok(key) = std::env::var("VERITY_API_KEY")
+    {
+        config["apiKey"] = json!(key);
+    }
+    let provider = serde_json::from_value(config)
+        .map_err(|e| format!("{path} is not a provider configuration: {e}"))?;
+    Ok((provider, assess))
+}
+
+/// How a provider is named in summaries.
+#[must_use]
+pub fn provider_name(provider: &Provider) -> String {
+    match provider {
+        Provider::OpenAi(config) => {
+            format!("openai-compatible {} at {}", config.model, config.base_url)
+        }
+        Provider::Anthropic(config) => format!("anthropic {}", config.model),
+        _ => "a provider".to_owned(),
+    }
+}
+
+/// The transport to a real provider: the codecs over reqwest with rustls. Refuses, before any
+/// request, to send a key over plain HTTP to a host that is not loopback.
+///
+/// # Errors
+/// That refusal.
+pub fn transport(
+    provider: Provider,
+) -> Result<ProviderTransport<verity_restate::http::ReqwestClient>, String> {
+    verity_restate::http::refuse_key_in_the_clear(&provider)?;
+    Ok(ProviderTransport::new(provider, verity_restate::http::ReqwestClient::new()))
+}
+
+/// Runs a future to completion on a tokio runtime (the HTTP client needs one).
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
+        })
+        .block_on(future)
+}
