@@ -268,9 +268,12 @@ impl ProviderSettings {
                 config.insert("model".into(), json!(self.openai_model.trim()));
                 if self.constrained {
                     // Local presets: constrained output, and greedy sampling so a check's
-                    // verdict is reproducible.
+                    // verdict is reproducible; and the verifier route (a Yes/No question per
+                    // passage, read from the token probabilities): a small local model asked
+                    // for a 3-way verdict collapses onto one label.
                     config.insert("output".into(), json!("json-schema"));
                     config.insert("temperature".into(), json!(0));
+                    config.insert("assess".into(), json!("verifier"));
                 }
             }
             ProviderKind::Anthropic => {
@@ -424,7 +427,7 @@ mod tests {
         assert_eq!(
             config,
             json!({"api": "openai", "baseUrl": "in-tab:", "model": "https://models.example/smol.gguf",
-                "output": "json-schema", "temperature": 0, "stream": true})
+                "output": "json-schema", "temperature": 0, "stream": true, "assess": "verifier"})
         );
         settings.base_url = "in-tab:/elsewhere".into();
         assert!(settings.choice().is_err(), "only the in-tab base URL itself is not http(s)");
@@ -440,14 +443,16 @@ mod tests {
         assert_eq!(
             config,
             json!({"api": "openai", "baseUrl": "http://localhost:11434/v1", "model": "llama3.1",
-                "output": "json-schema", "temperature": 0, "stream": true})
+                "output": "json-schema", "temperature": 0, "stream": true, "assess": "verifier"})
         );
         settings.apply_preset("openai");
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
         assert!(config.get("output").is_none(), "hosted models call tools");
+        assert!(config.get("assess").is_none(), "hosted models record a 3-way assessment");
         settings.apply_preset("llamacpp");
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };
         assert_eq!(config["output"], "json-schema");
+        assert_eq!(config["assess"], "verifier", "local models take the verifier route");
         settings.apply_preset("ollama");
         settings.set_api_key(" sk-1 ".into());
         let ProviderChoice::Network { config } = settings.choice().unwrap() else { panic!() };

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use futures_executor::LocalPool;
 use futures_util::task::LocalSpawnExt;
-use serde_json::json;
+use serde_json::{Value, json};
 use verity_core::corpus::Passage;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::{Append, DurableLog, Lease};
@@ -1435,8 +1435,9 @@ fn the_pages_provider_settings_are_made_the_cores_provider_here_or_fail_the_chec
         (&json!("config"), &json!("Enter a model name."))
     );
     assert!(recorded.sent.borrow().is_empty(), "nothing was sent");
-    // With a model the check runs with the core's provider JSON: constrained output, sent to
-    // the base URL (the tests' network then fails it).
+    // With a model the check runs with the core's provider JSON, sent to the base URL (the
+    // tests' network then fails it), through the verifier route the local presets choose: its
+    // first request is the Yes/No question about a passage, one token with its probabilities.
     engine.handle(ToWorker::Check {
         checks: vec![check("model", claim)],
         provider: settings("local"),
@@ -1448,7 +1449,10 @@ fn the_pages_provider_settings_are_made_the_cores_provider_here_or_fail_the_chec
     let sent = recorded.sent.borrow();
     assert!(!sent.is_empty(), "the check made a request");
     assert!(sent[0].url.starts_with("http://127.0.0.1:9/v1/chat/completions"), "{}", sent[0].url);
-    assert!(sent[0].body.contains("\"response_format\""), "constrained: {}", sent[0].body);
+    let body: Value = serde_json::from_str(&sent[0].body).unwrap();
+    assert_eq!((&body["logprobs"], &body["max_tokens"]), (&json!(true), &json!(1)), "{body}");
+    assert!(body.to_string().contains("Is the claim supported by the document?"), "{body}");
+    assert!(!body.to_string().contains("record_assessment"), "not the 3-way assessment: {body}");
     drop(sent);
     let done = finished(&take(&recorded));
     let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };

@@ -94,9 +94,16 @@ impl<H: Host> Engine<H> {
         let mut session = match resumed {
             Some(session) => session,
             None => {
-                let config = json!({"kind": "claim", "claim": check.claim,
+                let mut config = json!({"kind": "claim", "claim": check.claim,
                                     "corpus": corpus.id().as_str(),
                                     "retry": {"maxRetries": MAX_RETRIES}});
+                // The assess route the provider's configuration chooses (the local presets:
+                // the verifier route); a route the core does not know refuses the check.
+                if let ProviderChoice::Network { config: provider } = provider
+                    && let Some(assess) = provider.get("assess")
+                {
+                    config["assess"] = assess.clone();
+                }
                 let job = match Job::new(
                     match verity_core::JobConfig::from_value(config) {
                         Ok(config) => config,
@@ -188,8 +195,13 @@ impl<H: Host> Engine<H> {
     /// its key over plain HTTP to a host that is not loopback (the URL read as the host's
     /// client reads it; the client refuses such a request again, each time).
     pub(super) fn network_provider(&self, config: &Value) -> Result<Provider, String> {
+        // `assess` is the claim job's (see `drive`), not the provider's.
+        let mut config = config.clone();
+        if let Some(fields) = config.as_object_mut() {
+            fields.remove("assess");
+        }
         let provider: Provider =
-            serde_json::from_value(config.clone()).map_err(|error| format!("provider: {error}"))?;
+            serde_json::from_value(config).map_err(|error| format!("provider: {error}"))?;
         provider.refuse_key_in_the_clear(|url| self.inner.host.url_parts(url))?;
         Ok(provider)
     }
