@@ -1,6 +1,8 @@
-// The app against a real llama.cpp server (llama-server's own HTTP code, SmolLM2-135M-Instruct,
+// The app against a real llama.cpp server (llama-server's own HTTP code, Qwen2.5-Coder-0.5B,
 // started by `cargo xtask test` and named by VERITY_LLAMA_URL): the llama.cpp preset checks a
-// claim through streaming, with constrained output, to a verdict, in real Chromium.
+// claim through the verifier route (one Yes/No question per passage, read from the token
+// probabilities) and a streamed, constrained summary, to a verdict citing its passage once, in
+// real Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { serve, browser, screenshot, countingProxy, TOWERS } from './harness.mjs';
@@ -39,20 +41,31 @@ test('the llama.cpp preset checks a claim against a real llama.cpp server', { sk
       assert.fail(`the check failed: ${await card.innerText()}`);
     }
     const verdict = await card.locator(id('verdict')).innerText();
-    assert.match(verdict, /supported|contradicted|insufficient/i, verdict);
     await screenshot(page, 'real-model');
-    assert.ok(sent.length >= 2, `an assessment and a summary at least: ${sent.length} requests`);
-    for (const body of sent) {
-      const request = JSON.parse(body);
-      assert.equal(request.stream, true, 'streamed');
-      assert.equal(request.response_format?.type, 'json_schema', 'constrained');
-      assert.equal(request.tools, undefined, 'no tools to a server that would ignore them');
-      // Bounded by the call kind's own limit (no maxTokens is set): the summary's is 512, an
-      // assessment's 512 plus room to cite every item verbatim.
-      const tool = request.response_format.json_schema.schema.properties?.tool?.const;
-      if (tool === 'submit') assert.equal(request.max_tokens, 512, 'the summary\'s output limit');
-      else assert.ok(request.max_tokens >= 512 && request.max_tokens <= 4096, `an assessment's output limit: ${request.max_tokens}`);
+    assert.match(verdict, /supported/i, verdict);
+    // The passage that says exactly the claim decided it, and is cited once.
+    const citations = card.locator(id('citation'));
+    assert.equal(await citations.count(), 1, await card.innerText());
+    assert.match(await citations.innerText(), /Eiffel Tower is a wrought-iron lattice tower/);
+    const bodies = sent.map((body) => JSON.parse(body));
+    const questions = bodies.filter((request) => request.logprobs === true);
+    const others = bodies.filter((request) => request.logprobs !== true);
+    // The route's questions: at most k + 1 (k = 3), one token each with its probabilities.
+    assert.ok(questions.length >= 1 && questions.length <= 4, `${questions.length} questions`);
+    for (const request of questions) {
+      assert.equal(request.max_tokens, 1, 'one token');
+      assert.ok(request.top_logprobs >= 1, 'its probabilities');
+      assert.notEqual(request.stream, true, 'not streamed');
+      assert.equal(request.response_format, undefined, 'not constrained: Yes or No');
+      assert.match(JSON.stringify(request.messages), /Is the claim supported by the document\?/);
     }
+    // Then the summary (supported: no research), streamed and constrained, within its limit.
+    assert.equal(others.length, 1, `one summary: ${others.length} other requests`);
+    const [summary] = others;
+    assert.equal(summary.stream, true, 'streamed');
+    assert.equal(summary.response_format?.type, 'json_schema', 'constrained');
+    assert.equal(summary.tools, undefined, 'no tools to a server that would ignore them');
+    assert.equal(summary.max_tokens, 512, 'the summary\'s output limit');
     console.log(`real model in Chromium: ${sent.length} requests, verdict "${verdict}"`);
     assert.deepEqual(errors, []);
   } finally {

@@ -189,12 +189,6 @@ impl Drop for Server {
     }
 }
 
-/// Starts the server with SmolLM2 (installing it first when missing) and waits until it
-/// answers.
-pub fn start() -> Result<Server> {
-    start_with(Model::SmolLm2, None)
-}
-
 /// Starts the server with `model` on `port` (a free one when `None`), installing both when
 /// missing, and waits until it answers.
 pub fn start_with(model: Model, port: Option<u16>) -> Result<Server> {
@@ -270,11 +264,10 @@ const FLOOR: &str = "tests/data/vitaminc/floor.json";
 /// file [`provider`] writes (the verifier route), beside the offline baseline on the same
 /// claims: every claim must end (a report or a typed failure), at least 90% with a report, and
 /// accuracy and binary balanced accuracy must reach the recorded floor.
-pub fn eval(eval_binary: &std::path::Path) -> Result {
-    let server = start_with(Model::Qwen05, None)?;
+pub fn eval(server: &Server, eval_binary: &std::path::Path) -> Result {
     let sample = root().join(SAMPLE);
     let config = dir().join("provider-eval.json");
-    std::fs::write(&config, provider(&server)).map_err(|e| format!("{e}"))?;
+    std::fs::write(&config, provider(server)).map_err(|e| format!("{e}"))?;
     let summary = output(Command::new(eval_binary).arg(&sample).arg("--provider").arg(&config))?;
     println!("{summary}");
     let offline = output(Command::new(eval_binary).arg(&sample))?;
@@ -383,7 +376,7 @@ pub fn command(args: &[String]) -> Result {
                     "--bin",
                     "eval",
                 ]))?;
-                return eval(&super::debug_binary("eval"));
+                return eval(&start_with(Model::Qwen05, None)?, &super::debug_binary("eval"));
             }
             "--model" => model = Model::parse(args.next().ok_or_else(usage)?)?,
             "--port" => {

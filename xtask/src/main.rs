@@ -266,9 +266,9 @@ fn checks() -> Result {
     section(
         "a real model: the verifier route with Qwen-0.5B on llama.cpp's server (eval, built by the native tests)",
     );
-    llama::eval(&debug_binary("eval"))?;
-    // SmolLM2 for the browser tests: a fast smoke test of the app against a real server.
-    let llama = llama::start()?;
+    // The same server for the browser tests (the app's llama.cpp preset against it).
+    let llama = llama::start_with(llama::Model::Qwen05, None)?;
+    llama::eval(&llama, &debug_binary("eval"))?;
     component::node_tests(&component)?;
     section("no tokio in the core's wasm dependency tree");
     no_tokio()?;

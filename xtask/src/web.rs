@@ -511,7 +511,8 @@ pub fn browser_tests(llama: Option<&str>) -> Result {
     let mut node = Command::new("node");
     if let Some(url) = llama {
         node.env("VERITY_LLAMA_URL", url);
-        // The same model's GGUF, for the model in the tab (tests/browser/in-tab.test.mjs).
+        // SmolLM2's GGUF (98 MB) for the model in the tab (tests/browser/in-tab.test.mjs): the
+        // tab loads it in seconds, where Qwen-0.5B's 491 MB would take minutes single-threaded.
         node.env("VERITY_GGUF", super::llama::gguf()?);
     }
     run(node
