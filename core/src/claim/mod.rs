@@ -388,7 +388,8 @@ impl ClaimCheck {
             );
         };
         let agent = Agent::new(
-            format!("{}{}", prompt::VERIFY_SYSTEM, prompt::DATA_NOTICE),
+            // No notice about markers: the question has none (see `verifier_prompt`).
+            prompt::VERIFY_SYSTEM.to_owned(),
             prompt::verifier_prompt(&self.claim, passage),
             Vec::new(),
             Vec::new(),
