@@ -76,14 +76,10 @@ fn user_text(request: &OwnedModelRequest) -> &str {
     }
 }
 
-/// The passage a verifier request asks about (as shown between its markers).
+/// The passage a verifier request asks about (its Document line, as shown).
 fn document(request: &OwnedModelRequest) -> String {
     let text = user_text(request);
-    let code = text["Document: <<<begin document ".len()..].split(">>>").next().unwrap();
-    let begin = format!("<<<begin document {code}>>>\n");
-    let end = format!("\n<<<end document {code}>>>");
-    let after = &text[text.find(&begin).unwrap() + begin.len()..];
-    after[..after.find(&end).unwrap()].to_owned()
+    text.lines().next().unwrap().strip_prefix("Document: ").unwrap().to_owned()
 }
 
 fn run(check: ClaimCheck, model: &ScriptedModel) -> Result<Report, verity_core::ClaimFailed> {
@@ -280,7 +276,7 @@ fn a_supported_claim_asks_the_top_k_passages_and_cites_the_one_that_supports_it(
         assert_eq!(request.output_limit, Some(1));
         assert!(request.tools.is_empty());
         assert!(request.system.starts_with(prompt::VERIFY_SYSTEM));
-        assert!(user_text(request).contains(&format!("\n{CLAIM}\n")));
+        assert!(user_text(request).contains(&format!("\nClaim: {CLAIM}\n")));
         assert!(
             user_text(request)
                 .ends_with("Is the claim supported by the document? Answer Yes or No.")
