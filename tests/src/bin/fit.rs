@@ -133,7 +133,9 @@ fn run() -> Result<(), String> {
         None => ask(&options, &rows)?,
     };
     let base = VerifierWeights::builtin();
-    let data: Vec<([f64; 5], usize)> = scored
+    // Each claim's features, its class (index in LABELS), and whether the model judged any of
+    // its passages (a conclusive verdict needs one: `decide` says insufficient otherwise).
+    let data: Vec<Datum> = scored
         .iter()
         .map(|row| {
             let passages: Vec<ScoredPassage<'_>> = row
@@ -143,22 +145,23 @@ fn run() -> Result<(), String> {
                 .collect();
             let (features, ..) = features(&row.claim, &passages, base);
             let class = LABELS.iter().position(|label| *label == row.label).unwrap_or(2);
-            (features.to_array(), class)
+            let judged = row.passages.iter().any(|(_, score)| score.is_some_and(f64::is_finite));
+            (features.to_array(), class, judged)
         })
         .collect();
     let fitted = fit(&data, &options);
     // Cross-validation: five folds by position (the dev file interleaves labels).
     let mut predicted = vec![0; data.len()];
     for fold in 0..5 {
-        let train: Vec<([f64; 5], usize)> =
+        let train: Vec<Datum> =
             data.iter().enumerate().filter(|(i, _)| i % 5 != fold).map(|(_, d)| *d).collect();
         let model = fit(&train, &options);
-        for (i, (x, _)) in data.iter().enumerate().filter(|(i, _)| i % 5 == fold) {
-            predicted[i] = model.predict(x);
+        for (i, datum) in data.iter().enumerate().filter(|(i, _)| i % 5 == fold) {
+            predicted[i] = model.predict(datum);
         }
     }
-    let truth: Vec<usize> = data.iter().map(|(_, class)| *class).collect();
-    let in_sample: Vec<usize> = data.iter().map(|(x, _)| fitted.predict(x)).collect();
+    let truth: Vec<usize> = data.iter().map(|(_, class, _)| *class).collect();
+    let in_sample: Vec<usize> = data.iter().map(|datum| fitted.predict(datum)).collect();
     let cv = figures(&truth, &predicted);
     let fit_figures = figures(&truth, &in_sample);
     // The decision the route makes, through the core's own `decide`, must be the one fitted.
@@ -321,9 +324,10 @@ impl Fitted {
     }
 
     /// The verdict `decide` gives: supported when its probability reaches its threshold and
-    /// is at least contradicted's, else contradicted at its threshold, else insufficient.
-    fn predict(&self, x: &[f64; 5]) -> usize {
-        classify(self.probabilities(x), self.thresholds)
+    /// is at least contradicted's, else contradicted at its threshold, else insufficient; and
+    /// insufficient when no passage was judged.
+    fn predict(&self, (x, _, judged): &Datum) -> usize {
+        if *judged { classify(self.probabilities(x), self.thresholds) } else { 2 }
     }
 
     fn weights(&self, options: &Options, cv: &Value, claims: usize) -> VerifierWeights {
@@ -374,20 +378,23 @@ fn classify(p: [f64; 3], (t_sup, t_con): (f64, f64)) -> usize {
     }
 }
 
-/// Fits the regression and the thresholds on `data` (features, class index in [`LABELS`]).
-fn fit(data: &[([f64; 5], usize)], options: &Options) -> Fitted {
+/// A claim's features, its class (index in [`LABELS`]), and whether any passage was judged.
+type Datum = ([f64; 5], usize, bool);
+
+/// Fits the regression and the thresholds on `data`.
+fn fit(data: &[Datum], options: &Options) -> Fitted {
     let n = data.len().max(1);
     #[allow(clippy::cast_precision_loss)]
     let count = n as f64;
     // Standardised features: the descent converges alike for every feature's scale.
     let mut mean = [0.0; 5];
     let mut sd = [0.0; 5];
-    for (x, _) in data {
+    for (x, ..) in data {
         for j in 0..5 {
             mean[j] += x[j] / count;
         }
     }
-    for (x, _) in data {
+    for (x, ..) in data {
         for j in 0..5 {
             sd[j] += (x[j] - mean[j]).powi(2) / count;
         }
@@ -401,7 +408,7 @@ fn fit(data: &[([f64; 5], usize)], options: &Options) -> Fitted {
     for _ in 0..3000 {
         let mut gw = [[0.0f64; 5]; 2];
         let mut gb = [0.0f64; 2];
-        for (x, class) in data {
+        for (x, class, _) in data {
             let s: [f64; 5] = std::array::from_fn(|j| (x[j] - mean[j]) / sd[j]);
             let z = |c: usize| b[c] + (0..5).map(|j| w[c][j] * s[j]).sum::<f64>();
             let p = softmax([z(0), z(1), 0.0]);
@@ -430,13 +437,17 @@ fn fit(data: &[([f64; 5], usize)], options: &Options) -> Fitted {
         weights: (0..5).map(|j| w[c][j] / sd[j]).collect(),
     };
     let mut fitted = Fitted { supported: raw(0), contradicted: raw(1), thresholds: (0.5, 0.5) };
-    let truth: Vec<usize> = data.iter().map(|(_, class)| *class).collect();
-    let probabilities: Vec<[f64; 3]> = data.iter().map(|(x, _)| fitted.probabilities(x)).collect();
+    let truth: Vec<usize> = data.iter().map(|(_, class, _)| *class).collect();
+    let probabilities: Vec<[f64; 3]> = data.iter().map(|(x, ..)| fitted.probabilities(x)).collect();
     let mut best = (f64::NEG_INFINITY, (0.5, 0.5));
     for i in 0..=12 {
         for j in 0..=12 {
             let t = (0.2 + 0.05 * f64::from(i), 0.2 + 0.05 * f64::from(j));
-            let predicted: Vec<usize> = probabilities.iter().map(|p| classify(*p, t)).collect();
+            let predicted: Vec<usize> = probabilities
+                .iter()
+                .zip(data)
+                .map(|(p, (_, _, judged))| if *judged { classify(*p, t) } else { 2 })
+                .collect();
             let f = figures(&truth, &predicted);
             let goal = (f["accuracy"].as_f64().unwrap_or(0.0)
                 + f["binary_balanced_accuracy"].as_f64().unwrap_or(0.0))
