@@ -289,6 +289,7 @@ pub fn eval(server: &Server, eval_binary: &std::path::Path) -> Result {
     for key in ["accuracy", "binary_balanced_accuracy"] {
         let got = figure(&summary, key).unwrap_or(f64::NAN);
         let baseline = figure(&offline, key).unwrap_or(f64::NAN);
+        // The floor's own keys (the file's other fields name none of them).
         let least = figure(&floor, key).ok_or_else(|| format!("{FLOOR} has no {key}"))?;
         println!("{key:<28} {got:>10.3} {baseline:>10.3} {least:>10.3}");
         // A missing figure (NaN) fails too.
