@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 use verity_core::claim::AssessMode;
-use verity_core::provider::{Provider, ProviderTransport};
+use verity_core::provider::Provider;
 
 /// A provider configuration file: the provider (the JSON of
 /// [`verity_core::provider::Provider`]) and the assess route it asks for (`"assess"`, beside
@@ -48,18 +48,24 @@ pub fn provider_name(provider: &Provider) -> String {
 }
 
 /// The transport to a real provider: the codecs over reqwest with rustls. Refuses, before any
-/// request, to send a key over plain HTTP to a host that is not loopback.
+/// request, to send a key over plain HTTP to a host that is not loopback. Native only (the
+/// crate's suite also runs in wasm32, where the tools do not).
 ///
 /// # Errors
 /// That refusal.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn transport(
     provider: Provider,
-) -> Result<ProviderTransport<verity_restate::http::ReqwestClient>, String> {
+) -> Result<verity_core::provider::ProviderTransport<verity_restate::http::ReqwestClient>, String> {
     verity_restate::http::refuse_key_in_the_clear(&provider)?;
-    Ok(ProviderTransport::new(provider, verity_restate::http::ReqwestClient::new()))
+    Ok(verity_core::provider::ProviderTransport::new(
+        provider,
+        verity_restate::http::ReqwestClient::new(),
+    ))
 }
 
-/// Runs a future to completion on a tokio runtime (the HTTP client needs one).
+/// Runs a future to completion on a tokio runtime (the HTTP client needs one). Native only.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
     RUNTIME

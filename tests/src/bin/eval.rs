@@ -29,13 +29,16 @@ use verity_core::provider::offline::{OFFLINE_MODEL_NAME, OfflineModel};
 use verity_core::retrieve::Retriever;
 
 #[cfg(not(target_arch = "wasm32"))]
-use verity_tests::cli::{block_on, provider_name, read_provider, transport};
+use verity_tests::cli::{block_on, transport};
+use verity_tests::cli::{provider_name, read_provider};
 
 #[cfg(target_arch = "wasm32")]
 fn transport(_: Provider) -> Result<OfflineModel, String> {
     unreachable!("eval runs natively")
 }
 
+// Read by the native evaluation only.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 struct Options {
     file: String,
     retriever: Retriever,
