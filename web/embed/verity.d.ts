@@ -14,7 +14,7 @@ export interface Usage { input: number; output: number; cacheRead: number; cache
 
 export interface Spent { turns: number; requests: number; failedAttempts: number; retries: number; usage: Usage }
 
-export interface CorpusSummary { id: string | null; items: number; bytes: number; indexed: boolean; indexMs: number | null }
+export interface CorpusSummary { id: string | null; items: number; bytes: number; indexed: boolean; indexMs: number | null; /** The main corpus only: whether the browser's storage holds this version. */ stored?: "saved" | "saving" | "notSaved" }
 
 export type Verdict = 'supported' | 'contradicted' | 'insufficient';
 
