@@ -100,13 +100,7 @@ test('a large corpus is shown "saving…" while it is written, leaving then is w
     }
     // Someone types in the search while the corpus is added and keeps typing: every 100 ms,
     // a new query.
-    let typing = true;
-    const typist = (async () => {
-      for (let i = 0; typing; i += 1) {
-        await page.fill(id('corpus-search'), `river${i % 2 ? 's' : ''} ${i}`);
-        await new Promise((done) => setTimeout(done, 100));
-      }
-    })();
+    let stopTyping = typeSearches(page, 'river');
     await upload(page, 'big.jsonl', lines.join('\n'));
     await page.locator(id('corpus-count')).filter({ hasText: '3,000 items' }).waitFor({ timeout: 30000 });
     await page.locator(id('corpus-stored')).filter({ hasText: 'saving…' }).waitFor({ timeout: 5000 });
@@ -115,25 +109,17 @@ test('a large corpus is shown "saving…" while it is written, leaving then is w
     await waitFor(() => dialogs.includes('beforeunload'), 'the page asked before it was left', 5000);
     await ready(page);
     await page.locator(id('corpus-count')).filter({ hasText: /items/ }).waitFor();
-    typing = false;
-    await typist.catch(() => {});
+    await stopTyping();
     // Reloaded mid-save: the engine (a shared worker, the tab its only client) went with the
     // page, so the corpus is what storage had. Add it again with the search being typed in,
     // and the save still ends while the typing goes on, within the bound.
-    typing = true;
-    const typist2 = (async () => {
-      for (let i = 0; typing; i += 1) {
-        await page.fill(id('corpus-search'), `tower${i % 2 ? 's' : ''} ${i}`);
-        await new Promise((done) => setTimeout(done, 100));
-      }
-    })();
+    stopTyping = typeSearches(page, 'tower');
     await upload(page, 'big.jsonl', lines.join('\n'));
     await page.locator(id('corpus-count')).filter({ hasText: '3,000 items' }).waitFor({ timeout: 30000 });
     const started = Date.now();
     await page.locator(id('corpus-stored')).filter({ hasText: /^saved$/ }).waitFor({ timeout: 30000 });
     const took = Date.now() - started;
-    typing = false;
-    await typist2.catch(() => {});
+    await stopTyping();
     console.log(`A 1.2 MB corpus saved ${took} ms after it was shown, with a search typed every 100 ms all along`);
     await screenshot(page, 'corpus-saved-while-searching');
     assert.deepEqual(errors, []);
@@ -260,6 +246,22 @@ async function twoTabsOneCorpus({ shared }) {
   } finally {
     await close();
   }
+}
+
+/** Types a new search (`word` and a number) into `page`'s corpus search every 100 ms until the
+ * function it returns is called; that function resolves once the typing has stopped. */
+function typeSearches(page, word) {
+  let typing = true;
+  const typist = (async () => {
+    for (let i = 0; typing; i += 1) {
+      await page.fill(id('corpus-search'), `${word}${i % 2 ? 's' : ''} ${i}`);
+      await new Promise((done) => setTimeout(done, 100));
+    }
+  })();
+  return async () => {
+    typing = false;
+    await typist.catch(() => {});
+  };
 }
 
 async function waitFor(condition, what, timeout = 30000) {

@@ -338,15 +338,19 @@ impl ClaimCheck {
         if let Err(text) = schema.check_arguments(RECORD_ASSESSMENT, &arguments) {
             return self.fail(ClaimFailureKind::AssessSchema, text);
         }
-        let mut assessment = match Assessment::deserialize(&arguments) {
+        let assessment = match Assessment::deserialize(&arguments) {
             Ok(assessment) => assessment,
             Err(error) => return self.fail(ClaimFailureKind::AssessSchema, error.to_string()),
         };
+        self.assessed(round, assessment, "assessment cites evidence that was not provided");
+    }
+
+    /// An assessment of either route: its citations checked (`refused` is the failure's
+    /// message when one is not in the evidence), then research after a first `insufficient`,
+    /// else the summary.
+    fn assessed(&mut self, round: Round, mut assessment: Assessment, refused: &str) {
         if !cite(&mut assessment, &self.evidence) {
-            return self.fail(
-                ClaimFailureKind::CitationNotInEvidence,
-                "assessment cites evidence that was not provided",
-            );
+            return self.fail(ClaimFailureKind::CitationNotInEvidence, refused);
         }
         match (round, assessment.verdict) {
             (Round::First, Verdict::Insufficient) => self.start_research(),
@@ -482,7 +486,7 @@ impl ClaimCheck {
                 ""
             },
         );
-        let mut assessment = Assessment {
+        let assessment = Assessment {
             verdict: decision.verdict,
             confidence: decision.confidence,
             citations: decision.cited.iter().map(|&i| passages[i].text.to_owned()).collect(),
@@ -496,17 +500,7 @@ impl ClaimCheck {
             fallback,
             fitted: weights.fitted,
         });
-        if !cite(&mut assessment, &self.evidence) {
-            return self.fail(
-                ClaimFailureKind::CitationNotInEvidence,
-                "the verifier cited evidence that was not provided",
-            );
-        }
-        match (round, assessment.verdict) {
-            (Round::First, Verdict::Insufficient) => self.start_research(),
-            (Round::First, _) => self.start_summary(assessment, Route::SingleCall),
-            (Round::Second, _) => self.start_summary(assessment, Route::AgentEscalation),
-        }
+        self.assessed(round, assessment, "the verifier cited evidence that was not provided");
     }
 
     fn start_research(&mut self) {

@@ -145,11 +145,10 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
         rows = balanced_sample(rows, n);
     }
     let started = std::time::Instant::now();
-    let job = serde_json::Map::from_iter([
+    let mut job = serde_json::Map::from_iter([
         ("retriever".to_owned(), json!(options.retriever)),
         ("retry".to_owned(), json!({"maxRetries": options.retries})),
     ]);
-    let mut job = job;
     if let Some(assess) = options.assess {
         job.insert("assess".to_owned(), json!(assess));
     }
