@@ -345,7 +345,7 @@ impl Bm25Index {
                 // One word: the count is the list's length, the page a slice of it.
                 let from = offset.saturating_sub(total).min(shortest.len());
                 let room = limit - page.len();
-                let shown = &shortest[from..(from + room).min(shortest.len())];
+                let shown = &shortest[from..from.saturating_add(room).min(shortest.len())];
                 page.extend(shown.iter().map(|&passage| offset_of as usize + usize::from(passage)));
                 total += shortest.len();
                 continue;
@@ -794,6 +794,12 @@ mod tests {
             assert_eq!(page, one[offset.min(one.len())..(offset + limit).min(one.len())]);
         }
         assert_eq!(index.containing_all("zeppelin unheard", 0, 10), Some((0, Vec::new())));
+        // A page asked for with the largest limit (a page message's `u32::MAX` on wasm32) past
+        // the first item: the rest, never an overflow.
+        for query in ["zeppelins", "Zeppelins, TOWER"] {
+            let (total, page) = index.containing_all(query, 1, usize::MAX).unwrap();
+            assert_eq!(page.len(), total - 1, "{query}");
+        }
         assert_eq!(index.containing_all("", 0, 10), None);
         assert_eq!(index.containing_all(" ,; ", 0, 10), None);
         // Stop words too: every passage whose text has "over" and "the".

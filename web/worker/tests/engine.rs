@@ -382,6 +382,88 @@ fn items_are_removed_cleared_and_listed_in_pages() {
     assert!(recorded.corpus.borrow().is_empty());
 }
 
+/// A page message with the largest numbers a page can send (`u32::MAX`, which is `usize::MAX`
+/// on wasm32) is answered, never a trap: one such `listItems` once stopped the engine of every
+/// tab (an overflow in the index's one-word page).
+#[test]
+fn a_page_of_any_size_from_any_offset_is_answered() {
+    let (engine, _pool, recorded) = started();
+    let items = (0..30)
+        .map(|i| Item { id: format!("item-{i:02}"), text: format!("zebra number {i}") })
+        .collect();
+    engine.handle(ToWorker::AddItems { items });
+    take(&recorded);
+    for (query, offset) in
+        [("zebra", 1), ("zebra number", 1), ("item", 5), ("", 7), ("zebra", usize::MAX)]
+    {
+        engine.handle(ToWorker::ListItems { query: query.into(), offset, limit: usize::MAX });
+        let posted = take(&recorded);
+        let Some(FromWorker::Items { total, items, .. }) = posted.last() else {
+            panic!("{query:?} from {offset}: no page in {posted:?}")
+        };
+        assert_eq!(*total, 30, "{query:?}");
+        assert_eq!(items.len(), 30usize.saturating_sub(offset), "{query:?} from {offset}");
+    }
+}
+
+/// One page message of the corpus kind, with any text and any numbers.
+fn page_message() -> impl proptest::strategy::Strategy<Value = ToWorker> {
+    use proptest::prelude::*;
+    // Words from a small vocabulary (so that searches find items), or any short text.
+    let words = proptest::collection::vec(
+        proptest::sample::select(vec!["zebra", "Zebras", "tower", "the", "a", "1", "-", ","]),
+        0..5,
+    )
+    .prop_map(|words| words.join(" "));
+    let text = prop_oneof![words, "[a-zA-Z0-9 ,.;:'\\-]{0,24}"].boxed();
+    let number = prop_oneof![0usize..40, Just(usize::MAX), Just(usize::MAX - 1), any::<usize>()];
+    let item = (text.clone(), text.clone()).prop_map(|(id, text)| Item { id, text });
+    prop_oneof![
+        proptest::collection::vec(item.clone(), 0..12)
+            .prop_map(|items| ToWorker::AddItems { items }),
+        proptest::collection::vec(text.clone(), 0..4).prop_map(|ids| ToWorker::RemoveItems { ids }),
+        Just(ToWorker::ClearCorpus),
+        (text.clone(), number.clone(), number)
+            .prop_map(|(query, offset, limit)| ToWorker::ListItems { query, offset, limit }),
+        (text.clone(), proptest::collection::vec(item, 0..6))
+            .prop_map(|(name, items)| { ToWorker::AddToCorpus { name, items, files: Vec::new() } }),
+        text.clone().prop_map(|name| ToWorker::DropCorpus { name }),
+        text.clone().prop_map(|id| ToWorker::Cancel { id }),
+        text.prop_map(|id| ToWorker::ForgetResult { id }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+    /// Any sequence of corpus messages from a page leaves the engine answering: every
+    /// `listItems` gets its page (no more items than asked for or than match), and the engine
+    /// still lists after them.
+    #[test]
+    fn page_messages_never_trap_the_engine(messages in proptest::collection::vec(page_message(), 1..24)) {
+        let (engine, mut pool, recorded) = started();
+        for message in messages {
+            let limit = match &message {
+                ToWorker::ListItems { limit, .. } => Some(*limit),
+                _ => None,
+            };
+            engine.handle(message);
+            pool.run_until_stalled();
+            let posted = take(&recorded);
+            if let Some(limit) = limit {
+                let page = posted.iter().rev().find_map(|m| match m {
+                    FromWorker::Items { total, items, .. } => Some((*total, items.len())),
+                    _ => None,
+                });
+                let (total, shown) = page.expect("every listItems is answered");
+                proptest::prop_assert!(shown <= limit && shown <= total);
+            }
+        }
+        engine.handle(ToWorker::ListItems { query: String::new(), offset: 0, limit: 1 });
+        let answered = take(&recorded).iter().any(|m| matches!(m, FromWorker::Items { .. }));
+        proptest::prop_assert!(answered, "the engine still lists");
+    }
+}
+
 /// A re-run's old result is forgotten, so it does not come back after a reload.
 #[test]
 fn a_forgotten_result_is_not_restored() {
