@@ -133,7 +133,8 @@ pub enum ToWorker {
         checks: Vec<CheckRequest>,
         /// The model.
         provider: ProviderChoice,
-        /// How many checks run at once (at least 1).
+        /// How many checks run at once (at least 1; the engine runs at most its
+        /// `MAX_CONCURRENCY`, 8, whatever is asked).
         concurrency: usize,
         /// A named corpus ([`ToWorker::AddToCorpus`]) to check against instead of the main one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,7 +143,10 @@ pub enum ToWorker {
         /// before each request of these checks the engine adds up what they have spent, and
         /// once it reaches the limit, each check still to request ends `budget`, saying what
         /// was spent. What the model costs comes from the provider's `price`, else from the
-        /// cost the provider reports.
+        /// cost the provider reports (OpenRouter's base URL only); a limit with neither cannot
+        /// be enforced, and the checks end `config` before anything is sent, saying so.
+        /// Checks running at once when the limit is reached finish the request they have in
+        /// flight: a run overshoots by at most one response per running check.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         budget: Option<f64>,
     },

@@ -65,6 +65,6 @@ mod wasm;
 #[cfg(target_arch = "wasm32")]
 pub use wasm::start;
 
-pub use engine::Engine;
+pub use engine::{Engine, MAX_CONCURRENCY};
 pub use host::{Host, Restored, StoredSession};
 pub use saved::{SessionMeta, Unfinished};

@@ -111,6 +111,11 @@ impl HttpClient for Canned {
     async fn send(&self, request: &HttpRequest) -> Result<(ResponseHead, CannedBody), HttpFailure> {
         self.0.requests.borrow_mut().push(request.body.clone());
         self.0.sent.borrow_mut().push(request.clone());
+        if self.0.answer_later.get() {
+            // The answer comes a turn of the executor later: requests of checks running at once
+            // are in flight together.
+            yield_once().await;
+        }
         let Some(reply) = self.0.replies.borrow_mut().pop_front() else {
             return Err(HttpFailure::Network("no network in tests".into()));
         };
@@ -133,6 +138,8 @@ struct Recorded {
     clock: Cell<f64>,
     gate: Rc<Gate>,
     replies: RefCell<std::collections::VecDeque<String>>,
+    /// Whether the network answers a turn later (else at once).
+    answer_later: Cell<bool>,
     requests: RefCell<Vec<String>>,
     sent: RefCell<Vec<HttpRequest>>,
     /// The ids of the sessions deleted ([`Host::end_session`], [`Host::record_result`]).
@@ -1828,6 +1835,138 @@ fn a_run_stops_at_its_spending_limit_before_the_next_request() {
     let done = finished(&take(&recorded));
     let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
     assert_eq!(failure["kind"], "config", "{failure}");
+}
+
+/// A limit the engine cannot enforce is refused before anything is sent: only a typed price
+/// or a provider that reports what a response cost (OpenRouter) lets it add up spending; with
+/// OpenAI or Anthropic and no price, every response would cost $0 and the limit stop nothing.
+#[test]
+fn a_spending_limit_without_a_price_is_refused_before_anything_is_sent() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    let unpriced = [
+        json!({"api": "openai", "baseUrl": "https://api.openai.com/v1", "model": "m", "apiKey": "k"}),
+        json!({"api": "anthropic", "model": "claude", "apiKey": "k"}),
+    ];
+    for config in unpriced {
+        take(&recorded);
+        engine.handle(ToWorker::Check {
+            checks: vec![check("u1", claim), check("u2", claim)],
+            provider: ProviderChoice::Network { config: config.clone() },
+            concurrency: 1,
+            corpus: None,
+            budget: Some(1.0),
+        });
+        pool.run_until_stalled();
+        let done = finished(&take(&recorded));
+        assert_eq!(done.len(), 2, "{config}");
+        for result in &done {
+            let Outcome::Failed { failure } = &result.outcome else { panic!("{result:?}") };
+            assert_eq!(failure["kind"], "config", "{failure}");
+            let message = failure["message"].as_str().unwrap();
+            assert!(message.contains("price"), "names what is missing: {message}");
+        }
+        assert!(recorded.sent.borrow().is_empty(), "nothing sent for {config}");
+    }
+    // The app's settings with a limit and no price typed: refused the same way.
+    engine.handle(ToWorker::Check {
+        checks: vec![check("s1", claim)],
+        provider: ProviderChoice::Settings {
+            settings: json!({"kind": "openAi", "preset": "custom", "baseUrl": "https://mock.test/v1",
+                             "openaiModel": "m", "apiKey": "k", "budget": "1.50"}),
+        },
+        concurrency: 1,
+        corpus: None,
+        budget: None,
+    });
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(failure["kind"], "config", "{failure}");
+    assert!(recorded.sent.borrow().is_empty());
+    // OpenRouter reports each response's cost, and the offline baseline spends nothing: both
+    // run under a limit without a price.
+    let (assessment, summary) = demo_answers(&engine.corpus());
+    recorded.replies.borrow_mut().extend([assessment, summary]);
+    for provider in [
+        ProviderChoice::Network {
+            config: json!({"api": "openai", "baseUrl": "https://openrouter.ai/api/v1",
+                           "model": "m", "apiKey": "k", "stream": false}),
+        },
+        ProviderChoice::Offline,
+    ] {
+        engine.handle(ToWorker::Check {
+            checks: vec![check("r1", claim)],
+            provider,
+            concurrency: 1,
+            corpus: None,
+            budget: Some(1.0),
+        });
+        pool.run_until_stalled();
+        let done = finished(&take(&recorded));
+        assert!(matches!(done[0].outcome, Outcome::Report { .. }), "{done:?}");
+    }
+}
+
+/// A page's concurrency is capped in the engine (at the app's largest choice), and under a
+/// limit at that concurrency the run overshoots by at most one response per running check:
+/// a request is sent only while the run has spent less than the limit, and those in flight
+/// when it is reached were already paid for.
+#[test]
+fn concurrency_is_capped_and_a_limit_at_eight_overshoots_by_at_most_the_requests_in_flight() {
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    let checks: Vec<_> = (0..20).map(|i| check(&format!("o{i}"), claim)).collect();
+    engine.handle(ToWorker::Check {
+        checks,
+        provider: ProviderChoice::Offline,
+        concurrency: 1_000_000,
+        corpus: None,
+        budget: None,
+    });
+    assert_eq!(
+        engine.load(),
+        (verity_worker::MAX_CONCURRENCY, 20 - verity_worker::MAX_CONCURRENCY)
+    );
+    pool.run_until_stalled();
+    take(&recorded);
+
+    // $1.00 a response (10 tokens at $100,000 a million), a limit of $3.50, 8 at once.
+    let (assessment, summary) = demo_answers(&engine.corpus());
+    for _ in 0..40 {
+        recorded.replies.borrow_mut().extend([assessment.clone(), summary.clone()]);
+    }
+    recorded.answer_later.set(true);
+    let checks: Vec<_> = (0..20).map(|i| check(&format!("p{i}"), claim)).collect();
+    engine.handle(ToWorker::Check {
+        checks,
+        provider: ProviderChoice::Network {
+            config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
+                           "stream": false, "price": {"input": 100_000, "output": 0}}),
+        },
+        concurrency: 8,
+        corpus: None,
+        budget: Some(3.5),
+    });
+    pool.run_until_stalled();
+    let posted = take(&recorded);
+    let done = finished(&posted);
+    assert_eq!(done.len(), 20);
+    let in_flight = max_in_flight(&posted);
+    assert!((2..=8).contains(&in_flight), "{in_flight} ran at once");
+    let sent = recorded.sent.borrow().len();
+    // At most 3 responses had been paid for when the last request was let go ($3.00 < $3.50),
+    // and at most 8 were in flight then.
+    assert!((4..=3 + 8).contains(&sent), "{sent} requests");
+    let budget_ended = done
+        .iter()
+        .filter(
+            |r| matches!(&r.outcome, Outcome::Failed { failure } if failure["kind"] == "budget"),
+        )
+        .count();
+    assert!(budget_ended >= 20 - sent, "every check past the limit ends budget: {budget_ended}");
 }
 
 /// A run's limit outlives a reload: it is saved with the unfinished checks, and what a resumed

@@ -16,6 +16,8 @@ use std::rc::Rc;
 
 use verity_core::{AssistantMessage, Cancel, Delta, ModelRequest, Spent, Transport};
 
+use verity_messages::ProviderChoice;
+
 use crate::saved::SavedBudget;
 
 /// The reason a check's cancel carries when its run's limit stopped it.
@@ -85,6 +87,27 @@ impl RunBudget {
             self.spent(),
             finite(check_spent),
         )
+    }
+}
+
+/// Whether the engine can enforce a spending limit with `provider`: it adds up what each
+/// response cost, which it knows from a typed price, or from the provider's report of it (only
+/// OpenRouter reports one). The offline baseline spends nothing. Otherwise every response
+/// would count as $0 and the limit stop nothing: refused, saying what is missing.
+pub(super) fn enforceable(provider: &ProviderChoice) -> Result<(), String> {
+    let ProviderChoice::Network { config } = provider else { return Ok(()) };
+    let priced = config.get("price").is_some_and(|price| !price.is_null());
+    let base = config.get("baseUrl").and_then(|url| url.as_str()).unwrap_or_default();
+    // OpenRouter's own base URL, compared whole (no URL is read by hand here).
+    let reports_cost = config.get("api").and_then(|api| api.as_str()) == Some("openai")
+        && base.trim_end_matches('/') == verity_core::provider::openai::OPENROUTER_BASE_URL;
+    if priced || reports_cost {
+        Ok(())
+    } else {
+        Err("a spending limit needs the model's price: type its input and output price per \
+             million tokens (only OpenRouter reports what a response cost; without a price \
+             every response would count as $0 and the limit would stop nothing)"
+            .to_owned())
     }
 }
 

@@ -33,6 +33,11 @@ use verity_messages::{
 use crate::demo::{DEMO_CLAIMS, demo_passages};
 use crate::host::Host;
 use crate::saved::SessionMeta;
+
+/// The most checks that run at once, whatever a page asks for (the app's largest choice): each
+/// holds a model request and a session open, and a run's spending limit can be overshot by one
+/// response per running check.
+pub const MAX_CONCURRENCY: usize = 8;
 use check::{cancelled, refused};
 use state::{Awaiting, Pending, State, Stranded};
 
@@ -215,8 +220,16 @@ impl<H: Host> Engine<H> {
                     Some(limit) => Ok(Some(limit)),
                     None => provider.budget(),
                 };
-                // The app sends its Provider section as it is: what it lacks fails the checks.
-                let provider = match limit.clone().and_then(|_| provider.clone().resolved()) {
+                // The app sends its Provider section as it is: what it lacks fails the checks,
+                // and so does a limit the engine could not enforce.
+                let resolved = limit.clone().and_then(|limit| {
+                    let provider = provider.clone().resolved()?;
+                    if limit.is_some() {
+                        budget::enforceable(&provider)?;
+                    }
+                    Ok(provider)
+                });
+                let provider = match resolved {
                     Ok(provider) => provider,
                     Err(message) => {
                         let corpus = self.corpus();
@@ -269,7 +282,7 @@ impl<H: Host> Engine<H> {
                 };
                 {
                     let mut state = self.inner.state.borrow_mut();
-                    state.concurrency = concurrency.max(1);
+                    state.concurrency = concurrency.clamp(1, MAX_CONCURRENCY);
                     state.budgets.extend(budget.clone());
                     for check in &checks {
                         state.queue.push_back(Pending {
