@@ -68,7 +68,14 @@ pub fn App(engine: Engine) -> impl IntoView {
 
 /// Starts the engine worker and mounts the page (the binary's `main`).
 pub fn start() {
-    let prefix = format!("c{}", js_sys::Date::now() as u64);
+    // Unique across visits and across tabs of one worker loaded in the same millisecond: the
+    // time, then 32 random bits (a tab's checks share the worker's sessions and results).
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let prefix = format!(
+        "c{}{:08x}",
+        js_sys::Date::now() as u64,
+        (js_sys::Math::random() * f64::from(u32::MAX)) as u32
+    );
     let engine = Engine::new(prefix, |_| Err("the engine worker is not running".to_owned()));
     match bridge::WorkerBridge::start(
         move |message| engine.apply(message),
