@@ -169,6 +169,58 @@ test('a corpus of the one-record layout is moved to parts; a remove rewrites onl
   }
 });
 
+test('an unreadable order of the corpus parts loses nothing: every part is restored, kept in storage, and the notice says so', async () => {
+  const session = await browser();
+  const { page, errors, close } = session;
+  try {
+    const passages = Array.from({ length: 20000 }, (_, i) => ({ id: `p${i}`, text: `Passage number ${i} of the stored corpus.` }));
+    await seedDatabase(session, site, 2, ['kv', 'sessions', 'results'], `(tx) => {
+      tx.objectStore('kv').put(${JSON.stringify(JSON.stringify(passages))}, 'corpus');
+    }`);
+    await openApp(page);
+    await page.locator(id('corpus-count')).filter({ hasText: '20,000 items' }).waitFor({ timeout: 10000 });
+    const parts = await records(page, 'corpus');
+    assert.ok(Object.keys(parts).length >= 2);
+    // The order record is damaged (a torn write, an edit, another program).
+    await page.evaluate(async () => {
+      const db = await new Promise((done, fail) => {
+        const request = indexedDB.open('verity');
+        request.onsuccess = () => done(request.result);
+        request.onerror = () => fail(request.error);
+      });
+      const tx = db.transaction(['kv'], 'readwrite');
+      tx.objectStore('kv').put('{"version": 1, "parts": [', 'corpus-order');
+      await new Promise((done) => { tx.oncomplete = done; });
+      db.close();
+    });
+    for (let start = 0; start < 2; start++) {
+      await page.reload();
+      await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+      await page.locator(id('corpus-count')).filter({ hasText: '20,000 items' }).waitFor({ timeout: 10000 });
+      const notice = page.locator(id('notice')).filter({ hasText: 'could not be read' });
+      if (start === 0) {
+        await notice.waitFor();
+        assert.match(await notice.innerText(), /order of the corpus/);
+        assert.match(await notice.innerText(), /restored from its \d+ stored parts/);
+        await screenshot(page, 'storage-unreadable-corpus-order');
+      }
+      assert.deepEqual(await records(page, 'corpus'), parts, 'every part is kept as it was');
+      assert.equal(await page.locator(id('notice')).filter({ hasText: 'failed' }).count(), 0, 'no write failed');
+    }
+    // A change writes a readable order again: the next start reads it, without a notice.
+    await page.click(`${id('corpus-remove')}[aria-label="Remove p1"]`);
+    await page.locator(id('corpus-count')).filter({ hasText: '19,999 items' }).waitFor({ timeout: 10000 });
+    await page.locator(id('corpus-stored')).filter({ hasText: /^saved$/ }).waitFor({ timeout: 20000 });
+    await page.reload();
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.locator(id('corpus-count')).filter({ hasText: '19,999 items' }).waitFor({ timeout: 10000 });
+    assert.equal(await page.locator(id('notice')).filter({ hasText: 'could not be read' }).count(), 0);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
+
 test('a newer version of the app opening the database is not blocked by this one, which says to reload and goes on in memory', async () => {
   const { page, errors, close } = await browser();
   try {

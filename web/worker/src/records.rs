@@ -194,6 +194,12 @@ pub struct CorpusOrder {
 }
 
 impl CorpusOrder {
+    /// An order of these parts (for a corpus whose stored order cannot be read).
+    #[must_use]
+    pub fn from_parts(parts: Vec<String>) -> Self {
+        Self { version: CORPUS_VERSION, parts }
+    }
+
     /// The order of `corpus`'s chunks.
     #[must_use]
     pub fn of(corpus: &Corpus) -> Self {

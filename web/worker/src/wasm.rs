@@ -419,15 +419,37 @@ async fn get_all(db: &Database, store: &str) -> Result<Vec<RawRecord>, String> {
 /// Reads the corpus: its parts in their order (a part that cannot be read is skipped and
 /// named, and stays in storage), or the first layout's one record, which is moved to parts
 /// first (in one transaction, awaited: if it fails, the record stays and is read again at the
-/// next start). Records that are in neither are deleted.
+/// next start). Records that are in neither are deleted. When the order cannot be read, every
+/// stored part is read (in storage order) and kept, and the notice says so.
 async fn restore_corpus(
     db: &Rc<Database>,
     host: &WorkerHost,
     unreadable: &mut Vec<Unreadable>,
 ) -> Result<Vec<Passage>, String> {
     let order = get_raw(db, KV, CORPUS_ORDER).await?;
-    let order = skip(read_corpus_order(order.as_ref().map(Option::as_deref)), unreadable);
     let keys = get_keys(db, CORPUS).await?;
+    let mut recovered = false;
+    let order = match read_corpus_order(order.as_ref().map(Option::as_deref)) {
+        Ok(order) => order,
+        // Without its order the corpus is still in its parts: each is restored (in storage
+        // order) and kept, never deleted for want of an order naming it. The next change
+        // writes a readable order.
+        Err(mut skipped) if !keys.is_empty() => {
+            skipped.why = format!(
+                "{}; the corpus was restored from its {} stored parts, in storage order (an \
+                 item removed just before may be back), and nothing was deleted",
+                skipped.why,
+                keys.len()
+            );
+            unreadable.push(skipped);
+            recovered = true;
+            Some(CorpusOrder::from_parts(keys.clone()))
+        }
+        Err(skipped) => {
+            unreadable.push(skipped);
+            None
+        }
+    };
     let mut items = Vec::new();
     let mut stored = HashSet::new();
     if let Some(order) = order {
@@ -447,8 +469,10 @@ async fn restore_corpus(
             .filter(|key| !stored.contains(key))
             .map(|key| Write::Delete { store: CORPUS, key })
             .collect();
-        let blob = Write::Delete { store: KV, key: CORPUS_BLOB.to_owned() };
-        write_later(db, stale.into_iter().chain([blob]).collect(), None);
+        // The first layout's record is gone once an order names the parts (recovered: no
+        // order does, so it is left as it is).
+        let blob = (!recovered).then(|| Write::Delete { store: KV, key: CORPUS_BLOB.to_owned() });
+        write_later(db, stale.into_iter().chain(blob).collect(), None);
         *host.corpus_saver.stored.borrow_mut() = stored;
         return Ok(items);
     }
@@ -703,6 +727,10 @@ fn write(db: &Database, writes: Vec<Write>) -> Result<idb::Transaction, idb::Err
 /// it fails because storage is full, `if_full` is posted (what is kept in memory instead);
 /// any other failure is an `Error`.
 fn write_later(db: &Rc<Database>, writes: Vec<Write>, if_full: Option<FromWorker>) {
+    // Nothing to write is no transaction (IndexedDB refuses one over no store).
+    if writes.is_empty() {
+        return;
+    }
     let written = write(db, writes);
     wasm_bindgen_futures::spawn_local(async move {
         let outcome = match written {
