@@ -2022,6 +2022,73 @@ fn a_runs_spending_limit_and_what_it_spent_survive_a_reload() {
     assert_eq!(after.sent.borrow().len(), 1, "only r1's summary was sent after the reload");
 }
 
+/// A run whose saved spending limit cannot be read does not run unlimited after a reload:
+/// its checks (the one with a session and the queued one) wait, shown, like checks whose
+/// session cannot be read, and nothing is sent; a cancel ends them.
+#[test]
+fn checks_whose_saved_limit_cannot_be_read_wait_and_send_nothing() {
+    let provider = ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
+                       "stream": false, "price": {"input": 100_000, "output": 0}}),
+    };
+    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let corpus = engine.corpus();
+    let (assessment, summary) = demo_answers(&corpus);
+    recorded.replies.borrow_mut().extend([assessment.clone(), summary.clone()]);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("r1", claim), check("r2", claim)],
+        provider,
+        concurrency: 1,
+        corpus: None,
+        budget: Some(1.5),
+    });
+    let (meta, store) = stop_after_first_response(&recorded, &mut pool, "r1");
+    let unfinished = recorded.unfinished.borrow().clone();
+    let log = store.0.log();
+    drop((engine, pool));
+
+    // The saved limit is damaged: the record reader skips it and names it.
+    let mut saved = serde_json::to_value(&unfinished).unwrap();
+    saved["budgets"][0]["limit"] = json!("a lot");
+    let (unfinished, unreadable) =
+        verity_worker::records::read_unfinished(Some(Some(&saved.to_string())));
+    assert!(unfinished.budgets.is_empty() && unreadable.len() == 1, "{unreadable:?}");
+
+    let (engine, mut pool, after) = new_engine();
+    after.replies.borrow_mut().extend([summary, assessment.clone(), assessment]);
+    let store = Shared(Rc::new(MemoryStore::from_log(log)), Rc::default());
+    pool.run_until(engine.start(Restored {
+        items: corpus.corpus().passages().to_vec(),
+        results: Vec::new(),
+        sessions: vec![StoredSession { meta, store }],
+        unfinished,
+        unreadable,
+    }));
+    pool.run_until_stalled();
+    let posted = take(&after);
+    assert!(finished(&posted).is_empty(), "nothing ends: {posted:?}");
+    assert!(after.sent.borrow().is_empty(), "nothing is sent without the run's limit");
+    let notice = posted
+        .iter()
+        .filter_map(|m| match m {
+            FromWorker::Error { message } => Some(message.as_str()),
+            _ => None,
+        })
+        .find(|message| message.contains("rather than run without it"))
+        .expect("the person is told");
+    assert!(notice.contains("r1") || notice.contains(claim), "{notice}");
+    assert_eq!(engine.load(), (0, 0), "neither runs nor is queued");
+    for id in ["r1", "r2"] {
+        engine.handle(ToWorker::Cancel { id: id.into() });
+    }
+    pool.run_until_stalled();
+    let done = finished(&take(&after));
+    assert_eq!(done.len(), 2, "a cancel ends each: {done:?}");
+    assert!(after.sent.borrow().is_empty());
+}
+
 /// A check a reload interrupted, whose corpus changed meanwhile, is not thrown away: its
 /// session (what the model answered) is kept, the person is told why it cannot resume, and it
 /// resumes where it stopped once the corpus is as it was, paying for nothing twice.

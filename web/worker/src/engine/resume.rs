@@ -29,9 +29,15 @@ impl<H: Host> Engine<H> {
             state.corpus = CorpusState::from_passages(items);
             // Saved before results carried their advice: the page shows only what they carry.
             state.results = results.into_iter().map(CheckResult::advised).collect();
-            state.concurrency = unfinished.concurrency.max(1);
+            state.concurrency = unfinished.concurrency.clamp(1, super::MAX_CONCURRENCY);
             state.budgets = unfinished.budgets.iter().map(RunBudget::restored).collect();
         }
+        // A check of a run whose saved limit could not be read would run unlimited: it waits.
+        let limited: HashSet<String> =
+            unfinished.budgets.iter().map(|budget| budget.run.clone()).collect();
+        let limit_lost =
+            |meta: &SessionMeta| meta.run.as_deref().is_some_and(|run| !limited.contains(run));
+        let mut kept_without_limit: Vec<SessionMeta> = Vec::new();
         let corpus = self.inner.state.borrow().corpus.current().clone();
         let with_session: HashSet<String> =
             sessions.iter().map(|stored| stored.meta.check.id.clone()).collect();
@@ -51,6 +57,8 @@ impl<H: Host> Engine<H> {
                 if session_unreadable.contains(id.as_str()) {
                     // Started over, it would write over its record and pay again: it waits.
                     kept_unreadable.push(meta.clone());
+                } else if limit_lost(&meta) {
+                    kept_without_limit.push(meta.clone());
                 } else if !with_session.contains(id) {
                     requeued.push(meta.clone());
                 }
@@ -65,6 +73,16 @@ impl<H: Host> Engine<H> {
             if self.inner.state.borrow().results.iter().any(|result| result.id == id) {
                 // Finished, and its result saved, before the session was deleted.
                 self.inner.host.end_session(&id);
+                continue;
+            }
+            if limit_lost(&meta) {
+                if !kept_without_limit.iter().any(|kept| kept.check.id == id) {
+                    kept_without_limit.push(meta.clone());
+                }
+                let mut state = self.inner.state.borrow_mut();
+                if !state.unfinished.iter().any(|kept| kept.check.id == id) {
+                    state.unfinished.push(meta);
+                }
                 continue;
             }
             // Over another corpus than its own (a record that does not say which: its log
@@ -120,6 +138,7 @@ impl<H: Host> Engine<H> {
             .iter()
             .chain(stranded.iter().map(|waiting| &waiting.meta))
             .chain(&kept_unreadable)
+            .chain(&kept_without_limit)
             .map(|meta| meta.check.clone())
             .collect();
         self.post(&FromWorker::Ready { corpus: summary, results, resumed, queued });
@@ -144,7 +163,22 @@ impl<H: Host> Engine<H> {
                 ),
             });
         }
+        if !kept_without_limit.is_empty() {
+            let claims: Vec<String> = kept_without_limit
+                .iter()
+                .map(|meta| format!("\u{201c}{}\u{201d}", meta.check.claim))
+                .collect();
+            self.post(&FromWorker::Error {
+                message: format!(
+                    "The spending limit of the run of these unfinished checks could not be read \
+                     (see the records skipped), so they wait rather than run without it: {}. \
+                     Cancel them to drop what was saved, and re-run them with a limit.",
+                    claims.join(", ")
+                ),
+            });
+        }
         self.inner.unreadable.borrow_mut().extend(kept_unreadable);
+        self.inner.unreadable.borrow_mut().extend(kept_without_limit);
         self.inner.stranded.borrow_mut().extend(stranded);
         self.index();
         for (meta, store, session) in to_run {
