@@ -264,14 +264,19 @@ fn a_supported_claim_asks_the_top_k_passages_and_cites_the_one_that_supports_it(
     let evidence: Vec<String> = [HALL, SUPPORTS, MARKET, SCHOOL].map(String::from).to_vec();
     let check = ClaimCheck::with_evidence(CLAIM, corpus(), evidence, verifier_options());
     let model =
-        ScriptedModel::new([answer(0.05), answer(0.97), answer(0.02), summary()]).recording();
+        ScriptedModel::new([answer(0.5), answer(0.05), answer(0.97), answer(0.02), summary()])
+            .recording();
     let report = run(check, &model).unwrap();
 
     let requests = model.recorded();
-    assert_eq!(requests.len(), 4, "k = 3 questions, then the summary");
-    let asked: Vec<String> = requests[..3].iter().map(document).collect();
-    assert_eq!(asked, [HALL, SUPPORTS, MARKET], "the top 3, in order; the 4th is not asked");
-    for request in &requests[..3] {
+    assert_eq!(requests.len(), 5, "the prior, k = 3 questions, then the summary");
+    let asked: Vec<String> = requests[..4].iter().map(document).collect();
+    assert_eq!(
+        asked,
+        ["", HALL, SUPPORTS, MARKET],
+        "the claim alone first, then the top 3 in order; the 4th is not asked"
+    );
+    for request in &requests[..4] {
         assert_eq!(request.probe, Some(Probe { top_logprobs: 10 }));
         assert_eq!(request.output_limit, Some(1));
         assert!(request.tools.is_empty());
@@ -282,25 +287,28 @@ fn a_supported_claim_asks_the_top_k_passages_and_cites_the_one_that_supports_it(
                 .ends_with("Is the claim supported by the document? Answer Yes or No.")
         );
     }
-    assert_eq!(requests[3].probe, None, "the summary is an ordinary call");
+    assert_eq!(requests[4].probe, None, "the summary is an ordinary call");
 
     assert_eq!(report.assessment.verdict, Verdict::Supported);
     assert_eq!(report.assessment.citations, [SUPPORTS]);
     assert!(report.assessment.confidence > 0.5);
     let rationale = report.assessment.rationale.clone().unwrap();
     assert!(rationale.starts_with("Verifier route: P(supported) "), "{rationale}");
-    assert!(rationale.ends_with("; best passage S 0.97."), "{rationale}");
+    assert!(rationale.ends_with("; best passage S 0.97, without a document 0.50."), "{rationale}");
     assert_eq!(report.route, Route::SingleCall);
-    assert_eq!(report.requests, 4);
+    assert_eq!(report.requests, 5);
     let record = report.verifier.as_ref().expect("the report says the verifier assessed");
-    assert_eq!(record.questions.len(), 3);
+    assert_eq!(record.questions.len(), 4);
+    assert!(record.questions[0].question.prior);
     assert!(record.questions.iter().all(|q| q.reading.source == ScoreSource::Probabilities));
     assert!(!record.fallback);
-    assert!((record.questions[1].reading.score.unwrap() - 0.97).abs() < 1e-9);
+    assert!((record.questions[2].reading.score.unwrap() - 0.97).abs() < 1e-9);
     // The report's JSON names the route's parts.
     let json = serde_json::to_value(&report).unwrap();
-    assert_eq!(json["verifier"]["questions"][1]["evidence"], 1);
-    assert_eq!(json["verifier"]["questions"][1]["source"], "probabilities");
+    assert_eq!(json["verifier"]["questions"][0]["prior"], true);
+    assert_eq!(json["verifier"]["questions"][2]["evidence"], 1);
+    assert!(json["verifier"]["questions"][2].get("prior").is_none());
+    assert_eq!(json["verifier"]["questions"][2]["source"], "probabilities");
 }
 
 #[test]
@@ -308,11 +316,12 @@ fn a_contradicted_claim_cites_the_passage_about_it() {
     let evidence: Vec<String> = [MARKET, CONTRADICTS, HALL].map(String::from).to_vec();
     let check = ClaimCheck::with_evidence(CLAIM, corpus(), evidence, verifier_options());
     // The unrelated market passage gets the highest S; the passage about the ferry is cited.
-    let model = ScriptedModel::new([answer(0.12), answer(0.06), answer(0.03), summary()]);
+    let model =
+        ScriptedModel::new([answer(0.5), answer(0.12), answer(0.06), answer(0.03), summary()]);
     let report = run(check, &model).unwrap();
     assert_eq!(report.assessment.verdict, Verdict::Contradicted, "{:?}", report.assessment);
     assert_eq!(report.assessment.citations, [CONTRADICTS]);
-    assert_eq!(report.requests, 4);
+    assert_eq!(report.requests, 5);
     assert_eq!(report.verifier.unwrap().features.missing_numbers, 1.0);
 }
 
@@ -323,6 +332,7 @@ fn insufficient_is_derived_then_research_and_a_reassessment_by_the_same_route() 
     let evidence: Vec<String> = [HALL].map(String::from).to_vec();
     let check = ClaimCheck::with_evidence(CLAIM, corpus(), evidence, verifier_options());
     let model = ScriptedModel::new([
+        answer(0.5),
         answer(0.1),
         AssistantMessage::tool_call("r1", "lookup_evidence", json!({"query": "river ferry 1966"})),
         AssistantMessage::text("Found it."),
@@ -333,14 +343,15 @@ fn insufficient_is_derived_then_research_and_a_reassessment_by_the_same_route() 
     .recording();
     let report = run(check, &model).unwrap();
     let requests = model.recorded();
-    assert_eq!(document(&requests[0]), HALL);
+    assert_eq!(document(&requests[0]), "", "the claim alone, once");
+    assert_eq!(document(&requests[1]), HALL);
     let second: Vec<String> =
-        requests.iter().skip(3).filter(|r| r.probe.is_some()).map(document).collect();
-    assert_eq!(second, [SUPPORTS, CONTRADICTS], "only the new passages, best first");
+        requests.iter().skip(4).filter(|r| r.probe.is_some()).map(document).collect();
+    assert_eq!(second, [SUPPORTS, CONTRADICTS], "only the new passages, best first, no prior");
     assert_eq!(report.route, Route::AgentEscalation);
     assert_eq!(report.assessment.verdict, Verdict::Supported);
     assert_eq!(report.assessment.citations, [SUPPORTS]);
-    assert_eq!(report.verifier.unwrap().questions.len(), 3, "both rounds are recorded");
+    assert_eq!(report.verifier.unwrap().questions.len(), 4, "both rounds are recorded");
 }
 
 #[test]
@@ -354,6 +365,7 @@ fn the_reassessment_asks_what_research_found_before_what_the_first_round_left() 
     };
     let check = ClaimCheck::with_evidence(CLAIM, corpus(), evidence, options);
     let model = ScriptedModel::new([
+        answer(0.5),
         answer(0.1),
         answer(0.1),
         AssistantMessage::tool_call("r1", "lookup_evidence", json!({"query": "ferry 1966 bridge"})),
@@ -366,11 +378,11 @@ fn the_reassessment_asks_what_research_found_before_what_the_first_round_left() 
     let report = run(check, &model).unwrap();
     let asked: Vec<String> =
         model.recorded().iter().filter(|r| r.probe.is_some()).map(document).collect();
-    assert_eq!(asked, [HALL, MARKET, SUPPORTS, SCHOOL]);
+    assert_eq!(asked, ["", HALL, MARKET, SUPPORTS, SCHOOL]);
     assert_eq!(report.assessment.verdict, Verdict::Supported);
     assert_eq!(report.assessment.citations, [SUPPORTS]);
     let record = report.verifier.unwrap();
-    assert_eq!(record.questions[2].question.evidence, 4, "research's item follows the first four");
+    assert_eq!(record.questions[3].question.evidence, 4, "research's item follows the first four");
 }
 
 #[test]
@@ -378,6 +390,7 @@ fn a_claim_nothing_decides_ends_insufficient_without_citations() {
     let evidence: Vec<String> = [HALL].map(String::from).to_vec();
     let check = ClaimCheck::with_evidence(CLAIM, corpus(), evidence, verifier_options());
     let model = ScriptedModel::new([
+        answer(0.5),
         answer(0.1),
         AssistantMessage::tool_call("r1", "lookup_evidence", json!({"query": "market school"})),
         AssistantMessage::text("Nothing more."),
@@ -397,7 +410,10 @@ fn without_probabilities_the_route_reads_the_sampled_token_and_the_report_says_s
     let check = ClaimCheck::with_evidence(CLAIM, corpus(), evidence, verifier_options());
     let claude = AnthropicConfig::new("claude-haiku-4-5", "k");
     let yes = anthropic::decode(&HttpResponse::new(200, ANTHROPIC_YES), &claude);
+    // The prior is a sampled Yes: no prior to calibrate by, so it is left out (calibrated by
+    // it, the supporting passage's Yes would count for nothing).
     let model = ScriptedModel::new([
+        yes.clone(),
         AssistantMessage::text("No"),
         yes,
         AssistantMessage::text("No."),
@@ -407,6 +423,7 @@ fn without_probabilities_the_route_reads_the_sampled_token_and_the_report_says_s
     assert_eq!(report.assessment.verdict, Verdict::Supported);
     assert_eq!(report.assessment.citations, [SUPPORTS]);
     let record = report.verifier.unwrap();
+    assert_eq!(verifier::prior_score(&record.questions), None);
     assert!(record.fallback);
     assert!(record.questions.iter().all(|q| q.reading.source == ScoreSource::SampledToken
         && q.reading.issue == Some(ProbabilityIssue::Missing)));
@@ -422,6 +439,7 @@ fn bad_answers_in_a_check_are_unknown_scores_not_a_failure() {
         top: vec![TokenLogprob { token: "Yes".into(), logprob: Some(f64::NAN) }],
     };
     let model = ScriptedModel::new([
+        answer(0.5),
         AssistantMessage::text("Hmm").with_first_token(nan),
         AssistantMessage::text("I think"),
         answer(0.05),
@@ -434,8 +452,8 @@ fn bad_answers_in_a_check_are_unknown_scores_not_a_failure() {
     let record = report.verifier.unwrap();
     let sources: Vec<(ScoreSource, Option<ProbabilityIssue>)> =
         record.questions.iter().map(|q| (q.reading.source, q.reading.issue)).collect();
-    assert_eq!(sources[0], (ScoreSource::Unknown, Some(ProbabilityIssue::NotFinite)));
-    assert_eq!(sources[1], (ScoreSource::Unknown, Some(ProbabilityIssue::Missing)));
+    assert_eq!(sources[1], (ScoreSource::Unknown, Some(ProbabilityIssue::NotFinite)));
+    assert_eq!(sources[2], (ScoreSource::Unknown, Some(ProbabilityIssue::Missing)));
     assert!(report.assessment.confidence.is_finite());
 }
 
@@ -443,18 +461,21 @@ fn bad_answers_in_a_check_are_unknown_scores_not_a_failure() {
 fn a_long_passage_is_asked_in_two_chunks_within_k_plus_one_requests() {
     let long =
         format!("{} {}", "The mill by the river ground flour for the town. ".repeat(60), SUPPORTS);
-    let evidence = vec![long.clone(), HALL.to_owned(), MARKET.to_owned()];
+    // Fewer passages than k: the long one's second chunk takes the third place.
+    let evidence = vec![long.clone(), HALL.to_owned()];
     let options = ClaimOptions {
         assess: AssessMode::Verifier(VerifierOptions { chunk_chars: 2500, ..Default::default() }),
         ..Default::default()
     };
     let check = ClaimCheck::with_evidence(CLAIM, corpus(), evidence, options);
     let model =
-        ScriptedModel::new([answer(0.1), answer(0.1), answer(0.1), answer(0.95), summary()])
+        ScriptedModel::new([answer(0.5), answer(0.1), answer(0.1), answer(0.95), summary()])
             .recording();
     let report = run(check, &model).unwrap();
-    let chunks: Vec<String> = model.recorded()[..4].iter().map(document).collect();
-    assert!(long.starts_with(&chunks[0]) && long.ends_with(&chunks[3]), "{chunks:?}");
+    let asked: Vec<String> = model.recorded()[..4].iter().map(document).collect();
+    assert_eq!(asked[0], "", "the prior");
+    assert!(long.starts_with(&asked[1]) && long.ends_with(&asked[3]), "{asked:?}");
+    assert_eq!(asked[2], HALL);
     assert_eq!(report.requests, 5, "k + 1 questions and the summary");
     assert_eq!(report.assessment.verdict, Verdict::Supported);
     assert_eq!(report.assessment.citations, [long], "the whole passage, quoted verbatim");
@@ -487,7 +508,7 @@ fn a_job_config_selects_the_route_and_a_restore_mid_route_repeats_no_answered_re
     let (mut job, corpus) = verifier_job();
     let retrieved = job.claim_check().unwrap().evidence().len();
     let mut asked: Vec<(u64, String)> = Vec::new();
-    let mut answers = vec![answer(0.9), answer(0.1), answer(0.2)].into_iter();
+    let mut answers = vec![answer(0.5), answer(0.9), answer(0.1), answer(0.2)].into_iter();
     // Answer the first question, then save and restore before each further one.
     let report = loop {
         let (id, request) = match job.poll_output() {
@@ -516,7 +537,8 @@ fn a_job_config_selects_the_route_and_a_restore_mid_route_repeats_no_answered_re
     };
     // BM25 retrieves the passages sharing a word with the claim; the top 3 of them are asked.
     assert!(retrieved >= 2, "{retrieved}");
-    assert_eq!(asked.len(), retrieved.min(3));
+    assert_eq!(asked.len(), retrieved.min(3) + 1, "the prior and the top 3");
+    assert_eq!(asked[0].1, "", "the prior first");
     let mut passages: Vec<&String> = asked.iter().map(|(_, p)| p).collect();
     passages.dedup();
     assert_eq!(passages.len(), asked.len(), "each question asked once: {asked:?}");
@@ -610,12 +632,13 @@ mod properties {
         fn any_scores_give_a_verdict_with_a_finite_confidence_and_valid_citations(
             claim in "[a-z0-9 ,.]{0,60}",
             passages in proptest::collection::vec(("[a-z0-9 ,.]{0,80}", score()), 0..6),
+            prior in score(),
         ) {
             let scored: Vec<ScoredPassage<'_>> = passages
                 .iter()
                 .map(|(text, score)| ScoredPassage { text, score: *score })
                 .collect();
-            let decision = decide(&claim, &scored, VerifierWeights::builtin());
+            let decision = decide(&claim, &scored, prior, VerifierWeights::builtin());
             prop_assert!((0.0..=1.0).contains(&decision.confidence));
             let p = decision.probabilities;
             prop_assert!(((p.supported + p.contradicted + p.insufficient) - 1.0).abs() < 1e-9);
@@ -640,7 +663,7 @@ mod properties {
                 } else {
                     eager.classes.contradicted.bias = 50.0;
                 }
-                let decision = decide(&claim, &scored, &eager);
+                let decision = decide(&claim, &scored, prior, &eager);
                 prop_assert_eq!(decision.verdict == expected, judged);
                 prop_assert_eq!(decision.cited.is_empty(), !judged);
             }

@@ -182,6 +182,10 @@ test('the provider attribute refuses an API key (page markup every visitor reads
       { api: 'anthropic', baseUrl: target.url, model: 'm', headers: [['X-Api-Key', key]] },
       { api: 'openai', baseUrl: `${target.url}/v1`, model: 'm', headers: [['api-key', key]] },
       { kind: 'network', config: { api: 'openai', baseUrl: `${target.url}/v1`, model: 'm', apiKey: key } },
+      // Keys travel under other names too: any header not known to be public, and the query.
+      { api: 'openai', baseUrl: `${target.url}/v1`, model: 'm', headers: [['x-goog-api-key', key]] },
+      { api: 'openai', baseUrl: `${target.url}/v1`, model: 'm', headers: [['Cookie', `session=${key}`]] },
+      { api: 'openai', baseUrl: `${target.url}/v1?key=${key}`, model: 'm' },
     ];
     const EIFFEL = [{ id: 'eiffel', text: 'The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France.' }];
     const outcome = (provider, property) => page.evaluate(({ provider, property, corpus }) => new Promise((resolve) => {
@@ -201,7 +205,7 @@ test('the provider attribute refuses an API key (page markup every visitor reads
       const { error } = await outcome(provider, false);
       assert.ok(error, JSON.stringify(provider));
       assert.equal(error.kind, 'config');
-      assert.match(error.message, /the provider attribute carries an API key \((apiKey|headers: [\w-]+)\)/);
+      assert.match(error.message, /the provider attribute carries an API key \((apiKey|headers: [\w-]+|baseUrl: \?key=)\)/);
       assert.match(error.message, /every visitor of this page can read/);
       assert.match(error.message, /element\.provider = |new Verity\(\{ provider \}\)/);
       assert.ok(!error.message.includes(key), 'the message does not repeat the key');

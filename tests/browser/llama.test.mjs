@@ -50,8 +50,12 @@ test('the llama.cpp preset checks a claim against a real llama.cpp server', { sk
     const bodies = sent.map((body) => JSON.parse(body));
     const questions = bodies.filter((request) => request.logprobs === true);
     const others = bodies.filter((request) => request.logprobs !== true);
-    // The route's questions: at most k + 1 (k = 3), one token each with its probabilities.
-    assert.ok(questions.length >= 1 && questions.length <= 4, `${questions.length} questions`);
+    // The route's questions: at most k + 1 (k = 3), one token each with its probabilities;
+    // the first asks about the claim with an empty document (the model's prior).
+    assert.ok(questions.length >= 2 && questions.length <= 4, `${questions.length} questions`);
+    const documents = questions.map((request) => request.messages.at(-1).content.split('\n')[0]);
+    assert.equal(documents[0], 'Document: ', 'the prior: the claim alone');
+    assert.ok(documents.slice(1).every((line) => line.length > 'Document: '.length), documents.join(' | '));
     for (const request of questions) {
       assert.equal(request.max_tokens, 1, 'one token');
       assert.ok(request.top_logprobs >= 1, 'its probabilities');

@@ -325,8 +325,29 @@ export class Verity extends EventTarget {
 
 const engines = new Map(); // provider JSON -> Verity (one worker per provider, shared by elements)
 
-/** Credential headers (as the core names them): a provider's `headers` may carry a key too. */
-const CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'x-api-key', 'api-key'];
+/** The headers whose values are public, as the core names them (`PUBLIC_HEADERS`): every other
+ * header of a provider's `headers` may carry a key (`x-goog-api-key`, `cookie`, a gateway's own). */
+const PUBLIC_HEADERS = ['accept', 'accept-encoding', 'accept-language', 'cache-control', 'content-type',
+  'user-agent', 'anthropic-version', 'anthropic-beta', 'anthropic-dangerous-direct-browser-access',
+  'http-referer', 'referer', 'x-title', 'openai-beta'];
+
+/** Whether a query parameter's name looks like a credential, as the core reads it
+ * (`is_credential_parameter`). */
+function credentialParameter(name) {
+  let decoded = name;
+  try { decoded = decodeURIComponent(name.replace(/\+/g, ' ')); } catch { /* kept as written */ }
+  return /key|token|secret|sig|auth|pass|credential|session/i.test(decoded);
+}
+
+/** The credential-looking query parameters of `url` that carry a value. */
+function credentialParameters(url) {
+  const at = url.indexOf('?');
+  if (at < 0) return [];
+  const query = url.slice(at + 1).split('#')[0];
+  return query.split(/[&;]/).map((pair) => pair.split('='))
+    .filter(([name, value]) => credentialParameter(name) && (value ?? '').trim() !== '')
+    .map(([name]) => name);
+}
 
 /** The `provider` attribute's provider, refused (a `VerityError` of kind `config`) when it
  * carries an API key: an attribute is the page's markup, which every visitor can read. */
@@ -345,7 +366,10 @@ function attributeProvider(text) {
     const headers = Array.isArray(config.headers) ? config.headers : Object.entries(config.headers ?? {});
     for (const header of headers) {
       const name = String(Array.isArray(header) ? header[0] : header?.name ?? '');
-      if (CREDENTIAL_HEADERS.includes(name.toLowerCase())) keys.push(`headers: ${name}`);
+      if (!PUBLIC_HEADERS.includes(name.trim().toLowerCase())) keys.push(`headers: ${name}`);
+    }
+    if (typeof config.baseUrl === 'string') {
+      for (const name of credentialParameters(config.baseUrl)) keys.push(`baseUrl: ?${name}=`);
     }
   }
   if (keys.length) {

@@ -339,7 +339,8 @@ pub fn fit(args: &[String]) -> Result {
     }
     let folder = target_dir().join("fit");
     std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
-    let scores = folder.join(format!("scores-{}.jsonl", model.id()));
+    // v2: with the calibration question's score (the route's features since then).
+    let scores = folder.join(format!("scores-v2-{}.jsonl", model.id()));
     if rescore {
         let _ = std::fs::remove_file(&scores);
     }

@@ -364,13 +364,16 @@ impl ClaimCheck {
     fn start_verification(&mut self, round: Round, options: &VerifierOptions) {
         // What research added comes first (it was looked for), then what the first round
         // left unasked, in the retriever's order.
-        let unasked = |i: &usize| !self.asked.iter().any(|asked| asked.question.evidence == *i);
+        let unasked = |i: &usize| {
+            !self.asked.iter().any(|asked| !asked.question.prior && asked.question.evidence == *i)
+        };
         let found = self.first_evidence.min(self.evidence.len());
         let items: Vec<usize> = match round {
             Round::First => (0..self.evidence.len()).collect(),
             Round::Second => (found..self.evidence.len()).chain(0..found).filter(unasked).collect(),
         };
-        let queue = verifier::plan(&self.evidence, &items, options);
+        // The prior is asked once per check (in the first round).
+        let queue = verifier::plan(&self.evidence, &items, options, round == Round::First);
         self.ask_next(round, queue);
     }
 
@@ -381,11 +384,14 @@ impl ClaimCheck {
             AssessMode::Verifier(options) => options,
             AssessMode::Agent => VerifierOptions::default(),
         };
-        let Some(passage) = self
-            .evidence
-            .get(question.evidence)
-            .and_then(|text| text.get(question.start..question.end))
-        else {
+        let passage = if question.prior {
+            Some("")
+        } else {
+            self.evidence
+                .get(question.evidence)
+                .and_then(|text| text.get(question.start..question.end))
+        };
+        let Some(passage) = passage else {
             return self.fail(
                 ClaimFailureKind::AssessRequest,
                 "a verifier question is not a part of the evidence (a damaged saved state)",
@@ -450,7 +456,8 @@ impl ClaimCheck {
     fn on_verification_end(&mut self, round: Round) {
         let weights = VerifierWeights::builtin();
         let mut items: Vec<(usize, Option<f64>)> = Vec::new();
-        for asked in &self.asked {
+        let prior = verifier::prior_score(&self.asked);
+        for asked in self.asked.iter().filter(|asked| !asked.question.prior) {
             let score = asked.reading.score.filter(|s| s.is_finite());
             match items.iter_mut().find(|(index, _)| *index == asked.question.evidence) {
                 Some((_, best)) => {
@@ -469,17 +476,18 @@ impl ClaimCheck {
                 self.evidence.get(index).map(|text| ScoredPassage { text, score })
             })
             .collect();
-        let decision = decide(&self.claim, &passages, weights);
+        let decision = decide(&self.claim, &passages, prior, weights);
         let fallback =
             self.asked.iter().any(|a| a.reading.source != verifier::ScoreSource::Probabilities);
         let best = decision.best.and_then(|i| passages[i].score);
         let rationale = format!(
             "Verifier route: P(supported) {:.2}, P(contradicted) {:.2}, P(insufficient) {:.2}; \
-             best passage S {}{}.",
+             best passage S {}{}{}.",
             decision.probabilities.supported,
             decision.probabilities.contradicted,
             decision.probabilities.insufficient,
             best.map_or_else(|| "unknown".to_owned(), |s| format!("{s:.2}")),
+            prior.map_or_else(String::new, |s0| format!(", without a document {s0:.2}")),
             if fallback {
                 " (some answers were read from the sampled token: no usable probabilities)"
             } else {

@@ -9,8 +9,10 @@
 //!
 //! 1. [`plan`]: which questions to ask, known before the first one is: the first `k` passages
 //!    of the evidence, each cut into chunks of at most `chunkChars` characters by
-//!    [`chunk_bounds`]; every passage's first chunk is asked, plus the second chunk of the
-//!    best-ranked long passage, so at most `k + 1` questions. Later chunks are not asked (the
+//!    [`chunk_bounds`]; every passage's first chunk is asked, and when there are fewer than `k`
+//!    passages the second chunk of the best-ranked long one; before them (once per check, when
+//!    `calibrate`, the default) the claim alone, with an empty document: the model's prior
+//!    ([`Question::prior`]). So at most `k + 1` questions. Later chunks are not asked (the
 //!    report says how many chunks a passage had).
 //! 2. One model call per question ([`crate::claim::prompt::verifier_prompt`], a one-token
 //!    answer with its `top_logprobs`: [`crate::Probe`]).
@@ -24,17 +26,22 @@
 //!
 //! # The scoring model
 //!
-//! A passage's score is the highest `S` over its asked chunks. Five features describe a claim:
+//! A passage's score is the highest `S` over its asked chunks. A model says Yes to some claims
+//! whatever the document (a claim that sounds true), so each score is read against the
+//! model's prior `S0`, its answer about the claim with an empty document ("contextual
+//! calibration", Zhao et al. 2021): `logit(S) - logit(S0)` is what the passage itself moved.
+//! `S0` counts only when read from probabilities ([`prior_score`]); otherwise it is taken as
+//! 0.5 (logit 0). Five features describe a claim:
 //!
 //! | name | what |
 //! |---|---|
-//! | `logitMaxS` | `logit(S)` of the best-scored passage (`S` clamped to `[c, 1 - c]`, `c` the file's `scoreClamp`; 0 when no score is known) |
-//! | `logitTopicS` | `logit(S)` of the *topic passage*: among the passages whose `S` is known (all of them if none is), the one holding the largest share of the claim's content words (ties: the higher `S`, then the earlier) |
+//! | `calibratedMaxS` | `logit(S) - logit(S0)` of the best-scored passage (each clamped to `[c, 1 - c]`, `c` the file's `scoreClamp`; 0 when no score is known) |
+//! | `calibratedTopicS` | the same of the *topic passage*: among the passages whose `S` is known (all of them if none is), the one holding the largest share of the claim's content words (ties: the higher `S`, then the earlier) |
 //! | `overlap` | the share of the claim's content words ([`crate::retrieve::bm25_terms`]) found in the topic passage |
 //! | `missingNumbers` | the share of the claim's numbers absent from the topic passage (0 when the claim has none) |
 //! | `hasNumber` | 1 when the claim has a number, else 0 |
 //!
-//! The logit of `S` carries most of the signal and holds on any kind of text; the lexical
+//! The calibrated logit of `S` carries most of the signal and holds on any kind of text; the lexical
 //! features are cheap and help tell `contradicted` (a passage about the claim that says
 //! otherwise, often with another number) from `insufficient` (nothing about it), but they are
 //! partly a quirk of VitaminC, so they are kept few and linear.
@@ -63,7 +70,7 @@
 //!   "format": 1,
 //!   "fitted": false,
 //!   "note": "what was fitted on, when, with what result (free text)",
-//!   "features": ["logitMaxS", "logitTopicS", "overlap", "missingNumbers", "hasNumber"],
+//!   "features": ["calibratedMaxS", "calibratedTopicS", "overlap", "missingNumbers", "hasNumber"],
 //!   "classes": {
 //!     "supported":    {"bias": -0.5, "weights": [1.2, 0.0, 1.0, -2.0, 0.0]},
 //!     "contradicted": {"bias": -3.5, "weights": [0.0, -0.6, 4.0, 1.0, 0.0]},
@@ -111,7 +118,7 @@ pub const DEFAULT_CHUNK_CHARS: usize = 2000;
 pub const MIN_CHUNK_CHARS: usize = 200;
 
 /// The verifier route's options. JSON (camelCase, every field optional):
-/// `{"k": 3, "topLogprobs": 10, "chunkChars": 2000}`.
+/// `{"k": 3, "topLogprobs": 10, "chunkChars": 2000, "calibrate": true}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct VerifierOptions {
@@ -125,11 +132,19 @@ pub struct VerifierOptions {
     /// [`MIN_CHUNK_CHARS`]).
     #[serde(deserialize_with = "bounded_chunk")]
     pub chunk_chars: usize,
+    /// Whether the claim is also asked about with an empty document, once per check: the
+    /// model's prior, against which each passage's `S` is read (see the module docs).
+    pub calibrate: bool,
 }
 
 impl Default for VerifierOptions {
     fn default() -> Self {
-        Self { k: DEFAULT_K, top_logprobs: DEFAULT_TOP_LOGPROBS, chunk_chars: DEFAULT_CHUNK_CHARS }
+        Self {
+            k: DEFAULT_K,
+            top_logprobs: DEFAULT_TOP_LOGPROBS,
+            chunk_chars: DEFAULT_CHUNK_CHARS,
+            calibrate: true,
+        }
     }
 }
 
@@ -163,7 +178,7 @@ fn bounded_chunk<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D:
 
 /// Which route the assess position takes. JSON: `"agent"` (the default: one model call
 /// records a 3-way assessment), `"verifier"` (the verifier route with default options) or
-/// `{"verifier": {"k": 3, "topLogprobs": 10, "chunkChars": 2000}}`.
+/// `{"verifier": {"k": 3, "topLogprobs": 10, "chunkChars": 2000, "calibrate": true}}`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
@@ -224,6 +239,18 @@ pub struct Question {
     pub start: usize,
     /// The end of that range (exclusive).
     pub end: usize,
+    /// The calibration question: the claim against an empty document (the model's prior);
+    /// the other fields are 0 and name no passage.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prior: bool,
+}
+
+impl Question {
+    /// The calibration question (see [`Question::prior`]).
+    #[must_use]
+    pub fn prior() -> Self {
+        Self { evidence: 0, chunk: 0, chunks: 0, start: 0, end: 0, prior: true }
+    }
 }
 
 /// The chunks of `text`, as byte ranges, each at most `chunk_chars` characters: a chunk ends
@@ -273,10 +300,18 @@ pub fn chunk_bounds(text: &str, chunk_chars: usize) -> Vec<(usize, usize)> {
 }
 
 /// The questions about `items` (indices into `evidence`, best first): the first `k` items,
-/// each cut by [`chunk_bounds`]; the first chunk of each, then the second chunk of the first
-/// item that has one. At most `k + 1` questions, in the order they are asked.
+/// each cut by [`chunk_bounds`]; the first chunk of each, then, when fewer than `k` items were
+/// asked about, the second chunk of the first item that has one; and before them, when
+/// `prior` (the first round) and `options.calibrate` and there is a passage to ask about, the
+/// calibration question ([`Question::prior`]). At most `k + 1` questions, in the order they
+/// are asked.
 #[must_use]
-pub fn plan(evidence: &[String], items: &[usize], options: &VerifierOptions) -> Vec<Question> {
+pub fn plan(
+    evidence: &[String],
+    items: &[usize],
+    options: &VerifierOptions,
+    prior: bool,
+) -> Vec<Question> {
     let mut questions = Vec::new();
     let mut spare: Option<Question> = None;
     for &index in items.iter().take(options.k) {
@@ -288,13 +323,19 @@ pub fn plan(evidence: &[String], items: &[usize], options: &VerifierOptions) -> 
             chunks: bounds.len(),
             start: bounds[chunk].0,
             end: bounds[chunk].1,
+            prior: false,
         };
         questions.push(question(0));
         if spare.is_none() && bounds.len() > 1 {
             spare = Some(question(1));
         }
     }
-    questions.extend(spare);
+    if questions.len() < options.k {
+        questions.extend(spare);
+    }
+    if prior && options.calibrate && !questions.is_empty() {
+        questions.insert(0, Question::prior());
+    }
     questions
 }
 
@@ -423,7 +464,7 @@ pub fn read_answer(response: &AssistantMessage) -> Reading {
 
 /// The features' names, in the weights file's order.
 pub const FEATURES: [&str; 5] =
-    ["logitMaxS", "logitTopicS", "overlap", "missingNumbers", "hasNumber"];
+    ["calibratedMaxS", "calibratedTopicS", "overlap", "missingNumbers", "hasNumber"];
 
 /// A linear score of one class.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -555,10 +596,10 @@ pub struct ScoredPassage<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Features {
-    /// `logit(S)` of the best-scored passage.
-    pub logit_max_s: f64,
-    /// `logit(S)` of the topic passage.
-    pub logit_topic_s: f64,
+    /// `logit(S) - logit(S0)` of the best-scored passage.
+    pub calibrated_max_s: f64,
+    /// `logit(S) - logit(S0)` of the topic passage.
+    pub calibrated_topic_s: f64,
     /// The share of the claim's content words in the topic passage.
     pub overlap: f64,
     /// The share of the claim's numbers missing from the topic passage.
@@ -571,7 +612,13 @@ impl Features {
     /// The values in [`FEATURES`] order.
     #[must_use]
     pub fn to_array(&self) -> [f64; 5] {
-        [self.logit_max_s, self.logit_topic_s, self.overlap, self.missing_numbers, self.has_number]
+        [
+            self.calibrated_max_s,
+            self.calibrated_topic_s,
+            self.overlap,
+            self.missing_numbers,
+            self.has_number,
+        ]
     }
 }
 
@@ -668,14 +715,17 @@ fn lexical(
 }
 
 /// The features of `claim` and its scored passages, with the best-scored and the topic
-/// passage (indices into `passages`).
+/// passage (indices into `passages`). `prior` is `S0`, the answer about the claim with an
+/// empty document (`None`: not asked or unknown, read as 0.5).
 #[must_use]
 pub fn features(
     claim: &str,
     passages: &[ScoredPassage<'_>],
+    prior: Option<f64>,
     weights: &VerifierWeights,
 ) -> (Features, Option<usize>, Option<usize>) {
     let clamp = weights.score_clamp;
+    let logit_prior = usable(prior).map_or(0.0, |s0| logit(s0, clamp));
     let claim_terms: HashSet<String> = bm25_terms(claim).into_iter().collect();
     let claim_numbers = numbers(claim);
     let best = passages
@@ -704,10 +754,10 @@ pub fn features(
     });
     let (overlap, missing_numbers) = topic.map_or((0.0, 0.0), |t| lexicals[t]);
     let features = Features {
-        logit_max_s: best.map_or(0.0, |(_, s)| logit(s, clamp)),
-        logit_topic_s: topic
+        calibrated_max_s: best.map_or(0.0, |(_, s)| logit(s, clamp) - logit_prior),
+        calibrated_topic_s: topic
             .and_then(|t| usable(passages[t].score))
-            .map_or(0.0, |s| logit(s, clamp)),
+            .map_or(0.0, |s| logit(s, clamp) - logit_prior),
         overlap,
         missing_numbers: if claim_numbers.is_empty() { 0.0 } else { missing_numbers },
         has_number: if claim_numbers.is_empty() { 0.0 } else { 1.0 },
@@ -715,11 +765,17 @@ pub fn features(
     (features, best.map(|(i, _)| i), topic)
 }
 
-/// The verdict, confidence and citations for `claim` from its scored passages (see the module
-/// docs): the one scoring function the route, the tests and a fitting command use.
+/// The verdict, confidence and citations for `claim` from its scored passages and the prior
+/// `S0` (see [`features`] and the module docs): the one scoring function the route, the tests
+/// and a fitting command use.
 #[must_use]
-pub fn decide(claim: &str, passages: &[ScoredPassage<'_>], weights: &VerifierWeights) -> Decision {
-    let (features, best, topic) = features(claim, passages, weights);
+pub fn decide(
+    claim: &str,
+    passages: &[ScoredPassage<'_>],
+    prior: Option<f64>,
+    weights: &VerifierWeights,
+) -> Decision {
+    let (features, best, topic) = features(claim, passages, prior, weights);
     let x = features.to_array();
     let z =
         |class: &Linear| class.bias + class.weights.iter().zip(x).map(|(w, v)| w * v).sum::<f64>();
@@ -781,6 +837,19 @@ pub struct AskedQuestion {
     pub reading: Reading,
 }
 
+/// `S0`, the calibration question's score among `asked`, when it was read from probabilities:
+/// a sampled Yes or No (a provider without probabilities) is no prior to calibrate by (it
+/// would move every passage's `logit(S)` by the clamp's whole range), so it is left out, as
+/// is an unknown one.
+#[must_use]
+pub fn prior_score(asked: &[AskedQuestion]) -> Option<f64> {
+    asked
+        .iter()
+        .find(|asked| asked.question.prior)
+        .filter(|asked| asked.reading.source == ScoreSource::Probabilities)
+        .and_then(|asked| usable(asked.reading.score))
+}
+
 /// What the verifier route did, in the report: every question asked (both rounds), the
 /// features and the class probabilities of the last decision. Its presence in a
 /// [`crate::Report`] says the verifier route assessed.
@@ -818,7 +887,7 @@ mod tests {
     /// they hold whatever a refit writes into the repository's file.
     fn placeholder() -> VerifierWeights {
         VerifierWeights::from_json(
-            r#"{"format": 1, "fitted": false, "features": ["logitMaxS", "logitTopicS",
+            r#"{"format": 1, "fitted": false, "features": ["calibratedMaxS", "calibratedTopicS",
                 "overlap", "missingNumbers", "hasNumber"],
               "classes": {
                 "supported": {"bias": -0.5, "weights": [1.2, 0.0, 1.0, -2.0, 0.0]},
@@ -965,14 +1034,24 @@ mod tests {
         let evidence =
             vec!["short one".to_owned(), long.clone(), long, "fourth".to_owned(), "x".to_owned()];
         let options = VerifierOptions { chunk_chars: 1000, ..VerifierOptions::default() };
-        let questions = plan(&evidence, &[0, 1, 2, 3, 4], &options);
+        let asked = |questions: &[Question]| -> Vec<(usize, usize, bool)> {
+            questions.iter().map(|q| (q.evidence, q.chunk, q.prior)).collect()
+        };
+        // The prior first, then k passages' first chunks: no room for a second chunk.
+        let questions = plan(&evidence, &[0, 1, 2, 3, 4], &options, true);
         assert_eq!(questions.len(), options.k + 1);
-        let asked: Vec<(usize, usize)> = questions.iter().map(|q| (q.evidence, q.chunk)).collect();
-        assert_eq!(asked, [(0, 0), (1, 0), (2, 0), (1, 1)]);
-        assert!(questions[1].chunks > 2, "later chunks are counted, not asked");
-        let short = plan(&evidence, &[3, 0], &options);
-        assert_eq!(short.len(), 2, "k passages at most, no spare without a long one");
-        assert!(plan(&evidence, &[], &options).is_empty());
+        assert_eq!(asked(&questions), [(0, 0, true), (0, 0, false), (1, 0, false), (2, 0, false)]);
+        assert!(questions[2].chunks > 2, "later chunks are counted, not asked");
+        // Fewer than k passages: the best long one's second chunk fills a place.
+        let few = plan(&evidence, &[3, 1], &options, true);
+        assert_eq!(asked(&few), [(0, 0, true), (3, 0, false), (1, 0, false), (1, 1, false)]);
+        let short = plan(&evidence, &[3, 0], &options, true);
+        assert_eq!(short.len(), 3, "the prior and 2 passages, no spare without a long one");
+        // The second round asks no prior again; without calibration there is none.
+        assert_eq!(asked(&plan(&evidence, &[3], &options, false)), [(3, 0, false)]);
+        let plain = VerifierOptions { calibrate: false, ..options };
+        assert_eq!(plan(&evidence, &[0, 1, 2, 3], &plain, true).len(), plain.k);
+        assert!(plan(&evidence, &[], &options, true).is_empty(), "no passage: no question");
     }
 
     #[test]
@@ -1021,14 +1100,18 @@ mod tests {
         let supports = "The river ferry ran until 1966, when the bridge opened.";
         let contradicts = "The river ferry ran until 1972, when the bridge opened.";
         let unrelated = "The town hall was rebuilt in brick after the fire.";
-        let supported =
-            decide(claim, &scored(&[(unrelated, Some(0.05)), (supports, Some(0.95))]), weights);
+        let supported = decide(
+            claim,
+            &scored(&[(unrelated, Some(0.05)), (supports, Some(0.95))]),
+            None,
+            weights,
+        );
         assert_eq!((supported.verdict, supported.cited), (Verdict::Supported, vec![1]));
         // Not about the claim: no verdict, however low its score (VitaminC's passages are
         // all about their claims, so only the topic gate says this).
-        let none = decide(claim, &scored(&[(unrelated, Some(0.05))]), weights);
+        let none = decide(claim, &scored(&[(unrelated, Some(0.05))]), None, weights);
         assert_eq!(none.verdict, Verdict::Insufficient, "{none:?}");
-        let against = decide(claim, &scored(&[(contradicts, Some(0.05))]), weights);
+        let against = decide(claim, &scored(&[(contradicts, Some(0.05))]), None, weights);
         assert_eq!(against.verdict, Verdict::Contradicted, "{against:?}");
         assert_eq!(against.cited, [0]);
     }
@@ -1041,28 +1124,62 @@ mod tests {
         let contradicts = "The river ferry ran until 1972, when the bridge opened.";
         let unrelated = "The town hall was rebuilt in brick after the fire.";
 
-        let supported =
-            decide(claim, &scored(&[(unrelated, Some(0.05)), (supports, Some(0.97))]), weights);
+        let supported = decide(
+            claim,
+            &scored(&[(unrelated, Some(0.05)), (supports, Some(0.97))]),
+            None,
+            weights,
+        );
         assert_eq!(supported.verdict, Verdict::Supported);
         assert_eq!(supported.cited, [1]);
         assert!(supported.confidence > 0.8, "{supported:?}");
 
-        let contradicted =
-            decide(claim, &scored(&[(contradicts, Some(0.08)), (unrelated, Some(0.1))]), weights);
+        let contradicted = decide(
+            claim,
+            &scored(&[(contradicts, Some(0.08)), (unrelated, Some(0.1))]),
+            None,
+            weights,
+        );
         assert_eq!(contradicted.verdict, Verdict::Contradicted, "{contradicted:?}");
         assert_eq!(contradicted.cited, [0], "the passage about the claim, not the best-scored");
         assert_eq!(contradicted.features.missing_numbers, 1.0);
 
-        let insufficient = decide(claim, &scored(&[(unrelated, Some(0.1))]), weights);
+        let insufficient = decide(claim, &scored(&[(unrelated, Some(0.1))]), None, weights);
         assert_eq!(insufficient.verdict, Verdict::Insufficient, "{insufficient:?}");
         assert!(insufficient.cited.is_empty());
 
-        let nothing = decide(claim, &[], weights);
+        let nothing = decide(claim, &[], None, weights);
         assert_eq!(nothing.verdict, Verdict::Insufficient);
         let unknown =
-            decide(claim, &scored(&[(supports, None), (unrelated, Some(f64::NAN))]), weights);
+            decide(claim, &scored(&[(supports, None), (unrelated, Some(f64::NAN))]), None, weights);
         assert!(unknown.confidence.is_finite());
         assert_eq!(unknown.best, None);
+    }
+
+    #[test]
+    fn the_prior_calibrates_both_scores_and_an_unusable_one_is_none() {
+        let weights = VerifierWeights::builtin();
+        let claim = "The bridge opened in 1932.";
+        let passages = scored(&[("The bridge opened in 1932.", Some(0.8))]);
+        let (plain, ..) = features(claim, &passages, None, weights);
+        let (calibrated, ..) = features(claim, &passages, Some(0.9), weights);
+        let logit_prior = (0.9f64 / 0.1).ln();
+        assert!((plain.calibrated_max_s - calibrated.calibrated_max_s - logit_prior).abs() < 1e-9);
+        assert!(
+            (plain.calibrated_topic_s - calibrated.calibrated_topic_s - logit_prior).abs() < 1e-9
+        );
+        assert!((plain.calibrated_max_s - (0.8f64 / 0.2).ln()).abs() < 1e-9, "no prior: 0.5");
+        for unusable in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(features(claim, &passages, Some(unusable), weights).0, plain);
+        }
+        // A prior of exactly 0 or 1 is clamped like any score: finite features.
+        for edge in [0.0, 1.0] {
+            let (f, ..) = features(claim, &passages, Some(edge), weights);
+            assert!(f.calibrated_max_s.is_finite() && f.calibrated_topic_s.is_finite());
+        }
+        // No passage judged: nothing to calibrate.
+        let (none, ..) = features(claim, &scored(&[(claim, None)]), Some(0.9), weights);
+        assert_eq!(none.calibrated_max_s, 0.0);
     }
 
     #[test]
@@ -1074,6 +1191,7 @@ mod tests {
         let decision = decide(
             claim,
             &scored(&[(passage, Some(0.9)), (passage, Some(0.95)), (other, Some(0.8))]),
+            None,
             weights,
         );
         assert_eq!(decision.verdict, Verdict::Supported);

@@ -337,7 +337,7 @@ fn messages(request: &ModelRequest<'_>) -> Vec<Value> {
 pub fn decode(response: &HttpResponse, config: &AnthropicConfig) -> AssistantMessage {
     redact(
         decode_unredacted(response, config),
-        &secrets(config.api_key.as_deref(), &config.headers),
+        &secrets(config.api_key.as_deref(), &config.headers, &config.base_url),
     )
 }
 
@@ -423,7 +423,7 @@ impl AnthropicStream {
             state: StreamState::new(
                 status,
                 config.price,
-                secrets(config.api_key.as_deref(), &config.headers),
+                secrets(config.api_key.as_deref(), &config.headers, &config.base_url),
             ),
             stop_reason: None,
             usage: Usage::default(),

@@ -43,10 +43,17 @@ pub(crate) fn retry_after(headers: &[(String, String)]) -> Option<u64> {
     http::find_header(headers, "retry-after").and_then(parse_retry_after)
 }
 
-/// The credentials among a configuration's key and headers: the key, and the value of each
-/// credential header, with its scheme (`Bearer`) and without.
-pub(crate) fn secrets(api_key: Option<&str>, headers: &[(String, String)]) -> Secrets {
+/// The credentials among a configuration's key, headers and base URL: the key, the value of
+/// each credential header ([`http::is_secret_header`]) with its scheme (`Bearer`) and without,
+/// and the values of the URL's credential-looking query parameters
+/// ([`http::credential_parameters`]).
+pub(crate) fn secrets(
+    api_key: Option<&str>,
+    headers: &[(String, String)],
+    base_url: &str,
+) -> Secrets {
     let mut secrets: Vec<String> = api_key.into_iter().map(str::to_owned).collect();
+    secrets.extend(http::credential_parameters(base_url));
     for (name, value) in headers {
         if http::is_secret_header(name) {
             secrets.push(value.clone());
@@ -357,7 +364,7 @@ mod tests {
     #[test]
     fn a_key_cut_by_a_truncation_leaves_no_part_of_itself() {
         let key: String = ('a'..='z').chain('A'..='Z').cycle().take(160).collect();
-        let secrets = secrets(Some(&key), &[]);
+        let secrets = secrets(Some(&key), &[], "");
         for before in [0, 40, 80, 113, 119] {
             let body = format!("{}{key} and the rest", "x".repeat(before));
             let response =
@@ -391,7 +398,7 @@ mod tests {
     /// A key whose ends are words: the words elsewhere in a message are not parts of the key.
     #[test]
     fn a_word_that_ends_a_key_is_not_redacted_inside_other_words() {
-        let secrets = secrets(Some("sk-test-redirected"), &[]);
+        let secrets = secrets(Some("sk-test-redirected"), &[], "");
         let message = AssistantMessage::failed("the server redirected the request: sk-test-redi");
         let shown = redact(message, &secrets).error_message.unwrap();
         assert_eq!(shown, "the server redirected the request: <redacted>");

@@ -12,13 +12,117 @@ use serde::{Deserialize, Serialize, Serializer};
 /// What `Debug` and serialization show instead of a credential.
 pub const REDACTED: &str = "<redacted>";
 
-/// Whether a header carries a credential (`authorization`, `proxy-authorization`,
-/// `x-api-key`, `api-key`; any case): its value is never shown.
+/// The headers whose values are public: the protocols' own (content type, versions, Anthropic's
+/// browser opt-in) and what OpenRouter asks a page to say about itself. Every other header is
+/// taken for a credential ([`is_secret_header`]).
+pub const PUBLIC_HEADERS: [&str; 13] = [
+    "accept",
+    "accept-encoding",
+    "accept-language",
+    "cache-control",
+    "content-type",
+    "user-agent",
+    "anthropic-version",
+    "anthropic-beta",
+    "anthropic-dangerous-direct-browser-access",
+    "http-referer",
+    "referer",
+    "x-title",
+    "openai-beta",
+];
+
+/// Whether a header may carry a credential: every header but the [`PUBLIC_HEADERS`] (any
+/// case). Keys travel under many names (`authorization`, `x-api-key`, `api-key`,
+/// `x-goog-api-key`, `ocp-apim-subscription-key`, `cookie`, a gateway's own), so a header the
+/// person added is a secret unless it is known to be public: its value is never shown or
+/// stored, and it goes over plain HTTP only to loopback.
 #[must_use]
 pub fn is_secret_header(name: &str) -> bool {
-    ["authorization", "proxy-authorization", "x-api-key", "api-key"]
+    !PUBLIC_HEADERS.iter().any(|public| name.trim().eq_ignore_ascii_case(public))
+}
+
+/// Whether a URL query parameter's name looks like a credential (`key`, `api_key`, `apiKey`,
+/// `access_token`, `sig`, `signature`, `secret`, `password`, `auth`, `session`, ...): its name,
+/// percent-decoded and in lower case, contains `key`, `token`, `secret`, `sig`, `auth`,
+/// `pass`, `credential` or `session`.
+#[must_use]
+pub fn is_credential_parameter(name: &str) -> bool {
+    let name = percent_decoded(name).to_lowercase();
+    ["key", "token", "secret", "sig", "auth", "pass", "credential", "session"]
         .iter()
-        .any(|secret| name.eq_ignore_ascii_case(secret))
+        .any(|part| name.contains(part))
+}
+
+/// `text` with its `%XX` escapes decoded (and `+` as a space), invalid UTF-8 replaced.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                #[allow(clippy::cast_possible_truncation)]
+                (Some(high), Some(low)) => {
+                    out.push((high * 16 + low) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            byte => out.push(byte),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The query of `url` (after the first `?`, before the first `#` after it): no host or path
+/// can hold a `?`, so this is the query any URL parser reads.
+fn query_of(url: &str) -> Option<(usize, &str)> {
+    let start = url.find('?')? + 1;
+    let end = url[start..].find('#').map_or(url.len(), |at| start + at);
+    Some((start, &url[start..end]))
+}
+
+/// The values of `url`'s credential-looking query parameters ([`is_credential_parameter`]),
+/// as written and percent-decoded, the empty ones left out.
+#[must_use]
+pub fn credential_parameters(url: &str) -> Vec<String> {
+    let Some((_, query)) = query_of(url) else { return Vec::new() };
+    let mut values = Vec::new();
+    for pair in query.split(['&', ';']) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if is_credential_parameter(name) && !value.trim().is_empty() {
+            let decoded = percent_decoded(value);
+            if decoded != value {
+                values.push(decoded);
+            }
+            values.push(value.to_owned());
+        }
+    }
+    values
+}
+
+/// `url` with the values of its credential-looking query parameters replaced by `replacement`
+/// (`""` to drop them, the parameter kept by name), and whether any was.
+#[must_use]
+pub fn without_credential_parameters(url: &str, replacement: &str) -> (String, bool) {
+    let Some((start, query)) = query_of(url) else { return (url.to_owned(), false) };
+    let mut replaced = false;
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if is_credential_parameter(name) && !value.is_empty() => {
+                replaced = true;
+                format!("{name}={replacement}")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    let end = start + query.len();
+    (format!("{}{}{}", &url[..start], pairs.join("&"), &url[end..]), replaced)
 }
 
 /// A request a codec built. The body is always JSON text.
@@ -65,7 +169,7 @@ impl fmt::Debug for HttpRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpRequest")
             .field("method", &self.method)
-            .field("url", &self.url)
+            .field("url", &without_credential_parameters(&self.url, REDACTED).0)
             .field("headers", &self.shown_headers())
             .field("body", &self.body)
             .field("timeout_ms", &self.timeout_ms)
@@ -88,9 +192,10 @@ impl Serialize for HttpRequest {
             #[serde(skip_serializing_if = "Option::is_none")]
             idle_timeout_ms: Option<u64>,
         }
+        let url = without_credential_parameters(&self.url, REDACTED).0;
         Shown {
             method: &self.method,
-            url: &self.url,
+            url: &url,
             headers: self.shown_headers(),
             body: &self.body,
             timeout_ms: self.timeout_ms,
@@ -219,8 +324,9 @@ pub fn is_loopback_host(host: &str) -> bool {
 }
 
 /// Refuses a request that would send a credential in the clear: `Err` (saying why, without
-/// the key) when `request` carries a credential header ([`is_secret_header`]) with a value
-/// and its URL is not `https` to a host that is not loopback ([`is_loopback_host`]).
+/// the key) when `request` carries a credential header ([`is_secret_header`]) with a value,
+/// or its URL a credential-looking query parameter ([`credential_parameters`]), and its URL
+/// is not `https` to a host that is not loopback ([`is_loopback_host`]).
 ///
 /// The URL is read by `parse` (its scheme, with or without the trailing `:`, and its host),
 /// which must be the parser of the client that connects (WHATWG's in a browser, the `url`
@@ -237,7 +343,8 @@ pub fn refuse_key_in_the_clear(
     let has_key = request
         .headers
         .iter()
-        .any(|(name, value)| is_secret_header(name) && !value.trim().is_empty());
+        .any(|(name, value)| is_secret_header(name) && !value.trim().is_empty())
+        || !credential_parameters(&request.url).is_empty();
     if !has_key {
         return Ok(());
     }
@@ -284,6 +391,70 @@ mod tests {
             serde_json::to_value(HttpFailure::Network("refused".into())).unwrap(),
             serde_json::json!({"kind": "network", "message": "refused"})
         );
+    }
+
+    #[test]
+    fn every_header_but_the_public_ones_is_a_credential() {
+        for secret in [
+            "Authorization",
+            "x-api-key",
+            "api-key",
+            "X-Goog-Api-Key",
+            "ocp-apim-subscription-key",
+            "Cookie",
+            "x-my-gateway",
+        ] {
+            assert!(is_secret_header(secret), "{secret}");
+        }
+        for public in ["Content-Type", "anthropic-version", "HTTP-Referer", "X-Title", " accept "] {
+            assert!(!is_secret_header(public), "{public}");
+        }
+    }
+
+    #[test]
+    fn credential_looking_query_parameters_are_found_shown_redacted_and_refused_in_the_clear() {
+        let url = "http://10.1.2.3/v1?api-version=2024-02-01&key=AIza%2Fsecret&%61pi_Key=two#key=x";
+        assert_eq!(credential_parameters(url), ["AIza/secret", "AIza%2Fsecret", "two"]);
+        assert_eq!(
+            without_credential_parameters(url, "").0,
+            "http://10.1.2.3/v1?api-version=2024-02-01&key=&%61pi_Key=#key=x"
+        );
+        for name in ["access_token", "sig", "Signature", "client_secret", "password", "session"] {
+            assert!(is_credential_parameter(name), "{name}");
+        }
+        assert!(!is_credential_parameter("api-version") && !is_credential_parameter("model"));
+        assert!(credential_parameters("https://api.example/v1").is_empty());
+        assert!(credential_parameters("https://api.example/v1?key=").is_empty());
+        assert_eq!(
+            without_credential_parameters("https://h/v1", "x"),
+            ("https://h/v1".into(), false)
+        );
+
+        let request = HttpRequest {
+            method: "POST".into(),
+            url: url.into(),
+            headers: vec![("x-goog-api-key".into(), "goog-secret".into())],
+            body: "{}".into(),
+            timeout_ms: None,
+            idle_timeout_ms: None,
+        };
+        let shown = format!("{request:?} {}", serde_json::to_string(&request).unwrap());
+        for secret in ["goog-secret", "AIza", "two"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("api-version=2024-02-01"), "{shown}");
+        let parse = |url: &str| {
+            let rest = url.split_once("://")?.1;
+            Some(("http".to_owned(), rest.split(['/', '?', ':']).next()?.to_owned()))
+        };
+        // A key in the query alone is refused over plain HTTP off loopback, like one in a header.
+        let query_only = HttpRequest { headers: Vec::new(), ..request.clone() };
+        assert!(refuse_key_in_the_clear(&query_only, parse).is_err());
+        let harmless =
+            HttpRequest { url: "http://10.1.2.3/v1?api-version=1".into(), ..query_only.clone() };
+        assert!(refuse_key_in_the_clear(&harmless, parse).is_ok());
+        let loopback = HttpRequest { url: "http://127.0.0.1:8080/v1?key=k".into(), ..query_only };
+        assert!(refuse_key_in_the_clear(&loopback, parse).is_ok());
     }
 
     #[test]

@@ -133,8 +133,12 @@ impl Provider {
     /// The credentials this provider sends, to keep out of error reports.
     pub(crate) fn secrets(&self) -> Secrets {
         match self {
-            Provider::OpenAi(config) => secrets(config.api_key.as_deref(), &config.headers),
-            Provider::Anthropic(config) => secrets(config.api_key.as_deref(), &config.headers),
+            Provider::OpenAi(config) => {
+                secrets(config.api_key.as_deref(), &config.headers, &config.base_url)
+            }
+            Provider::Anthropic(config) => {
+                secrets(config.api_key.as_deref(), &config.headers, &config.base_url)
+            }
         }
     }
 

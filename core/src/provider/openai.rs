@@ -508,7 +508,7 @@ fn assistant_entry(response: &AssistantMessage) -> Value {
 pub fn decode(response: &HttpResponse, config: &OpenAiConfig) -> AssistantMessage {
     redact(
         decode_unredacted(response, config),
-        &secrets(config.api_key.as_deref(), &config.headers),
+        &secrets(config.api_key.as_deref(), &config.headers, &config.base_url),
     )
 }
 
@@ -658,7 +658,7 @@ impl OpenAiStream {
             state: StreamState::new(
                 status,
                 config.price,
-                secrets(config.api_key.as_deref(), &config.headers),
+                secrets(config.api_key.as_deref(), &config.headers, &config.base_url),
             ),
             finish_reason: None,
             usage: None,

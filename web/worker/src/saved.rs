@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use verity_core::provider::http::is_secret_header;
+use verity_core::provider::http::{is_secret_header, without_credential_parameters};
 use verity_messages::{CheckRequest, ProviderChoice};
 
 /// The checks of the main corpus asked for and not finished yet, queued or running, in the
@@ -69,13 +69,21 @@ impl SessionMeta {
     }
 }
 
-/// `provider` without its API key and credential headers, and whether it had any.
+/// `provider` without its API key, credential headers ([`is_secret_header`]: every header but
+/// the public ones) and credential-looking query parameters of its base URL, and whether it
+/// had any.
 pub(crate) fn without_credentials(provider: &ProviderChoice) -> (ProviderChoice, bool) {
     let ProviderChoice::Network { config } = provider else { return (provider.clone(), false) };
     let mut config = config.clone();
     let mut removed = false;
     if let Some(object) = config.as_object_mut() {
         removed |= object.remove("apiKey").is_some_and(|key| !key.is_null());
+        // A key written into the base URL's query (`?key=...`) is kept out too, by name.
+        if let Some(Value::String(url)) = object.get_mut("baseUrl") {
+            let (kept, had) = without_credential_parameters(url, "");
+            *url = kept;
+            removed |= had;
+        }
         if let Some(Value::Array(headers)) = object.get_mut("headers") {
             let before = headers.len();
             headers

@@ -820,13 +820,24 @@ fn a_keyed_queued_check_waits_for_the_pages_key_after_a_reload() {
 #[test]
 fn a_stored_provider_has_no_credentials_and_a_resume_without_them_is_cancelled() {
     let provider = ProviderChoice::Network {
-        config: json!({"api": "openai", "baseUrl": "https://api.example", "model": "m",
-                       "apiKey": "sk-secret", "headers": [["Authorization", "Bearer x"], ["X-Other", "1"]]}),
+        config: json!({"api": "openai", "baseUrl": "https://api.example/v1?api-version=2&key=q-secret",
+                       "model": "m", "apiKey": "sk-secret",
+                       "headers": [["Authorization", "Bearer x"], ["X-Goog-Api-Key", "g-secret"],
+                                   ["Cookie", "c-secret"], ["X-Title", "My page"]]}),
     };
     let meta = SessionMeta::new(&check("c9", "A claim."), &provider);
     let stored = serde_json::to_string(&meta).unwrap();
-    assert!(!stored.contains("sk-secret") && !stored.contains("Bearer"), "{stored}");
-    assert!(stored.contains("X-Other") && meta.credentials_removed);
+    // Keys travel under many header names and in the query: only what is known to be public
+    // is kept.
+    for secret in ["sk-secret", "Bearer", "g-secret", "c-secret", "q-secret"] {
+        assert!(!stored.contains(secret), "{secret} in {stored}");
+    }
+    assert!(stored.contains("X-Title") && stored.contains("api-version=2"), "{stored}");
+    assert!(meta.credentials_removed);
+    let query_only = ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": "https://api.example/v1?key=q", "model": "m"}),
+    };
+    assert!(SessionMeta::new(&check("c8", "A claim."), &query_only).credentials_removed);
 
     // A session of a network check, interrupted before its first request.
     let (engine, mut pool, _recorded) = started();

@@ -14,7 +14,8 @@
 //! 2. **The model.** A multinomial logistic regression (softmax over three linear scores,
 //!    `insufficient` the reference class, L2 penalty `--l2`, full-batch gradient descent on
 //!    standardised features, written back in the raw features' units). With
-//!    `--supported-features s` (the default) the `supported` class uses only the two `logit(S)`
+//!    `--supported-features s` (the default) the `supported` class uses only the two calibrated
+//!    `logit(S) - logit(S0)`
 //!    features: whether the passage supports the claim is the model's question, and the
 //!    lexical features (partly a quirk of VitaminC) only help tell `contradicted` from
 //!    `insufficient`. With `--contradicted-features lexical` (the default) the `contradicted`

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use verity_core::claim::verifier::{
-    AssessMode, Classes, FEATURES, Linear, ScoredPassage, Thresholds, VerifierOptions,
-    VerifierWeights, decide, features, plan, read_answer,
+    AskedQuestion, AssessMode, Classes, FEATURES, Linear, Reading, ScoredPassage, Thresholds,
+    VerifierOptions, VerifierWeights, decide, features, plan, prior_score, read_answer,
 };
 use verity_core::corpus::Corpus;
 use verity_core::indexed::IndexedCorpus;
@@ -99,6 +99,8 @@ struct Scored {
     claim: String,
     label: String,
     passages: Vec<(String, Option<f64>)>,
+    /// `S0`, the calibration question's score as the route reads it ([`prior_score`]).
+    prior: Option<f64>,
 }
 
 fn run() -> Result<(), String> {
@@ -129,7 +131,7 @@ fn run() -> Result<(), String> {
                 .iter()
                 .map(|(text, score)| ScoredPassage { text, score: *score })
                 .collect();
-            let (features, ..) = features(&row.claim, &passages, base);
+            let (features, ..) = features(&row.claim, &passages, row.prior, base);
             let class = LABELS.iter().position(|label| *label == row.label).unwrap_or(2);
             let judged = row.passages.iter().any(|(_, score)| score.is_some_and(f64::is_finite));
             (features.to_array(), class, judged)
@@ -158,7 +160,7 @@ fn run() -> Result<(), String> {
             .iter()
             .map(|(text, score)| ScoredPassage { text, score: *score })
             .collect();
-        let verdict = decide(&row.claim, &passages, &weights).verdict;
+        let verdict = decide(&row.claim, &passages, row.prior, &weights).verdict;
         let name = serde_json::to_value(verdict).unwrap_or(Value::Null);
         if name != json!(LABELS[*expected]) {
             return Err(format!(
@@ -218,7 +220,7 @@ fn ask(options: &Options, rows: &[Row]) -> Result<Vec<Scored>, String> {
             .map_err(|failed| format!("row {}: {failed}", n + 1))?;
         let evidence = job.claim_check().map(|check| check.evidence().to_vec()).unwrap_or_default();
         let all: Vec<usize> = (0..evidence.len()).collect();
-        let questions = plan(&evidence, &all, &route);
+        let questions = plan(&evidence, &all, &route, true);
         model.readings.borrow_mut().clear();
         // Ends once the questions are answered: the next request is aborted.
         let _ = block_on(drive(job, &model, &NoTools));
@@ -231,9 +233,16 @@ fn ask(options: &Options, rows: &[Row]) -> Result<Vec<Scored>, String> {
                 questions.len()
             ));
         }
+        let asked: Vec<AskedQuestion> = questions
+            .iter()
+            .zip(&readings)
+            .map(|(question, reading)| AskedQuestion { question: *question, reading: *reading })
+            .collect();
+        let prior = prior_score(&asked);
         // Each asked passage once, with its best chunk's score, in the order asked.
         let mut passages: Vec<(usize, Option<f64>)> = Vec::new();
-        for (question, score) in questions.iter().zip(readings) {
+        for (question, reading) in questions.iter().zip(readings).filter(|(q, _)| !q.prior) {
+            let score = reading.score;
             match passages.iter_mut().find(|(index, _)| *index == question.evidence) {
                 Some((_, best)) => {
                     *best = match (*best, score) {
@@ -252,6 +261,7 @@ fn ask(options: &Options, rows: &[Row]) -> Result<Vec<Scored>, String> {
                 .into_iter()
                 .map(|(index, score)| (evidence[index].clone(), score))
                 .collect(),
+            prior,
         };
         if let Some(file) = &mut out {
             let line = serde_json::to_string(&row).map_err(|e| e.to_string())?;
@@ -271,7 +281,7 @@ fn ask(options: &Options, rows: &[Row]) -> Result<Vec<Scored>, String> {
 /// any other request (research, summary) is answered as aborted, which ends the check.
 struct Probes<T> {
     inner: T,
-    readings: std::cell::RefCell<Vec<Option<f64>>>,
+    readings: std::cell::RefCell<Vec<Reading>>,
 }
 
 impl<T> Probes<T> {
@@ -286,7 +296,7 @@ impl<T: Transport> Transport for Probes<T> {
             return AssistantMessage::aborted("fit: the route's questions are answered");
         }
         let response = self.inner.complete(request).await;
-        self.readings.borrow_mut().push(read_answer(&response).score);
+        self.readings.borrow_mut().push(read_answer(&response));
         response
     }
 
