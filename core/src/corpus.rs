@@ -68,6 +68,34 @@ pub fn check_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The first character of `text` that would make it show otherwise than it reads, with why:
+/// a control character other than tab and line breaks, a bidirectional embedding, override or
+/// isolate (U+202A–U+202E, U+2066–U+2069), an invisible space or operator (U+200B,
+/// U+2060–U+2064, U+180E, U+FEFF), an interlinear annotation or a tag character. The zero-width
+/// joiners and the direction marks (U+200C–U+200F, U+061C) are kept: scripts need them, and
+/// they move nothing out of place. For claims read from files, whose text a person did not
+/// type (a file can show one claim and have another checked).
+#[must_use]
+pub fn deceptive_character(text: &str) -> Option<(char, &'static str)> {
+    text.chars().find_map(|c| {
+        let why = match c {
+            '\t' | '\n' | '\r' => return None,
+            c if c.is_control() => "a control character",
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                "a bidirectional control, which reorders how the text around it shows"
+            }
+            '\u{200b}' | '\u{2060}'..='\u{2064}' | '\u{180e}' | '\u{feff}' => {
+                "an invisible character"
+            }
+            '\u{fff9}'..='\u{fffb}' | '\u{e0001}' | '\u{e0020}'..='\u{e007f}' => {
+                "an invisible formatting character"
+            }
+            _ => return None,
+        };
+        Some((c, why))
+    })
+}
+
 /// Unicode's invisible formatting characters (category Cf, and the line and paragraph
 /// separators): they change how text around them shows, and show nothing themselves.
 fn is_format(c: char) -> bool {

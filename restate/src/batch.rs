@@ -45,6 +45,12 @@ pub fn parse_claims(name: &str, text: &str) -> Result<Vec<Row>, String> {
         if row.claim.trim().is_empty() {
             return Err(at("the claim is empty".to_owned()));
         }
+        if let Some((c, why)) = verity_core::corpus::deceptive_character(&row.claim) {
+            return Err(at(format!(
+                "the claim has U+{:04X}, {why}: it could show one claim and check another",
+                u32::from(c)
+            )));
+        }
         if let Some(label) = &row.label
             && !LABELS.contains(&label.as_str())
         {
@@ -646,4 +652,22 @@ pub fn summarize(
 
 fn round(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_claims;
+
+    #[test]
+    fn a_claim_that_shows_otherwise_than_it_reads_is_refused_by_line() {
+        let good = "{\"claim\": \"Paris is in France.\"}\n{\"claim\": \"Tab\\there.\"}\n";
+        assert_eq!(parse_claims("c.jsonl", good).unwrap().len(), 2);
+        for (hidden, code) in [("\\u202e", "U+202E"), ("\\u200b", "U+200B"), ("\\u2066", "U+2066")]
+        {
+            let text = format!("{{\"claim\": \"Paris.\"}}\n{{\"claim\": \"Pa{hidden}ris.\"}}\n");
+            let error = parse_claims("c.jsonl", &text).unwrap_err();
+            assert!(error.starts_with("c.jsonl:2: "), "{error}");
+            assert!(error.contains(code), "{error}");
+        }
+    }
 }

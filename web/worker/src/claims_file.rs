@@ -39,7 +39,14 @@ impl Read {
                     "the claim is longer than {} characters",
                     thousands(MAX_CLAIM_CHARS)
                 )),
-                _ => Ok(claim.to_owned()),
+                _ => match verity_core::corpus::deceptive_character(claim) {
+                    Some((c, why)) => Err(format!(
+                        "the claim has U+{:04X}, {why}: it could show one claim and check \
+                         another",
+                        u32::from(c)
+                    )),
+                    None => Ok(claim.to_owned()),
+                },
             }
         });
         match claim {

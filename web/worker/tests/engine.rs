@@ -1747,6 +1747,17 @@ fn claims_are_read_from_a_file_with_the_bad_lines_named() {
     assert_eq!(claims.len(), 1_000);
     assert!(message.contains("only the first 1,000 claims are read"), "{message}");
     assert!(message.contains("from line 1,001"), "{message}");
+    // A claim that would show one thing and check another (a bidirectional override, an
+    // invisible space or joiner, a control character) is refused, naming the character; the
+    // joiners and marks that scripts need are kept.
+    let text = "Paris is in France.\nThe tower is \u{202e}llat m 033\u{202c}.\nPa\u{200b}ris.\n\
+                Tab\there.\nBell\u{7}.\nمی\u{200c}خواهم.\n";
+    let (claims, bad, _) = claims_read(&engine, &recorded, "tricky.txt", text);
+    assert_eq!(claims, ["Paris is in France.", "Tab\there.", "می\u{200c}خواهم."]);
+    let lines: Vec<usize> = bad.iter().map(|(line, _)| *line).collect();
+    assert_eq!(lines, [2, 3, 5], "{bad:?}");
+    assert!(bad[0].1.contains("U+202E"), "{bad:?}");
+    assert!(bad[1].1.contains("U+200B"), "{bad:?}");
     // Ten bad lines are named; the others are counted.
     let (_, bad, message) = claims_read(&engine, &recorded, "bad.jsonl", &"x\n".repeat(500));
     assert_eq!(bad.len(), 10);
