@@ -80,6 +80,11 @@ function runsModels(url) {
         if (data.verityBuild !== BUILD) {
           differs = true;
           engineState("differs", "This page and the Verity engine already running for this site come from different versions (the site was updated). Close the other tabs of this site, then reload this one. Nothing saved is lost.");
+        } else {
+          // Only a page of the engine's build offers to run the model in the tab: one of
+          // another build would drop the calls, and every tab's in-tab checks would stall.
+          differs = false;
+          engine.postMessage({ verityModel: "runner" });
         }
         return;
       }
@@ -97,7 +102,6 @@ function runsModels(url) {
     };
     if (handlers.messageerror) engine.onmessageerror = handlers.messageerror;
     if (handlers.error) engine.onerror = handlers.error;
-    engine.postMessage({ verityModel: "runner" });
   };
   const restart = (message) => {
     const now = Date.now();
@@ -114,7 +118,7 @@ function runsModels(url) {
   start();
   const current = { postMessage: (message) => engine.postMessage(message) };
   addEventListener("pagehide", () => engine.postMessage({ verityModel: "bye" }));
-  addEventListener("pageshow", (event) => event.persisted && engine.postMessage({ verityModel: "runner" }));
+  addEventListener("pageshow", (event) => event.persisted && !differs && engine.postMessage({ verityModel: "runner" }));
   showModelState();
   handsLargeFilesTo(current);
   const post = quietSearch((message) => engine.postMessage(message));

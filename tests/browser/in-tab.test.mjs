@@ -145,3 +145,41 @@ for (const shared of [true, false]) {
     }
   });
 }
+
+test('a tab of another build never becomes the runner of the model in the tab: the calls go to a tab that answers', async () => {
+  const models = await recordingServer();
+  const { context, page, errors, close } = await browser();
+  try {
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    // A second tab of another build (a tab opened after a deploy meets the engine an older tab
+    // keeps running), which counts the model calls it would drop.
+    const other = await context.newPage();
+    await other.route('**/boot.js', async (route) => {
+      const response = await route.fetch();
+      const body = (await response.text())
+        .replace(/const BUILD = "[^"]*";/, 'const BUILD = "another-build";')
+        .replace('if (differs) return;', 'if (differs) { globalThis.droppedCalls = (globalThis.droppedCalls ?? 0) + (data?.verityModel === "call" ? 1 : 0); return; }');
+      await route.fulfill({ response, body });
+    });
+    await other.goto(site.url);
+    await other.locator(id('engine-state')).waitFor({ timeout: 30000 });
+    await page.bringToFront();
+    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
+    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+    await page.selectOption(id('provider-kind'), 'openai');
+    await page.selectOption(id('provider-preset'), 'intab');
+    await page.fill(id('provider-model'), `${models.url}/missing.gguf`);
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('failure-message')).waitFor({ timeout: 120000 });
+    assert.match(await card.locator(id('failure-message')).innerText(), /could not be loaded in this tab/);
+    assert.equal(await other.evaluate(() => globalThis.droppedCalls ?? 0), 0, 'the other build\'s tab was never asked');
+    assert.deepEqual(errors.filter((error) => !error.includes('404')), []);
+  } finally {
+    await close();
+    await models.close();
+  }
+});
+
