@@ -296,6 +296,32 @@ pub enum JobFailureKind {
 }
 
 impl JobFailureKind {
+    /// Every kind.
+    pub const ALL: [JobFailureKind; 13] = [
+        JobFailureKind::Config,
+        JobFailureKind::Provider,
+        JobFailureKind::InvalidSubmissions,
+        JobFailureKind::TurnLimit,
+        JobFailureKind::NoSubmit,
+        JobFailureKind::Cancelled,
+        JobFailureKind::AssessRequest,
+        JobFailureKind::AssessProse,
+        JobFailureKind::AssessSchema,
+        JobFailureKind::CitationNotInEvidence,
+        JobFailureKind::NoNewEvidence,
+        JobFailureKind::ResearchTurnLimit,
+        JobFailureKind::Budget,
+    ];
+
+    /// Whether a check that ended with this kind has a verdict all the same, `insufficient`:
+    /// research looked for more evidence and found none (it ended, or hit its turn bound), so
+    /// the first assessment's "insufficient" stands. Every host shows and counts it so (the
+    /// app, the exports, the batch's progress, `eval`), not as a failure.
+    #[must_use]
+    pub fn is_insufficient(self) -> bool {
+        matches!(self, JobFailureKind::NoNewEvidence | JobFailureKind::ResearchTurnLimit)
+    }
+
     /// The kind's stable name.
     #[must_use]
     pub fn as_str(self) -> &'static str {

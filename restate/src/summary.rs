@@ -105,7 +105,7 @@ impl Tally {
                 self.output_tokens += usage.output;
                 let kind = failure.kind().as_str();
                 *self.failures.entry(kind.to_owned()).or_default() += 1;
-                if kind == "no-new-evidence" || kind == "research-turn-limit" {
+                if failure.kind().is_insufficient() {
                     "insufficient".to_owned()
                 } else {
                     "failed".to_owned()

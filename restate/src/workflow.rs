@@ -94,6 +94,15 @@ impl CheckResult {
     pub fn is_failure(&self) -> bool {
         self.value.is_none()
     }
+
+    /// Whether the check ended without a verdict: a failure, but not one that leaves the
+    /// verdict `insufficient` ([`verity_core::JobFailureKind::is_insufficient`]), which every
+    /// host counts as that verdict.
+    #[must_use]
+    pub fn has_no_verdict(&self) -> bool {
+        self.value.is_none()
+            && !self.failure.as_ref().is_some_and(|failure| failure.kind().is_insufficient())
+    }
 }
 
 /// Builds the job of `input` on `host`: `Err(Ok(failure))` for a configuration the core
@@ -437,7 +446,8 @@ pub struct Progress {
     pub total: u64,
     /// Checks finished (with a report or a failure).
     pub done: u64,
-    /// Of those, failures.
+    /// Of those, the ones without a verdict (a failure that leaves the verdict `insufficient`
+    /// counts as that verdict, not here, as in the app).
     pub failed: u64,
     /// Checks in flight.
     pub running: u64,
@@ -786,7 +796,7 @@ impl BatchPart {
             progress.running -= 1;
             progress.add(&Progress {
                 done: 1,
-                failed: u64::from(result.is_failure()),
+                failed: u64::from(result.has_no_verdict()),
                 requests: u64::from(result.spent.requests),
                 tokens: result.spent.usage.input.saturating_add(result.spent.usage.output),
                 cost: result.spent.usage.cost,
@@ -834,5 +844,33 @@ impl BatchPart {
             .map(Json::into_inner)
             .unwrap_or_default()
             .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use verity_core::{JobFailed, JobFailureKind, Spent};
+
+    use super::CheckResult;
+
+    /// The batch's progress counts as failed only the checks without a verdict: research that
+    /// found nothing new leaves the verdict `insufficient`, as the app and `eval` show it.
+    #[test]
+    fn a_failure_that_leaves_the_verdict_insufficient_is_not_counted_failed() {
+        let ended = |kind: JobFailureKind| {
+            let spent = serde_json::to_value(Spent::default()).unwrap();
+            let failed: JobFailed = serde_json::from_value(
+                json!({"kind": kind.as_str(), "message": "why", "spent": spent}),
+            )
+            .unwrap();
+            CheckResult::of(Err(failed), Spent::default())
+        };
+        for kind in JobFailureKind::ALL {
+            assert_eq!(ended(kind).has_no_verdict(), !kind.is_insufficient(), "{kind}");
+            assert!(ended(kind).is_failure());
+        }
+        assert!(!CheckResult::of(Ok(json!({})), Spent::default()).has_no_verdict());
+        assert!(CheckResult::refused("a corpus refused").has_no_verdict());
     }
 }

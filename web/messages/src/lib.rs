@@ -733,7 +733,7 @@ mod tests {
         };
         assert!(failed("no-new-evidence").has_verdict());
         assert!(!failed("cancelled").has_verdict());
-        assert!(!failed("research-turn-limit").has_verdict());
+        assert!(failed("research-turn-limit").has_verdict(), "research found nothing new either");
         assert!(!Outcome::Failed { failure: json!("not an object") }.has_verdict());
         assert!(Outcome::Report { report: json!({}) }.has_verdict());
         assert_eq!(text::failure_verdict("no-new-evidence"), Some("insufficient"));

@@ -15,10 +15,13 @@ pub fn verdict_text(verdict: &str) -> String {
 }
 
 /// The verdict a failure of this kind amounts to, if any: research that found nothing new
-/// (`no-new-evidence`) leaves the claim unsettled by the corpus, which is the verdict
-/// `insufficient` (the core ends the check there, without a report).
+/// (`no-new-evidence`, or `research-turn-limit` when it hit its turn bound) leaves the claim
+/// unsettled by the corpus, which is the verdict `insufficient` (the core ends the check
+/// there, without a report).
 pub fn failure_verdict(kind: &str) -> Option<&'static str> {
-    (kind == "no-new-evidence").then_some("insufficient")
+    // The core's `JobFailureKind::is_insufficient`, by name (this crate does not depend on the
+    // core); the worker's tests check the two agree on every kind.
+    matches!(kind, "no-new-evidence" | "research-turn-limit").then_some("insufficient")
 }
 
 /// What the page is told when the browser's storage for it is full and `what` (a check's

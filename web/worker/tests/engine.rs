@@ -2284,3 +2284,17 @@ fn a_thousand_queued_checks_end_at_the_limit_without_a_request() {
     assert!(recorded.unfinished.borrow().checks.is_empty());
     assert!(recorded.unfinished.borrow().budgets.is_empty());
 }
+
+/// The app and every other host name an outcome alike: the failures the core counts as the
+/// verdict `insufficient` are exactly those the page shows as it (the messages crate keeps its
+/// own copy of the rule, by name, to stay free of the core).
+#[test]
+fn the_page_and_the_core_agree_on_which_failures_are_insufficient() {
+    for kind in verity_core::JobFailureKind::ALL {
+        assert_eq!(
+            verity_messages::text::failure_verdict(kind.as_str()).is_some(),
+            kind.is_insufficient(),
+            "{kind}"
+        );
+    }
+}
