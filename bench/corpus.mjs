@@ -14,11 +14,16 @@
 //   indexed again without it, and to the order record naming the rewritten part;
 // - a reload: from opening the app again to the restored corpus being indexed.
 //
+// It checks what it reports and fails otherwise: each query finds the same items before and
+// after the save, text no passage has finds nothing, every other word and the id find some,
+// and the reload restores every passage but the removed one.
+//
 // usage: node bench/corpus.mjs [PASSAGES] [QUERIES]   (VERITY_DIST: the built app, dist/ by default)
 //
 // The passages are VitaminC's (shared/data/vitaminc/corpus.jsonl, CC BY-SA 3.0: Schuster et
 // al., "Get Your Vitamin C!", NAACL 2021), repeated with distinct ids (`v00001~3`) until there
 // are PASSAGES; the file is written under target/ and not kept in the repository.
+import assert from 'node:assert/strict';
 import { createReadStream, createWriteStream, existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -164,7 +169,18 @@ try {
   const saved = await savedChange(null);
   // The same queries again, the save done.
   const quiet = [];
-  for (let i = 0; i < queries; i++) quiet.push((await query(words[i % words.length])).ms);
+  for (let i = 0; i < queries; i++) {
+    const text = words[i % words.length];
+    const { ms, total } = await query(text);
+    quiet.push(ms);
+    // What it reports holds: the same query finds the same items once the save is done.
+    assert.equal(total, totals[text], `${text}: ${total} items after the save, ${totals[text]} before`);
+  }
+  assert.equal(totals['xyzzy-not-there'], 0, 'text no passage has finds nothing');
+  assert.ok(totals.v00042 >= 1, 'the id finds its item');
+  for (const word of words.filter((word) => word !== 'xyzzy-not-there')) {
+    assert.ok(totals[word] > 0, `${word} is in the corpus: ${totals[word]}`);
+  }
 
   // A remove of one item.
   const removed = indexedWith(passages - 1);
@@ -184,6 +200,8 @@ try {
   await page.locator('[data-testid="corpus-index"]').filter({ hasText: 'indexed' }).waitFor({ timeout: 600_000 });
   const reloadMs = Date.now() - reloadStarted;
   const count = await page.locator('[data-testid="corpus-count"]').innerText();
+  // Every passage but the removed one came back from storage.
+  assert.equal(Number(count.replace(/[^0-9]/g, '')), passages - 1, `after the reload: ${count}`);
 
   const mb = (list, field) => round(list.reduce((sum, p) => sum + p[field], 0));
   console.log(JSON.stringify({
