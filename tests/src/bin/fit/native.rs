@@ -35,7 +35,7 @@ fn parse_args() -> Result<Options, String> {
         provider: None,
         scores: None,
         out: None,
-        supported_all: false,
+        supported_all: true,
         contradicted_lexical: true,
         l2: 0.1,
     };
@@ -349,7 +349,7 @@ impl Fitted {
              {cv}.",
             options.claims.rsplit('/').next().unwrap_or(&options.claims),
             options.l2,
-            if options.supported_all { "all" } else { "the logit(S)" },
+            if options.supported_all { "all" } else { "the calibrated logit(S)" },
         );
         weights
     }
@@ -439,15 +439,26 @@ fn fit(data: &[Datum], options: &Options) -> Fitted {
         bias: b[c] - (0..5).map(|j| w[c][j] * mean[j] / sd[j]).sum::<f64>(),
         weights: (0..5).map(|j| w[c][j] / sd[j]).collect(),
     };
-    let mut fitted =
-        Fitted { supported: raw(0), contradicted: raw(1), thresholds: (0.5, 0.5, 0.0) };
+    // Rounded as the weights file keeps them, before anything is predicted with them: the
+    // fitted model is exactly the one `decide` reads back (a claim at a threshold would
+    // otherwise go either way).
+    let mut fitted = Fitted {
+        supported: round_linear(&raw(0)),
+        contradicted: round_linear(&raw(1)),
+        thresholds: (0.5, 0.5, 0.0),
+    };
     let truth: Vec<usize> = data.iter().map(|(_, class, _)| *class).collect();
     let probabilities: Vec<[f64; 3]> = data.iter().map(|(x, ..)| fitted.probabilities(x)).collect();
     let mut best = (f64::NEG_INFINITY, (0.5, 0.5, 0.0));
     for i in 0..=12 {
         for j in 0..=12 {
             for k in 0..=5 {
-                let t = (0.2 + 0.05 * f64::from(i), 0.2 + 0.05 * f64::from(j), 0.1 * f64::from(k));
+                let round = |x: f64| (x * 100.0).round() / 100.0;
+                let t = (
+                    round(0.2 + 0.05 * f64::from(i)),
+                    round(0.2 + 0.05 * f64::from(j)),
+                    round(0.1 * f64::from(k)),
+                );
                 let predicted: Vec<usize> = probabilities
                     .iter()
                     .zip(data)
@@ -463,8 +474,7 @@ fn fit(data: &[Datum], options: &Options) -> Fitted {
             }
         }
     }
-    let round = |x: f64| (x * 100.0).round() / 100.0;
-    fitted.thresholds = (round(best.1.0), round(best.1.1), round(best.1.2));
+    fitted.thresholds = best.1;
     fitted
 }
 
