@@ -87,12 +87,13 @@
 //! thresholds are in `[0, 1]`; `scoreClamp` is in `(0, 0.5)`. A multinomial logistic
 //! regression fitted with `insufficient` as the reference class writes its weights as zeros.
 //!
-//! The weights in the repository were fitted by `cargo xtask fit` (`tests/src/bin/fit.rs`) on
+//! The weights in the repository were fitted by `cargo xtask fit` (`tests/src/bin/fit/`) on
 //! VitaminC's 300 dev claims with Qwen2.5-Coder-0.5B's scores (`"fitted": true`; the file's
-//! `note` gives the cross-validated figures): `supported` on the two `logit(S)` features,
-//! `contradicted` on the lexical ones, with the topic gate. They were fitted on one model's
-//! scores: another model's `S` is distributed otherwise, and a refit with its scores
-//! (`cargo xtask fit --model qwen1.5`) is what suits it.
+//! `note` gives the cross-validated figures): `supported` on every feature, `contradicted` on
+//! the lexical ones, with the topic gate. They were fitted on one model's scores; the
+//! calibration makes another model's scores comparable enough that they carry over (measured
+//! on the 1.5B's, docs/BENCHMARKS.md), and a refit with its scores
+//! (`cargo xtask fit --model qwen1.5`) is what suits it best.
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
