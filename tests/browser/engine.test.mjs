@@ -61,6 +61,8 @@ test('a claim checked through an OpenAI-compatible server, streaming', async () 
     await card.locator(id('verdict')).waitFor({ timeout: 30000 });
     assert.match(await card.locator(id('verdict')).innerText(), /supported/i);
     assert.match(await card.locator(id('summary')).innerText(), /places the Eiffel Tower in Paris/);
+    // The confidence in words a person can act on, beside its figure.
+    assert.match(await card.locator(id('confidence')).innerText(), /^\d+% · (high|moderate|low) confidence: \w/);
     assert.match(await card.locator(id('citation')).first().innerText(), /Champ de Mars/);
     const bodies = (await journal(mock)).map((entry) => JSON.stringify(entry));
     assert.equal(bodies.length, 2, 'one assessment and one summary request');

@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use verity_messages::{CheckResult, FailureView, FromJson, Item, Outcome, ReportView};
 
 pub use verity_messages::text::{
-    cost_text, count, failure_verdict, spent_text, usage_text, verdict_text,
+    confidence_words, cost_text, count, failure_verdict, spent_text, usage_text, verdict_text,
 };
 
 /// Splits `text` into pieces, `true` for the pieces some quote covers.
@@ -122,7 +122,11 @@ fn ReportBody(n: usize, report: ReportView, cited: Vec<Item>) -> impl IntoView {
             <p class="verdict-line">
                 <span class=format!("verdict verdict-{verdict}") data-testid="verdict">{verdict_text(&verdict)}</span>
                 <span data-testid="confidence" class="confidence">
-                    {format!("{}% confidence", fixed(report.assessment.confidence * 100.0, 0))}
+                    {format!(
+                        "{}% · {}",
+                        fixed(report.assessment.confidence * 100.0, 0),
+                        confidence_words(&verdict, report.assessment.confidence)
+                    )}
                 </span>
             </p>
             <p data-testid="summary" class="summary">{report.summary}</p>

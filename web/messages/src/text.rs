@@ -107,6 +107,28 @@ pub fn spent_text(spent: &SpentView) -> String {
     )
 }
 
+/// A verdict's confidence in words a person can act on: how far to rely on it, and what to
+/// read first. High from 0.8, moderate from 0.6, low below; for `insufficient` the words say
+/// what the corpus lacks rather than what a passage settles.
+#[must_use]
+pub fn confidence_words(verdict: &str, confidence: f64) -> &'static str {
+    let band = if confidence >= 0.8 {
+        0
+    } else if confidence >= 0.6 {
+        1
+    } else {
+        2
+    };
+    match (verdict == "insufficient", band) {
+        (false, 0) => "high confidence: the cited passage settles it",
+        (false, 1) => "moderate confidence: read the cited passage before relying on it",
+        (false, _) => "low confidence: a lead to check, not an answer",
+        (true, 0) => "high confidence: the corpus does not address this claim",
+        (true, 1) => "moderate confidence: the corpus may touch on it; look at the evidence",
+        (true, _) => "low confidence: a passage came close; read the evidence",
+    }
+}
+
 /// `value` with `decimals` digits after the point, rounded half away from zero.
 ///
 /// Written with integers rather than `{:.N}`: Rust's float formatting is about 4 KB gzip of the
@@ -189,4 +211,20 @@ pub fn verdict_counts(all: usize, results: &[crate::CheckResult]) -> String {
         .sum();
     let counts = counts.join(" · ");
     if cost > 0.0 { format!("{counts} · ${} spent", fixed(cost, 4)) } else { counts }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::confidence_words;
+
+    #[test]
+    fn a_confidence_is_told_in_words_with_what_to_do() {
+        assert!(confidence_words("supported", 0.81).starts_with("high confidence"));
+        assert!(confidence_words("contradicted", 0.8).contains("the cited passage settles it"));
+        assert!(confidence_words("supported", 0.79).contains("read the cited passage"));
+        assert!(confidence_words("supported", 0.59).starts_with("low confidence"));
+        assert!(confidence_words("insufficient", 0.9).contains("does not address"));
+        assert!(confidence_words("insufficient", 0.3).contains("read the evidence"));
+        assert!(confidence_words("supported", f64::NAN).starts_with("low confidence"));
+    }
 }
