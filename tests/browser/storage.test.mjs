@@ -241,6 +241,8 @@ test('a newer version of the app opening the database is not blocked by this one
     await page.setInputFiles(id('corpus-file-input'), { name: 'notes.jsonl', mimeType: 'text/plain',
       buffer: Buffer.from(JSON.stringify({ id: 'e1', text: 'The storage migration finished in March.' })) });
     await page.locator(id('corpus-count')).filter({ hasText: '1 item' }).waitFor();
+    // The corpus says it is not saved (not "saving…" until the reload).
+    await page.locator(id('corpus-stored')).filter({ hasText: /^not saved/ }).waitFor({ timeout: 10000 });
     await page.fill(id('claims-input'), 'The storage migration finished in March.');
     await page.click(id('run'));
     await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });

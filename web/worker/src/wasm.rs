@@ -815,6 +815,12 @@ impl CorpusSaver {
                 let next = saver.pending.borrow_mut().take();
                 let Some(corpus) = next else { break };
                 if CLOSED.with(Cell::get) {
+                    // A newer version took the database: this version is not saved, and the
+                    // pages say so (not "saving…" until the reload the notice asks for).
+                    post(&FromWorker::CorpusStored {
+                        id: corpus_id(&corpus),
+                        storage: CorpusStorage::NotSaved,
+                    });
                     break;
                 }
                 let outcome = saver.write(&db, &corpus).await;
