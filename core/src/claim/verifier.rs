@@ -149,32 +149,35 @@ impl Default for VerifierOptions {
     }
 }
 
-fn bounded_k<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
-    let k = usize::deserialize(deserializer)?;
-    if (1..=MAX_K).contains(&k) {
-        Ok(k)
-    } else {
-        Err(D::Error::custom(format!("must be 1 to {MAX_K}, not {k}")))
+/// A number of at least `min` and at most `max` (when there is one), or a deserialization
+/// error saying so: the one reader of the options' bounded numbers.
+fn bounded<'de, D, T>(deserializer: D, min: T, max: Option<T>) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + PartialOrd + std::fmt::Display,
+{
+    let value = T::deserialize(deserializer)?;
+    match max {
+        Some(max) if value < min || value > max => {
+            Err(D::Error::custom(format!("must be {min} to {max}, not {value}")))
+        }
+        None if value < min => {
+            Err(D::Error::custom(format!("must be at least {min}, not {value}")))
+        }
+        _ => Ok(value),
     }
+}
+
+fn bounded_k<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
+    bounded(deserializer, 1, Some(MAX_K))
 }
 
 fn bounded_top<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u8, D::Error> {
-    let top = u8::deserialize(deserializer)?;
-    let max = crate::provider::openai::MAX_TOP_LOGPROBS;
-    if (1..=max).contains(&top) {
-        Ok(top)
-    } else {
-        Err(D::Error::custom(format!("must be 1 to {max}, not {top}")))
-    }
+    bounded(deserializer, 1, Some(crate::provider::openai::MAX_TOP_LOGPROBS))
 }
 
 fn bounded_chunk<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
-    let chars = usize::deserialize(deserializer)?;
-    if chars >= MIN_CHUNK_CHARS {
-        Ok(chars)
-    } else {
-        Err(D::Error::custom(format!("must be at least {MIN_CHUNK_CHARS}, not {chars}")))
-    }
+    bounded(deserializer, MIN_CHUNK_CHARS, None)
 }
 
 /// Which route the assess position takes. JSON: `"agent"` (the default: one model call
