@@ -141,6 +141,9 @@ async fn clock(ctx: &WorkflowContext<'_>, name: String) -> Result<u64, HandlerEr
 
 #[restate_sdk::object(
     name = "RateLimiter",
+    // Only the batch's own workflows call it: from the ingress, anyone could hold a batch back
+    // for good (`hold` with `u64::MAX`) or take its window.
+    ingress_private,
     invocation_retry_policy(
         initial_interval = "100ms",
         factor = 2.0,

@@ -717,8 +717,8 @@ impl BatchPart {
 impl BatchPart {
     /// Checks the part's claims, at most `concurrency` at once (each a `ClaimCheck` workflow
     /// keyed `{batch}.{index}`), keeping each result as it finishes; ends with the part's
-    /// totals.
-    #[handler]
+    /// totals. Private: only its batch starts it (its `finished` and `progress` stay readable).
+    #[handler(ingress_private)]
     async fn run(
         &self,
         ctx: WorkflowContext<'_>,

@@ -795,6 +795,35 @@ fn a_corpus_whose_hash_does_not_match_is_refused_by_the_workers() {
 
 /// A worker bound to an address others reach, without an identity key, would run jobs for
 /// anyone: it refuses to start unless told `--allow-unsigned`.
+/// Only what a person submits is public on the ingress: the rate limiter (whose `hold` with
+/// `u64::MAX` would stall a batch and any re-run of it) and a batch part's `run` are Restate
+/// private handlers, callable only from the batch's own workflows; what the batch CLI reads
+/// (a part's `finished`, a batch's `progress`) stays readable.
+#[test]
+fn the_ingress_reaches_only_what_a_person_submits() {
+    let _serial = serial();
+    let dir = scratch("private");
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let workers = Workers::start(&binary(), 1, &[], &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    let ingress = server.ingress_url();
+    let post = |path: &str, body: Value| {
+        cluster::blocking(reqwest::Method::POST, &format!("{ingress}/{path}"), Some(&body)).unwrap()
+    };
+    for (path, body) in [
+        ("RateLimiter/victim/hold", json!(u64::MAX)),
+        ("RateLimiter/victim/acquire", json!({"id": "x", "tokens": 1, "window": {"windowMs": 1}})),
+        ("BatchPart/victim.0/run", json!({})),
+    ] {
+        let (status, text) = post(path, body);
+        assert!((400..500).contains(&status), "{path}: {status} {text}");
+    }
+    // Readable: a part's results (none yet) through its shared handler.
+    let (status, text) = post("BatchPart/nothing/finished", json!(0));
+    assert!(!text.to_lowercase().contains("private"), "{status} {text}");
+    drop(workers);
+}
+
 #[test]
 fn a_worker_on_a_non_loopback_address_needs_an_identity_key() {
     let output = std::process::Command::new(binary())
