@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { serve, browser, screenshot, silentServer, DIST } from './harness.mjs';
+import { serve, browser, screenshot, aimock, countingProxy, DIST, ROOT } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -50,8 +50,11 @@ async function waitUntil(condition, what, timeout = 20000) {
   }
 }
 
-test('an engine that traps is started again by the page, and its running check resumes from its session', async () => {
-  const silent = await silentServer();
+test('an engine that traps is started again by the page, and its running check resumes from its session: what was answered is not asked again', async () => {
+  // A provider that answers the first model request (the assessment) and holds the next (the
+  // summary) open: the trap comes mid-check, after a response was recorded.
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'));
+  const provider = await countingProxy(mock.url, { answered: 1 });
   const trapping = await serve(withTrap());
   const { page, errors, close } = await browser();
   try {
@@ -65,11 +68,13 @@ test('an engine that traps is started again by the page, and its running check r
     await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
     await page.selectOption(id('provider-kind'), 'openai');
     await page.selectOption(id('provider-preset'), 'custom');
-    await page.fill(id('provider-base-url'), `${silent.url}/v1`);
-    await page.fill(id('provider-model'), 'm');
+    await page.fill(id('provider-base-url'), `${provider.url}/v1`);
+    await page.fill(id('provider-model'), 'gpt-4o-mini');
     await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
     await page.click(id('run'));
-    await waitUntil(() => silent.open() === 1, 'the request is open');
+    await waitUntil(() => provider.held() === 1, 'the summary request is open');
+    const asks = () => provider.bodies.map((body) => (body.includes('record_assessment') ? 'assessment' : 'summary'));
+    assert.deepEqual(asks(), ['assessment', 'summary'], 'answered once, then held');
 
     await page.evaluate(() => {
       // The page's own port to the engine is the UI's; a second one reaches the same engine.
@@ -78,8 +83,10 @@ test('an engine that traps is started again by the page, and its running check r
     const state = page.locator(id('engine-state'));
     await state.waitFor({ timeout: 20000 });
     assert.match(await state.innerText(), /^The engine stopped after an error \(unreachable\) and was started again: the checks go on from what they had saved\.$/);
-    // The old engine's request went with it; the new engine resumed the check and asked again.
-    await waitUntil(() => silent.open() === 1, 'the resumed check asks again');
+    // The old engine's request went with it; the new engine resumed the check from its session
+    // and asked only what had not been answered: the summary, not the assessment again.
+    await waitUntil(() => provider.bodies.length === 3 && provider.held() === 1, 'the resumed check asks again');
+    assert.deepEqual(asks(), ['assessment', 'summary', 'summary'], 'the recorded assessment is not requested again');
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
     const running = page.locator(id('check-2'));
     assert.equal(await running.locator(id('verdict')).count(), 0, 'still running');
@@ -90,11 +97,13 @@ test('an engine that traps is started again by the page, and its running check r
     await running.locator(id('cancel')).click();
     await running.locator(id('failure-kind')).waitFor({ timeout: 10000 });
     assert.match(await running.locator(id('failure-kind')).innerText(), /cancelled/);
-    await waitUntil(() => silent.open() === 0, 'the resumed request was closed');
+    await waitUntil(() => provider.held() === 0, 'the resumed request was closed');
+    assert.equal(provider.bodies.length, 3, 'nothing more was asked');
     assert.deepEqual(errors.filter((error) => !/unreachable/.test(error)), []);
   } finally {
     await close();
-    await silent.close();
+    await provider.close();
+    mock.close();
     await trapping.close();
   }
 });

@@ -265,15 +265,24 @@ export function recordingServer(answer) {
  * the engine's requests leave from a shared worker, which the browser's request events do not
  * show, and aimock's journal holds only the answered ones (a request cut off by a closed tab
  * would be missed);
- * resolves to { url, bodies (each POST's body, in arrival order), close }. */
-export function countingProxy(target) {
+ * resolves to { url, bodies (each POST's body, in arrival order), held() (how many POSTs are held
+ * open, see `answered`), close }. */
+export function countingProxy(target, { answered = Infinity } = {}) {
   const bodies = [];
+  const held = new Set();
   const server = createServer((incoming, outgoing) => {
     const chunks = [];
     incoming.on('data', (chunk) => chunks.push(chunk));
     incoming.on('end', () => {
       const body = Buffer.concat(chunks);
       if (incoming.method === 'POST') bodies.push(body.toString());
+      // With `answered`, the POSTs after that many are held open, never answered (a model
+      // request in flight when the engine stops).
+      if (incoming.method === 'POST' && bodies.length > answered) {
+        held.add(outgoing);
+        outgoing.on('close', () => held.delete(outgoing));
+        return;
+      }
       const upstream = forward(`${target}${incoming.url}`, { method: incoming.method, headers: incoming.headers }, (answer) => {
         outgoing.writeHead(answer.statusCode, answer.headers);
         answer.pipe(outgoing);
@@ -287,6 +296,7 @@ export function countingProxy(target) {
     server.listen(0, '127.0.0.1', () => done({
       url: `http://127.0.0.1:${server.address().port}`,
       bodies,
+      held: () => held.size,
       close: () => { server.closeAllConnections(); return new Promise((closed) => server.close(closed)); },
     }));
   });
