@@ -43,39 +43,16 @@ pub fn is_secret_header(name: &str) -> bool {
 
 /// Whether a URL query parameter's name looks like a credential (`key`, `api_key`, `apiKey`,
 /// `access_token`, `sig`, `signature`, `secret`, `password`, `auth`, `session`, ...): its name,
-/// percent-decoded and in lower case, contains `key`, `token`, `secret`, `sig`, `auth`,
-/// `pass`, `credential` or `session`.
+/// decoded as a query is (`form_urlencoded`) and in lower case, contains `key`, `token`,
+/// `secret`, `sig`, `auth`, `pass`, `credential` or `session`.
 #[must_use]
 pub fn is_credential_parameter(name: &str) -> bool {
-    let name = percent_decoded(name).to_lowercase();
+    let decoded: String =
+        form_urlencoded::parse(name.as_bytes()).map(|(name, _)| name.into_owned()).collect();
+    let name = decoded.to_lowercase();
     ["key", "token", "secret", "sig", "auth", "pass", "credential", "session"]
         .iter()
         .any(|part| name.contains(part))
-}
-
-/// `text` with its `%XX` escapes decoded (and `+` as a space), invalid UTF-8 replaced.
-fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                #[allow(clippy::cast_possible_truncation)]
-                (Some(high), Some(low)) => {
-                    out.push((high * 16 + low) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            byte => out.push(byte),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The query of `url` (after the first `?`, before the first `#` after it): no host or path
@@ -87,7 +64,7 @@ fn query_of(url: &str) -> Option<(usize, &str)> {
 }
 
 /// The values of `url`'s credential-looking query parameters ([`is_credential_parameter`]),
-/// as written and percent-decoded, the empty ones left out.
+/// decoded and as written, the empty ones left out.
 #[must_use]
 pub fn credential_parameters(url: &str) -> Vec<String> {
     let Some((_, query)) = query_of(url) else { return Vec::new() };
@@ -95,7 +72,9 @@ pub fn credential_parameters(url: &str) -> Vec<String> {
     for pair in query.split(['&', ';']) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         if is_credential_parameter(name) && !value.trim().is_empty() {
-            let decoded = percent_decoded(value);
+            let decoded: String = form_urlencoded::parse(format!("v={value}").as_bytes())
+                .map(|(_, v)| v.into_owned())
+                .collect();
             if decoded != value {
                 values.push(decoded);
             }

@@ -34,12 +34,13 @@ use crate::demo::{DEMO_CLAIMS, demo_passages};
 use crate::host::Host;
 use crate::saved::SessionMeta;
 
+use check::{cancelled, refused};
+use state::{Awaiting, Pending, State, Stranded};
+
 /// The most checks that run at once, whatever a page asks for (the app's largest choice): each
 /// holds a model request and a session open, and a run's spending limit can be overshot by one
 /// response per running check.
 pub const MAX_CONCURRENCY: usize = 8;
-use check::{cancelled, refused};
-use state::{Awaiting, Pending, State, Stranded};
 
 /// The engine: a cheap handle (clones share one state) driven by [`Engine::handle`].
 pub struct Engine<H: Host> {
