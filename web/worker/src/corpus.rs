@@ -212,6 +212,10 @@ impl CorpusState {
     }
 }
 
+/// The longest line of a `.jsonl` corpus file read in blocks: no passage needs more, and a file
+/// without line breaks (not JSON Lines) is refused at this point instead of held whole.
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
 /// Reads a `.jsonl` corpus file given in blocks of bytes (a large file the page hands over
 /// whole, read a block at a time so that its text is never held whole): each block's complete
 /// lines are read as [`passages_from_file`] reads them, the rest waits for the next block.
@@ -243,8 +247,26 @@ impl JsonlBlocks {
     /// # Errors
     /// A line that is not a passage, or text that is not UTF-8, named with its line.
     pub fn push(&mut self, block: &[u8]) -> Result<(), Rejected> {
+        // What is held has no line break (it was cut after the last one): only the new block
+        // is searched, so a file read in n blocks is scanned once, not n times.
+        let held = self.rest.len();
+        let Some(at) = block.iter().rposition(|&byte| byte == b'\n') else {
+            if held + block.len() > MAX_LINE_BYTES {
+                return Err(Rejected {
+                    file: self.name.clone(),
+                    line: Some(self.lines_before + 1),
+                    message: format!(
+                        "the line is longer than {} MB, which no passage needs (JSON Lines has \
+                         one passage per line)",
+                        MAX_LINE_BYTES / (1024 * 1024)
+                    ),
+                });
+            }
+            self.rest.extend_from_slice(block);
+            return Ok(());
+        };
         self.rest.extend_from_slice(block);
-        let Some(end) = self.rest.iter().rposition(|&byte| byte == b'\n') else { return Ok(()) };
+        let end = held + at;
         let rest = self.rest.split_off(end + 1);
         let lines = std::mem::replace(&mut self.rest, rest);
         self.read(&lines)
@@ -414,6 +436,24 @@ mod tests {
         assert_eq!(rejected.line, Some(1001));
         assert!(JsonlBlocks::new("e.jsonl").finish().is_err());
         assert!(JsonlBlocks::reads("A.JSONL") && !JsonlBlocks::reads("a.json"));
+    }
+
+    #[test]
+    fn a_jsonl_file_without_line_breaks_is_refused_at_the_line_cap_not_held_whole() {
+        let mut blocks = JsonlBlocks::new("one-line.jsonl");
+        blocks.push(b"{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"b\", \"text\": \"").unwrap();
+        let block = vec![b'y'; 1024 * 1024];
+        let mut refused = None;
+        for _ in 0..(MAX_LINE_BYTES / block.len() + 2) {
+            if let Err(rejected) = blocks.push(&block) {
+                refused = Some(rejected);
+                break;
+            }
+        }
+        let refused = refused.expect("refused once the line passes the cap");
+        assert_eq!(refused.line, Some(2), "{refused:?}");
+        assert!(refused.message.contains("16 MB"), "{refused:?}");
+        assert!(blocks.rest.len() <= MAX_LINE_BYTES, "never held past the cap");
     }
 
     fn state(passages: usize) -> CorpusState {
