@@ -54,9 +54,9 @@ impl RetryPolicy {
     /// or `None` when it must not be retried: its class is not retryable, the budget is spent,
     /// or the provider asked for a wait longer than the cap.
     ///
-    /// Exponential with "full jitter" (AWS architecture blog): a delay drawn in
-    /// `[d/2, d]` with `d = min(max_delay, base * 2^(attempt-1))`, from a hash of the seed and
-    /// the attempt. A `Retry-After` within the cap replaces the computed delay.
+    /// Exponential with "equal jitter" (AWS architecture blog: half the delay fixed, half
+    /// drawn): a delay in `[d/2, d]` with `d = min(max_delay, base * 2^(attempt-1))`, from a
+    /// hash of the seed and the attempt. A `Retry-After` within the cap replaces the computed delay.
     #[must_use]
     pub fn delay(
         &self,
