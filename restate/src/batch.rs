@@ -230,13 +230,51 @@ pub fn corpus_policy(input: &BatchInput) -> Result<CorpusPolicy, String> {
     Ok(policy)
 }
 
-/// The key of a batch: `batch-` and the first 16 hex digits of the SHA-256 of its input (the
-/// claims, the corpus's location and hash, the job and the limits). The same command run
-/// again has the same key, and attaches to the batch instead of checking the claims again.
+/// The key of a batch: `batch-` and the first 32 hex digits of the SHA-256 of `salt` (the
+/// deployment's, [`batch_salt`]) and its input (the claims, the corpus's location and hash, the
+/// job and the limits). The same command run again on the same deployment has the same key,
+/// and attaches to the batch instead of checking the claims again; without the salt, which
+/// stays in the deployment's folder, the key cannot be guessed from the input (a caller who
+/// reached the ingress first could otherwise start the batch's checks with input of their
+/// own).
 #[must_use]
-pub fn batch_key(input: &BatchInput) -> String {
+pub fn batch_key(input: &BatchInput, salt: &str) -> String {
     let json = serde_json::to_string(input).unwrap_or_default();
-    format!("batch-{}", &sha256_hex(json.as_bytes())[..16])
+    format!("batch-{}", &sha256_hex(format!("{salt}\n{json}").as_bytes())[..32])
+}
+
+/// The deployment's secret for batch keys: 32 random bytes (hex) in `data_dir/batch-salt`,
+/// made the first time and read after.
+///
+/// # Errors
+/// The folder cannot be written, the file read, or no randomness is to be had.
+pub fn batch_salt(data_dir: &Path) -> Result<String, String> {
+    let path = data_dir.join("batch-salt");
+    let valid = |text: &str| text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit());
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let text = text.trim();
+        if valid(text) {
+            return Ok(text.to_owned());
+        }
+        return Err(format!(
+            "{}: not a batch salt (64 hex digits); remove it to make a new one",
+            path.display()
+        ));
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for the batch salt: {e}"))?;
+    let salt: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::create_dir_all(data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
+    // Made once: a second process making it at the same time keeps the first one's.
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+        Ok(mut file) => {
+            use std::io::Write as _;
+            file.write_all(salt.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(salt)
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => batch_salt(data_dir),
+        Err(error) => Err(format!("{}: {error}", path.display())),
+    }
 }
 
 /// Runs a batch end to end: server, workers, registration, submission, progress, results.
@@ -251,7 +289,10 @@ pub fn run(options: &Options) -> Result<Value, String> {
     if let Some(path) = &options.provider {
         read_provider(path)?;
     }
-    let key = options.batch_id.clone().unwrap_or_else(|| batch_key(&input));
+    let key = match &options.batch_id {
+        Some(id) => id.clone(),
+        None => batch_key(&input, &batch_salt(&options.data_dir)?),
+    };
     let (ports, deployment) = Ports::kept(&options.data_dir);
     let mut server = Server::start(&options.data_dir, ports)?;
     let mut worker_args = corpus_worker_args(&input);
@@ -656,7 +697,28 @@ fn round(x: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_claims;
+    use super::{BatchInput, batch_key, batch_salt, parse_claims};
+
+    #[test]
+    fn a_batch_key_is_stable_per_deployment_and_not_guessable_from_the_input() {
+        let dir = std::env::temp_dir().join(format!("verity-salt-{}", std::process::id()));
+        let other = dir.join("other");
+        let _ = std::fs::remove_dir_all(&dir);
+        let salt = batch_salt(&dir).unwrap();
+        assert_eq!(salt.len(), 64);
+        assert_eq!(batch_salt(&dir).unwrap(), salt, "made once, read after");
+        let input: BatchInput = serde_json::from_value(serde_json::json!({
+            "claims": [{"claim": "The bridge opened in 1932."}], "job": {}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let key = batch_key(&input, &salt);
+        assert_eq!(key, batch_key(&input, &batch_salt(&dir).unwrap()), "the same command attaches");
+        assert_ne!(key, batch_key(&input, &batch_salt(&other).unwrap()), "another deployment's");
+        assert_ne!(key, batch_key(&input, ""), "not the input's hash alone");
+        std::fs::write(dir.join("batch-salt"), "short").unwrap();
+        assert!(batch_salt(&dir).unwrap_err().contains("not a batch salt"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_claim_that_shows_otherwise_than_it_reads_is_refused_by_line() {
