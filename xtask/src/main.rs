@@ -247,6 +247,20 @@ fn checks() -> Result {
     run(cargo().args(["fmt", "--all", "--check"]))?;
     section("clippy");
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    // The wasm32-only glue (IndexedDB, fetch, the page bridge, the UI) is not built natively.
+    section("clippy for wasm32 (the worker's and the UI's browser code)");
+    run(cargo().args([
+        "clippy",
+        "--target",
+        "wasm32-unknown-unknown",
+        "-p",
+        "verity-worker",
+        "-p",
+        "verity-web",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     section("docs (warnings denied)");
     run(cargo().env("RUSTDOCFLAGS", "-D warnings").args([
         "doc",
