@@ -1139,8 +1139,9 @@ impl IdbStore {
                 tell_full(&storage_full(
                     Some(&self.meta.check.id),
                     "The check's progress is",
-                    "It goes on in memory; a reload before it ends would start it over from \
-                     its last saved step.",
+                    "It goes on in memory; a reload or a crash before it ends would resume it \
+                     from its last saved step and ask the model again, and pay again, for what \
+                     came after. Let it finish before closing the tab.",
                 ));
                 Ok(value)
             }
