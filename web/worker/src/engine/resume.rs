@@ -149,31 +149,23 @@ impl<H: Host> Engine<H> {
             self.post(&FromWorker::Error { message: stranded_notice(&stranded) });
         }
         if !kept_unreadable.is_empty() {
-            let claims: Vec<String> = kept_unreadable
-                .iter()
-                .map(|meta| format!("\u{201c}{}\u{201d}", meta.check.claim))
-                .collect();
             self.post(&FromWorker::Error {
                 message: format!(
                     "What was saved of these unfinished checks cannot be read by this version of \
                      the page (see the records skipped), so they are kept as they are rather \
                      than started over and paid for again: {}. A newer version of the page may \
                      resume them; cancel them to drop what was saved and re-run them.",
-                    claims.join(", ")
+                    quoted_claims(&kept_unreadable)
                 ),
             });
         }
         if !kept_without_limit.is_empty() {
-            let claims: Vec<String> = kept_without_limit
-                .iter()
-                .map(|meta| format!("\u{201c}{}\u{201d}", meta.check.claim))
-                .collect();
             self.post(&FromWorker::Error {
                 message: format!(
                     "The spending limit of the run of these unfinished checks could not be read \
                      (see the records skipped), so they wait rather than run without it: {}. \
                      Cancel them to drop what was saved, and re-run them with a limit.",
-                    claims.join(", ")
+                    quoted_claims(&kept_without_limit)
                 ),
             });
         }
@@ -336,12 +328,15 @@ impl<H: Host> Engine<H> {
 }
 
 /// What a person is told of checks that wait for their corpus.
+/// The claims of `checks`, each between quotation marks, joined by commas (for a notice).
+fn quoted_claims<'a>(checks: impl IntoIterator<Item = &'a SessionMeta>) -> String {
+    let claims: Vec<String> =
+        checks.into_iter().map(|meta| format!("\u{201c}{}\u{201d}", meta.check.claim)).collect();
+    claims.join(", ")
+}
+
 fn stranded_notice<S>(stranded: &[Stranded<S>]) -> String {
-    let claims: Vec<String> = stranded
-        .iter()
-        .map(|waiting| format!("\u{201c}{}\u{201d}", waiting.meta.check.claim))
-        .collect();
-    let (these, they, them) = if claims.len() == 1 {
+    let (these, they, them) = if stranded.len() == 1 {
         ("This check was", "it", "it")
     } else {
         ("These checks were", "they", "them")
@@ -351,7 +346,7 @@ fn stranded_notice<S>(stranded: &[Stranded<S>]) -> String {
          {they} cannot resume over it: {}. What {they} had received from the model is kept. Put \
          the corpus back as it was (add the removed items again, or remove the added ones) and \
          {they} will resume where {they} stopped; or cancel {them}.",
-        claims.join(", ")
+        quoted_claims(stranded.iter().map(|waiting| &waiting.meta))
     )
 }
 
