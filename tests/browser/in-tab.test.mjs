@@ -115,6 +115,21 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
   }
 });
 
+/** Loads the towers corpus, chooses the model in the tab with a model file `models` does not
+ * have, checks a claim and returns the failure message its card shows (within `timeout` ms). */
+async function checkWithMissingModel(page, models, timeout) {
+  await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
+  await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+  await page.selectOption(id('provider-kind'), 'openai');
+  await page.selectOption(id('provider-preset'), 'intab');
+  await page.fill(id('provider-model'), `${models.url}/missing.gguf`);
+  await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+  await page.click(id('run'));
+  const card = page.locator(id('check-1'));
+  await card.locator(id('failure-message')).waitFor({ timeout });
+  return card.locator(id('failure-message')).innerText();
+}
+
 for (const shared of [true, false]) {
   test(`the app's tab runs the model for the engine ${shared ? 'in a shared worker' : 'of a Web Lock leader (no SharedWorker)'}: a missing model is fetched once and the check says why`, async () => {
     const models = await recordingServer();
@@ -124,16 +139,7 @@ for (const shared of [true, false]) {
       await page.goto(site.url);
       await page.locator('.engine-ready').waitFor({ timeout: 60000 });
       assert.equal(await page.evaluate(() => typeof SharedWorker === 'function'), shared);
-      await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
-      await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
-      await page.selectOption(id('provider-kind'), 'openai');
-      await page.selectOption(id('provider-preset'), 'intab');
-      await page.fill(id('provider-model'), `${models.url}/missing.gguf`);
-      await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
-      await page.click(id('run'));
-      const card = page.locator(id('check-1'));
-      await card.locator(id('failure-message')).waitFor({ timeout: 60000 });
-      const message = await card.locator(id('failure-message')).innerText();
+      const message = await checkWithMissingModel(page, models, 60000);
       assert.match(message, /could not be loaded in this tab: downloading the model .*missing\.gguf failed: HTTP 404/, message);
       assert.deepEqual(models.requests.map((request) => `${request.method} ${request.url}`), ['GET /missing.gguf']);
       assert.match(await page.locator(id('model-state')).innerText(), /could not be loaded/);
@@ -165,16 +171,7 @@ test('a tab of another build never becomes the runner of the model in the tab: t
     await other.goto(site.url);
     await other.locator(id('engine-state')).waitFor({ timeout: 30000 });
     await page.bringToFront();
-    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
-    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
-    await page.selectOption(id('provider-kind'), 'openai');
-    await page.selectOption(id('provider-preset'), 'intab');
-    await page.fill(id('provider-model'), `${models.url}/missing.gguf`);
-    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
-    await page.click(id('run'));
-    const card = page.locator(id('check-1'));
-    await card.locator(id('failure-message')).waitFor({ timeout: 120000 });
-    assert.match(await card.locator(id('failure-message')).innerText(), /could not be loaded in this tab/);
+    assert.match(await checkWithMissingModel(page, models, 120000), /could not be loaded in this tab/);
     assert.equal(await other.evaluate(() => globalThis.droppedCalls ?? 0), 0, 'the other build\'s tab was never asked');
     assert.deepEqual(errors.filter((error) => !error.includes('404')), []);
   } finally {

@@ -124,16 +124,23 @@ test('a corrupt record and one of an older shape among good ones: the good ones 
   }
 });
 
+/** 20,000 passages stored as the first layout kept a corpus (one record in `kv`), then the app
+ * opened and showing them all; resolves to the passages. */
+async function openWithOneRecordCorpus(session) {
+  const passages = Array.from({ length: 20000 }, (_, i) => ({ id: `p${i}`, text: `Passage number ${i} of the stored corpus.` }));
+  await seedDatabase(session, site, 2, ['kv', 'sessions', 'results'], `(tx) => {
+    tx.objectStore('kv').put(${JSON.stringify(JSON.stringify(passages))}, 'corpus');
+  }`);
+  await openApp(session.page);
+  await session.page.locator(id('corpus-count')).filter({ hasText: '20,000 items' }).waitFor({ timeout: 10000 });
+  return passages;
+}
+
 test('a corpus of the one-record layout is moved to parts; a remove rewrites only its part, and a reload restores it', async () => {
   const session = await browser();
   const { page, errors, close } = session;
   try {
-    const passages = Array.from({ length: 20000 }, (_, i) => ({ id: `p${i}`, text: `Passage number ${i} of the stored corpus.` }));
-    await seedDatabase(session, site, 2, ['kv', 'sessions', 'results'], `(tx) => {
-      tx.objectStore('kv').put(${JSON.stringify(JSON.stringify(passages))}, 'corpus');
-    }`);
-    await openApp(page);
-    await page.locator(id('corpus-count')).filter({ hasText: '20,000 items' }).waitFor({ timeout: 10000 });
+    const passages = await openWithOneRecordCorpus(session);
     const kv = await records(page, 'kv');
     assert.equal(kv.corpus, undefined, 'the one record is gone');
     const order = JSON.parse(kv['corpus-order']);
@@ -173,12 +180,7 @@ test('an unreadable order of the corpus parts loses nothing: every part is resto
   const session = await browser();
   const { page, errors, close } = session;
   try {
-    const passages = Array.from({ length: 20000 }, (_, i) => ({ id: `p${i}`, text: `Passage number ${i} of the stored corpus.` }));
-    await seedDatabase(session, site, 2, ['kv', 'sessions', 'results'], `(tx) => {
-      tx.objectStore('kv').put(${JSON.stringify(JSON.stringify(passages))}, 'corpus');
-    }`);
-    await openApp(page);
-    await page.locator(id('corpus-count')).filter({ hasText: '20,000 items' }).waitFor({ timeout: 10000 });
+    await openWithOneRecordCorpus(session);
     const parts = await records(page, 'corpus');
     assert.ok(Object.keys(parts).length >= 2);
     // The order record is damaged (a torn write, an edit, another program).

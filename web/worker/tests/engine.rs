@@ -1991,34 +1991,52 @@ fn concurrency_is_capped_and_a_limit_at_eight_overshoots_by_at_most_the_requests
     assert!(budget_ended >= 20 - sent, "every check past the limit ends budget: {budget_ended}");
 }
 
-/// A run's limit outlives a reload: it is saved with the unfinished checks, and what a resumed
-/// check had spent (its recorded responses) still counts.
-#[test]
-fn a_runs_spending_limit_and_what_it_spent_survive_a_reload() {
+/// The claim of [`interrupted_limited_run`]'s checks.
+const LIMITED_CLAIM: &str = "The Golden Gate Bridge opened to pedestrians in 1937.";
+
+/// A run of two checks (`r1`, `r2`) under a $1.50 limit at $1.00 a response, stopped after
+/// `r1`'s first response, as a reload leaves it.
+struct Interrupted {
+    corpus: Arc<IndexedCorpus>,
+    meta: SessionMeta,
+    /// `r1`'s session log.
+    log: verity_core::Log,
+    unfinished: Unfinished,
+    assessment: String,
+    summary: String,
+}
+
+fn interrupted_limited_run() -> Interrupted {
     let provider = ProviderChoice::Network {
         config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
                        "stream": false, "price": {"input": 100_000, "output": 0}}),
     };
-    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
     let (engine, mut pool, recorded) = started();
     engine.handle(ToWorker::LoadDemo);
     let corpus = engine.corpus();
     let (assessment, summary) = demo_answers(&corpus);
     recorded.replies.borrow_mut().extend([assessment.clone(), summary.clone()]);
     engine.handle(ToWorker::Check {
-        checks: vec![check("r1", claim), check("r2", claim)],
-        provider: provider.clone(),
+        checks: vec![check("r1", LIMITED_CLAIM), check("r2", LIMITED_CLAIM)],
+        provider,
         concurrency: 1,
         corpus: None,
         budget: Some(1.5),
     });
     let (meta, store) = stop_after_first_response(&recorded, &mut pool, "r1");
     let unfinished = recorded.unfinished.borrow().clone();
+    Interrupted { corpus, meta, log: store.0.log(), unfinished, assessment, summary }
+}
+
+/// A run's limit outlives a reload: it is saved with the unfinished checks, and what a resumed
+/// check had spent (its recorded responses) still counts.
+#[test]
+fn a_runs_spending_limit_and_what_it_spent_survive_a_reload() {
+    let Interrupted { corpus, meta, log, unfinished, assessment, summary } =
+        interrupted_limited_run();
     assert_eq!(unfinished.budgets.len(), 1, "{unfinished:?}");
     assert_eq!((unfinished.budgets[0].limit, unfinished.budgets[0].ended), (1.5, 0.0));
     assert!(unfinished.checks.iter().all(|meta| meta.run.as_deref() == Some("r1")));
-    let log = store.0.log();
-    drop((engine, pool));
 
     let (engine, mut pool, after) = new_engine();
     after.replies.borrow_mut().extend([summary, assessment]);
@@ -2049,27 +2067,8 @@ fn a_runs_spending_limit_and_what_it_spent_survive_a_reload() {
 /// session cannot be read, and nothing is sent; a cancel ends them.
 #[test]
 fn checks_whose_saved_limit_cannot_be_read_wait_and_send_nothing() {
-    let provider = ProviderChoice::Network {
-        config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
-                       "stream": false, "price": {"input": 100_000, "output": 0}}),
-    };
-    let claim = "The Golden Gate Bridge opened to pedestrians in 1937.";
-    let (engine, mut pool, recorded) = started();
-    engine.handle(ToWorker::LoadDemo);
-    let corpus = engine.corpus();
-    let (assessment, summary) = demo_answers(&corpus);
-    recorded.replies.borrow_mut().extend([assessment.clone(), summary.clone()]);
-    engine.handle(ToWorker::Check {
-        checks: vec![check("r1", claim), check("r2", claim)],
-        provider,
-        concurrency: 1,
-        corpus: None,
-        budget: Some(1.5),
-    });
-    let (meta, store) = stop_after_first_response(&recorded, &mut pool, "r1");
-    let unfinished = recorded.unfinished.borrow().clone();
-    let log = store.0.log();
-    drop((engine, pool));
+    let Interrupted { corpus, meta, log, unfinished, assessment, summary } =
+        interrupted_limited_run();
 
     // The saved limit is damaged: the record reader skips it and names it.
     let mut saved = serde_json::to_value(&unfinished).unwrap();
@@ -2100,7 +2099,7 @@ fn checks_whose_saved_limit_cannot_be_read_wait_and_send_nothing() {
         })
         .find(|message| message.contains("rather than run without it"))
         .expect("the person is told");
-    assert!(notice.contains("r1") || notice.contains(claim), "{notice}");
+    assert!(notice.contains("r1") || notice.contains(LIMITED_CLAIM), "{notice}");
     assert_eq!(engine.load(), (0, 0), "neither runs nor is queued");
     for id in ["r1", "r2"] {
         engine.handle(ToWorker::Cancel { id: id.into() });
