@@ -96,6 +96,20 @@ pub fn deceptive_character(text: &str) -> Option<(char, &'static str)> {
     })
 }
 
+/// Checks a claim read from a file ([`deceptive_character`]).
+///
+/// # Errors
+/// The character, by code point, and why it is refused.
+pub fn check_claim_text(claim: &str) -> Result<(), String> {
+    match deceptive_character(claim) {
+        Some((c, why)) => Err(format!(
+            "the claim has U+{:04X}, {why}: it could show one claim and check another",
+            u32::from(c)
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Unicode's invisible formatting characters (category Cf, and the line and paragraph
 /// separators): they change how text around them shows, and show nothing themselves.
 fn is_format(c: char) -> bool {

@@ -45,12 +45,7 @@ pub fn parse_claims(name: &str, text: &str) -> Result<Vec<Row>, String> {
         if row.claim.trim().is_empty() {
             return Err(at("the claim is empty".to_owned()));
         }
-        if let Some((c, why)) = verity_core::corpus::deceptive_character(&row.claim) {
-            return Err(at(format!(
-                "the claim has U+{:04X}, {why}: it could show one claim and check another",
-                u32::from(c)
-            )));
-        }
+        verity_core::corpus::check_claim_text(&row.claim).map_err(at)?;
         if let Some(label) = &row.label
             && !LABELS.contains(&label.as_str())
         {

@@ -39,14 +39,7 @@ impl Read {
                     "the claim is longer than {} characters",
                     thousands(MAX_CLAIM_CHARS)
                 )),
-                _ => match verity_core::corpus::deceptive_character(claim) {
-                    Some((c, why)) => Err(format!(
-                        "the claim has U+{:04X}, {why}: it could show one claim and check \
-                         another",
-                        u32::from(c)
-                    )),
-                    None => Ok(claim.to_owned()),
-                },
+                _ => verity_core::corpus::check_claim_text(claim).map(|()| claim.to_owned()),
             }
         });
         match claim {
