@@ -50,10 +50,13 @@ pub fn is_credential_parameter(name: &str) -> bool {
     let decoded: String =
         form_urlencoded::parse(name.as_bytes()).map(|(name, _)| name.into_owned()).collect();
     let name = decoded.to_lowercase();
-    ["key", "token", "secret", "sig", "auth", "pass", "credential", "session"]
-        .iter()
-        .any(|part| name.contains(part))
+    CREDENTIAL_PARAMETER_WORDS.iter().any(|part| name.contains(part))
 }
+
+/// What a query parameter's name holds when it looks like a credential
+/// ([`is_credential_parameter`]).
+pub const CREDENTIAL_PARAMETER_WORDS: [&str; 8] =
+    ["key", "token", "secret", "sig", "auth", "pass", "credential", "session"];
 
 /// The query of `url` (after the first `?`, before the first `#` after it): no host or path
 /// can hold a `?`, so this is the query any URL parser reads.
@@ -63,23 +66,40 @@ fn query_of(url: &str) -> Option<(usize, &str)> {
     Some((start, &url[start..end]))
 }
 
+/// The byte ranges in `url` of the values of its credential-looking query parameters
+/// ([`is_credential_parameter`]) that are not empty, pairs split at `&` and `;`: the one reading
+/// [`credential_parameters`] and [`without_credential_parameters`] share.
+fn credential_values(url: &str) -> Vec<std::ops::Range<usize>> {
+    let Some((start, query)) = query_of(url) else { return Vec::new() };
+    let mut ranges = Vec::new();
+    let mut at = start;
+    for pair in query.split(['&', ';']) {
+        if let Some((name, value)) = pair.split_once('=')
+            && is_credential_parameter(name)
+            && !value.trim().is_empty()
+        {
+            let value_start = at + name.len() + 1;
+            ranges.push(value_start..value_start + value.len());
+        }
+        at += pair.len() + 1;
+    }
+    ranges
+}
+
 /// The values of `url`'s credential-looking query parameters ([`is_credential_parameter`]),
 /// decoded and as written, the empty ones left out.
 #[must_use]
 pub fn credential_parameters(url: &str) -> Vec<String> {
-    let Some((_, query)) = query_of(url) else { return Vec::new() };
     let mut values = Vec::new();
-    for pair in query.split(['&', ';']) {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if is_credential_parameter(name) && !value.trim().is_empty() {
-            let decoded: String = form_urlencoded::parse(format!("v={value}").as_bytes())
-                .map(|(_, v)| v.into_owned())
-                .collect();
-            if decoded != value {
-                values.push(decoded);
-            }
-            values.push(value.to_owned());
+    for range in credential_values(url) {
+        let value = &url[range];
+        let decoded: String = form_urlencoded::parse(format!("v={value}").as_bytes())
+            .map(|(_, v)| v.into_owned())
+            .collect();
+        if decoded != value {
+            values.push(decoded);
         }
+        values.push(value.to_owned());
     }
     values
 }
@@ -88,20 +108,16 @@ pub fn credential_parameters(url: &str) -> Vec<String> {
 /// (`""` to drop them, the parameter kept by name), and whether any was.
 #[must_use]
 pub fn without_credential_parameters(url: &str, replacement: &str) -> (String, bool) {
-    let Some((start, query)) = query_of(url) else { return (url.to_owned(), false) };
-    let mut replaced = false;
-    let pairs: Vec<String> = query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((name, value)) if is_credential_parameter(name) && !value.is_empty() => {
-                replaced = true;
-                format!("{name}={replacement}")
-            }
-            _ => pair.to_owned(),
-        })
-        .collect();
-    let end = start + query.len();
-    (format!("{}{}{}", &url[..start], pairs.join("&"), &url[end..]), replaced)
+    let ranges = credential_values(url);
+    let mut shown = String::with_capacity(url.len());
+    let mut from = 0;
+    for range in &ranges {
+        shown.push_str(&url[from..range.start]);
+        shown.push_str(replacement);
+        from = range.end;
+    }
+    shown.push_str(&url[from..]);
+    (shown, !ranges.is_empty())
 }
 
 /// A request a codec built. The body is always JSON text.
