@@ -245,10 +245,15 @@ pub fn start_with(model: Model, port: Option<u16>) -> Result<Server> {
 /// The provider configuration the app's llama.cpp preset makes, pointed at `server`: one
 /// JSON line. Its `"assess": "verifier"` is the route local models are asked through (the Yes/No
 /// question read from the token probabilities, `verity_core::claim::verifier`): a small model
-/// asked for a 3-way JSON verdict collapses onto one label.
+/// asked for a 3-way JSON verdict collapses onto one label. The route reads the scores with
+/// the weights fitted on the model served (the 0.5B's are its default).
 pub fn provider(server: &Server) -> String {
+    let assess = match server.model {
+        Model::Qwen15 => format!(r#"{{"verifier":{{"weights":"{}"}}}}"#, server.model.id()),
+        Model::SmolLm2 | Model::Qwen05 => r#""verifier""#.to_owned(),
+    };
     format!(
-        r#"{{"api":"openai","baseUrl":"{}","model":"{}","output":"json-schema","maxTokens":1024,"temperature":0,"stream":true,"assess":"verifier"}}"#,
+        r#"{{"api":"openai","baseUrl":"{}","model":"{}","output":"json-schema","maxTokens":1024,"temperature":0,"stream":true,"assess":{assess}}}"#,
         server.base_url,
         server.model.id()
     )
@@ -310,8 +315,9 @@ pub fn eval(server: &Server, eval_binary: &std::path::Path) -> Result {
 
 /// `cargo xtask fit [--model qwen0.5|qwen1.5] [--claims FILE] [--rescore] [-- FIT_FLAGS]`: asks
 /// the model the verifier route's questions about labelled dev claims (once: the scores are
-/// kept in `target/fit/`, `--rescore` asks again) and fits the route's weights into
-/// `core/src/claim/verifier-weights.json` (the `fit` binary, `tests/src/bin/fit.rs`).
+/// kept in `target/fit/`, `--rescore` asks again) and fits the route's weights for that model
+/// into `core/src/claim/verifier-weights-<model id>.json` (the `fit` binary,
+/// `tests/src/bin/fit/`).
 pub fn fit(args: &[String]) -> Result {
     let usage = || {
         "usage: cargo xtask fit [--model qwen0.5|qwen1.5] [--claims FILE] [--rescore] [-- FIT_FLAGS]"
@@ -344,9 +350,13 @@ pub fn fit(args: &[String]) -> Result {
     if rescore {
         let _ = std::fs::remove_file(&scores);
     }
+    if model == Model::SmolLm2 {
+        return Err("the verifier route's weights are fitted for qwen0.5 or qwen1.5".to_owned());
+    }
     // The server only when the model must be asked.
     let server = if scores.is_file() { None } else { Some(start_with(model, None)?) };
     let config = folder.join("provider.json");
+    let weights = root().join(format!("core/src/claim/verifier-weights-{}.json", model.id()));
     if let Some(server) = &server {
         std::fs::write(&config, provider(server)).map_err(|e| format!("{e}"))?;
     }
@@ -359,7 +369,11 @@ pub fn fit(args: &[String]) -> Result {
         .arg("--scores")
         .arg(&scores)
         .arg("--out")
-        .arg(root().join("core/src/claim/verifier-weights.json"))
+        .arg(&weights)
+        .arg("--base")
+        .arg(&weights)
+        .arg("--model")
+        .arg(model.id())
         .args(&extra))
 }
 

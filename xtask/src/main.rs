@@ -18,7 +18,7 @@
 //!   and prints the provider file for it (one JSON line); `--eval` runs the real-model check of
 //!   `test` (the verifier route with Qwen-0.5B on the balanced dev sample) and stops.
 //! - `fit [--model qwen0.5|qwen1.5] [--claims FILE] [--rescore]`: fits the verifier route's
-//!   weights (`core/src/claim/verifier-weights.json`) on labelled dev claims.
+//!   weights (`core/src/claim/verifier-weights-<model>.json`) on labelled dev claims.
 //!
 //! Only the standard library is used here, so `cargo xtask` compiles in seconds.
 

@@ -454,7 +454,10 @@ impl ClaimCheck {
     /// Every question of the round is answered: the decision over every passage asked about
     /// (a passage's score is its best chunk's), checked like an assessment the model recorded.
     fn on_verification_end(&mut self, round: Round) {
-        let weights = VerifierWeights::builtin();
+        let weights = match self.options.assess {
+            AssessMode::Verifier(options) => options.weights.weights(),
+            AssessMode::Agent => VerifierWeights::builtin(),
+        };
         let mut items: Vec<(usize, Option<f64>)> = Vec::new();
         let prior = verifier::prior_score(&self.asked);
         for asked in self.asked.iter().filter(|asked| !asked.question.prior) {

@@ -47,23 +47,26 @@
 //! partly a quirk of VitaminC, so they are kept few and linear.
 //!
 //! Each class `c` has a linear score `z_c = bias_c + w_c · x`; the probabilities are their
-//! softmax. `insufficient` is derived, never asked: the verdict is `supported` when
-//! `P(supported)` reaches its threshold and is at least `P(contradicted)`, else
-//! `contradicted` when `P(contradicted)` reaches its threshold and the topic passage holds at
-//! least `topicOverlap` of the claim's content words (a passage not about the claim cannot
-//! contradict it; VitaminC, whose passages are all about their claims, cannot teach a linear
-//! model that), else `insufficient` (no passage supports or contradicts above a threshold). The confidence is the verdict's
-//! probability, and for `insufficient` `1 - max(P(supported), P(contradicted))`.
+//! softmax. `insufficient` is derived, never asked of the model: the verdict is the most
+//! probable class, `supported` only when `P(supported)` also reaches its threshold, and
+//! `contradicted` only when `P(contradicted)` reaches its threshold and the topic passage
+//! holds at least `topicOverlap` of the claim's content words (a passage not about the claim
+//! cannot contradict it; VitaminC, whose passages are all about their claims, cannot teach a
+//! linear model that); otherwise `insufficient` (no passage supports or contradicts enough).
+//! Ties go to `supported`, then `contradicted`. The confidence is the verdict's probability,
+//! and for `insufficient` `1 - max(P(supported), P(contradicted))`.
 //!
 //! Citations are the passages that decided, each once, quoted whole: for `supported` every
 //! asked passage whose `S` reaches `citeSupport` (at least the best-scored one), for
 //! `contradicted` the topic passage. A conclusive verdict needs a passage the model judged:
 //! when no score is known, the verdict is `insufficient`.
 //!
-//! # The weights file
+//! # The weights files
 //!
-//! The weights and thresholds are data: `core/src/claim/verifier-weights.json`, compiled in
-//! ([`VerifierWeights::builtin`]) and rewritten by a fitting command. Its format (version 1):
+//! The weights and thresholds are data, one file per model they were fitted on (a model's `S`
+//! is on its own scale): `core/src/claim/verifier-weights-<model id>.json`, compiled in
+//! ([`BuiltinWeights`], named by the options' `weights`; Qwen-0.5B's are the default) and
+//! rewritten by a fitting command. Their format (version 1):
 //!
 //! ```json
 //! {
@@ -87,13 +90,11 @@
 //! thresholds are in `[0, 1]`; `scoreClamp` is in `(0, 0.5)`. A multinomial logistic
 //! regression fitted with `insufficient` as the reference class writes its weights as zeros.
 //!
-//! The weights in the repository were fitted by `cargo xtask fit` (`tests/src/bin/fit/`) on
-//! VitaminC's 300 dev claims with Qwen2.5-Coder-0.5B's scores (`"fitted": true`; the file's
-//! `note` gives the cross-validated figures): `supported` on every feature, `contradicted` on
-//! the lexical ones, with the topic gate. They were fitted on one model's scores; the
-//! calibration makes another model's scores comparable enough that they carry over (measured
-//! on the 1.5B's, docs/BENCHMARKS.md), and a refit with its scores
-//! (`cargo xtask fit --model qwen1.5`) is what suits it best.
+//! The files in the repository were fitted by `cargo xtask fit --model M`
+//! (`tests/src/bin/fit/`) on VitaminC's 300 dev claims with each model's scores
+//! (`"fitted": true`; a file's `note` gives its cross-validated figures): every class on
+//! `calibratedMaxS`, `overlap` and `missingNumbers`, the verdict the most probable class
+//! (thresholds 0), `contradicted` gated at a topic overlap of 0.3.
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -119,7 +120,8 @@ pub const DEFAULT_CHUNK_CHARS: usize = 2000;
 pub const MIN_CHUNK_CHARS: usize = 200;
 
 /// The verifier route's options. JSON (camelCase, every field optional):
-/// `{"k": 3, "topLogprobs": 10, "chunkChars": 2000, "calibrate": true}`.
+/// `{"k": 3, "topLogprobs": 10, "chunkChars": 2000, "calibrate": true,
+/// "weights": "qwen2.5-coder-0.5b-instruct"}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct VerifierOptions {
@@ -136,6 +138,63 @@ pub struct VerifierOptions {
     /// Whether the claim is also asked about with an empty document, once per check: the
     /// model's prior, against which each passage's `S` is read (see the module docs).
     pub calibrate: bool,
+    /// The weights the scores are read with: those fitted on the model asked
+    /// ([`BuiltinWeights`]); a model's scores are on its own scale.
+    pub weights: BuiltinWeights,
+}
+
+/// The weights files in the repository, one per model they were fitted on: a model's `S` is
+/// on its own scale (weights fitted on Qwen-0.5B's scores lose 6 points of 3-way accuracy on
+/// the 1.5B's, cross-validated on dev; docs/BENCHMARKS.md). Named in a configuration by the
+/// model's id.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum BuiltinWeights {
+    /// Fitted on Qwen2.5-Coder-0.5B-Instruct's scores (the default: the smallest model the
+    /// presets name, and the model in the tab).
+    #[default]
+    #[serde(rename = "qwen2.5-coder-0.5b-instruct")]
+    Qwen25Coder05b,
+    /// Fitted on Qwen2.5-Coder-1.5B-Instruct's scores.
+    #[serde(rename = "qwen2.5-coder-1.5b-instruct")]
+    Qwen25Coder15b,
+}
+
+impl BuiltinWeights {
+    /// Every builtin weights file, in order.
+    pub const ALL: [Self; 2] = [Self::Qwen25Coder05b, Self::Qwen25Coder15b];
+
+    /// The model id that names it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Qwen25Coder05b => "qwen2.5-coder-0.5b-instruct",
+            Self::Qwen25Coder15b => "qwen2.5-coder-1.5b-instruct",
+        }
+    }
+
+    /// The file's text, compiled in.
+    #[must_use]
+    pub fn text(self) -> &'static str {
+        match self {
+            Self::Qwen25Coder05b => include_str!("verifier-weights-qwen2.5-coder-0.5b-instruct.json"),
+            Self::Qwen25Coder15b => include_str!("verifier-weights-qwen2.5-coder-1.5b-instruct.json"),
+        }
+    }
+
+    /// The weights, read once.
+    ///
+    /// # Panics
+    /// Never for the files in the repository (a test reads each).
+    #[must_use]
+    pub fn weights(self) -> &'static VerifierWeights {
+        static WEIGHTS: [OnceLock<VerifierWeights>; 2] = [OnceLock::new(), OnceLock::new()];
+        let index = Self::ALL.iter().position(|w| *w == self).unwrap_or(0);
+        WEIGHTS[index].get_or_init(|| {
+            VerifierWeights::from_json(self.text())
+                .expect("the repository's verifier weights are valid")
+        })
+    }
 }
 
 impl Default for VerifierOptions {
@@ -145,6 +204,7 @@ impl Default for VerifierOptions {
             top_logprobs: DEFAULT_TOP_LOGPROBS,
             chunk_chars: DEFAULT_CHUNK_CHARS,
             calibrate: true,
+            weights: BuiltinWeights::default(),
         }
     }
 }
@@ -530,9 +590,6 @@ pub struct VerifierWeights {
     pub score_clamp: f64,
 }
 
-/// The weights file in the repository.
-pub const BUILTIN_WEIGHTS: &str = include_str!("verifier-weights.json");
-
 impl VerifierWeights {
     /// Reads and checks a weights file.
     ///
@@ -544,16 +601,10 @@ impl VerifierWeights {
         Ok(weights)
     }
 
-    /// The weights compiled in ([`BUILTIN_WEIGHTS`]).
-    ///
-    /// # Panics
-    /// Never for the file in the repository (a test reads it).
+    /// The default weights compiled in ([`BuiltinWeights::default`]).
     #[must_use]
     pub fn builtin() -> &'static Self {
-        static WEIGHTS: OnceLock<VerifierWeights> = OnceLock::new();
-        WEIGHTS.get_or_init(|| {
-            Self::from_json(BUILTIN_WEIGHTS).expect("the repository's verifier weights are valid")
-        })
+        BuiltinWeights::default().weights()
     }
 
     fn check(&self) -> Result<(), String> {
@@ -795,9 +846,14 @@ pub fn decide(
     };
     let t = weights.thresholds;
     let (p_sup, p_con) = (probabilities.supported, probabilities.contradicted);
-    let (verdict, confidence) = if p_sup >= t.supported && p_sup >= p_con {
+    let p_ins = probabilities.insufficient;
+    let (verdict, confidence) = if p_sup >= p_con && p_sup >= p_ins && p_sup >= t.supported {
         (Verdict::Supported, p_sup)
-    } else if p_con >= t.contradicted && features.overlap >= t.topic_overlap {
+    } else if p_con > p_sup
+        && p_con >= p_ins
+        && p_con >= t.contradicted
+        && features.overlap >= t.topic_overlap
+    {
         (Verdict::Contradicted, p_con)
     } else {
         (Verdict::Insufficient, 1.0 - p_sup.max(p_con))
@@ -904,27 +960,90 @@ mod tests {
     }
 
     #[test]
-    fn the_repository_weights_are_valid_and_fitted() {
-        let weights = VerifierWeights::builtin();
-        assert!(weights.fitted);
-        assert!(weights.note.contains("cargo xtask fit"), "{}", weights.note);
-        assert_eq!(weights.features, FEATURES);
-        let round = serde_json::to_string(weights).unwrap();
-        assert_eq!(&VerifierWeights::from_json(&round).unwrap(), weights);
+    fn the_repository_weights_are_valid_and_fitted_each_on_its_own_model() {
+        for builtin in BuiltinWeights::ALL {
+            let weights = builtin.weights();
+            assert!(weights.fitted);
+            assert!(weights.note.contains("cargo xtask fit"), "{}", weights.note);
+            assert!(weights.note.contains(builtin.name()), "{}", weights.note);
+            assert_eq!(weights.features, FEATURES);
+            let round = serde_json::to_string(weights).unwrap();
+            assert_eq!(&VerifierWeights::from_json(&round).unwrap(), weights);
+            // The name a configuration uses is the one serde reads.
+            let named: BuiltinWeights = serde_json::from_value(json!(builtin.name())).unwrap();
+            assert_eq!(named, builtin);
+        }
+        assert_eq!(VerifierWeights::builtin(), BuiltinWeights::Qwen25Coder05b.weights());
+    }
+
+    #[test]
+    fn the_options_name_the_weights_and_refuse_unknown_ones() {
+        let mode: AssessMode =
+            serde_json::from_value(json!({"verifier": {"weights": "qwen2.5-coder-1.5b-instruct"}}))
+                .unwrap();
+        let AssessMode::Verifier(options) = mode else { panic!("{mode:?}") };
+        assert_eq!(options.weights, BuiltinWeights::Qwen25Coder15b);
+        assert_eq!(options.k, DEFAULT_K, "the other options keep their defaults");
+        let error = serde_json::from_value::<AssessMode>(json!({"verifier": {"weights": "gpt-4"}}))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("qwen2.5-coder-0.5b-instruct"), "names what it knows: {error}");
+        // A configuration or saved state written before the option keeps the default.
+        let mode: AssessMode = serde_json::from_value(json!({"verifier": {"k": 2}})).unwrap();
+        let AssessMode::Verifier(options) = mode else { panic!("{mode:?}") };
+        assert_eq!(options.weights, BuiltinWeights::Qwen25Coder05b);
+    }
+
+    #[test]
+    fn the_verdict_is_the_most_probable_class_that_reaches_its_gates() {
+        // Weights that make each class most probable in turn, by the calibrated score alone.
+        let weights = |sup: f64, con: f64| {
+            let mut w = placeholder();
+            w.classes.supported = Linear { bias: sup, weights: vec![0.0; 5] };
+            w.classes.contradicted = Linear { bias: con, weights: vec![0.0; 5] };
+            w.classes.insufficient = Linear { bias: 0.0, weights: vec![0.0; 5] };
+            w.thresholds.supported = 0.0;
+            w.thresholds.contradicted = 0.0;
+            w.thresholds.topic_overlap = 0.0;
+            w
+        };
+        let claim = "The bridge opened in 1932.";
+        let passages = [ScoredPassage { text: "The bridge opened in 1932.", score: Some(0.9) }];
+        let verdict = |w: &VerifierWeights| decide(claim, &passages, None, w).verdict;
+        assert_eq!(verdict(&weights(1.0, 0.0)), Verdict::Supported);
+        assert_eq!(verdict(&weights(0.0, 1.0)), Verdict::Contradicted);
+        // Insufficient the most probable: neither conclusive verdict, though contradicted
+        // is more probable than supported (the old rule said contradicted here).
+        assert_eq!(verdict(&weights(-2.0, -1.0)), Verdict::Insufficient);
+        assert_eq!(verdict(&weights(-1.0, -2.0)), Verdict::Insufficient);
+        // A tie between the conclusive two goes to supported.
+        assert_eq!(verdict(&weights(1.0, 1.0)), Verdict::Supported);
+        // Most probable but under its threshold: insufficient.
+        let mut high = weights(1.0, 0.0);
+        high.thresholds.supported = 0.9;
+        assert_eq!(verdict(&high), Verdict::Insufficient);
+        let mut high = weights(0.0, 1.0);
+        high.thresholds.contradicted = 0.9;
+        assert_eq!(verdict(&high), Verdict::Insufficient);
+        // Most probable, but the passage is not about the claim.
+        let mut gated = weights(0.0, 1.0);
+        gated.thresholds.topic_overlap = 0.5;
+        let unrelated = [ScoredPassage { text: "Tea grows in Assam.", score: Some(0.1) }];
+        assert_eq!(decide(claim, &unrelated, None, &gated).verdict, Verdict::Insufficient);
     }
 
     #[test]
     fn a_weights_file_for_other_features_or_with_bad_numbers_is_refused() {
-        let mut value: Value = serde_json::from_str(BUILTIN_WEIGHTS).unwrap();
+        let mut value: Value = serde_json::from_str(BuiltinWeights::default().text()).unwrap();
         value["features"][0] = json!("maxS");
         assert!(VerifierWeights::from_json(&value.to_string()).unwrap_err().contains("features"));
-        let mut value: Value = serde_json::from_str(BUILTIN_WEIGHTS).unwrap();
+        let mut value: Value = serde_json::from_str(BuiltinWeights::default().text()).unwrap();
         value["classes"]["supported"]["weights"] = json!([1.0]);
         assert!(VerifierWeights::from_json(&value.to_string()).is_err());
-        let mut value: Value = serde_json::from_str(BUILTIN_WEIGHTS).unwrap();
+        let mut value: Value = serde_json::from_str(BuiltinWeights::default().text()).unwrap();
         value["thresholds"]["supported"] = json!(1.5);
         assert!(VerifierWeights::from_json(&value.to_string()).is_err());
-        let mut value: Value = serde_json::from_str(BUILTIN_WEIGHTS).unwrap();
+        let mut value: Value = serde_json::from_str(BuiltinWeights::default().text()).unwrap();
         value["extra"] = json!(1);
         assert!(VerifierWeights::from_json(&value.to_string()).is_err(), "unknown fields");
     }

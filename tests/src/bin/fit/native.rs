@@ -17,16 +17,44 @@ use verity_restate::summary::{LABELS, Row};
 use verity_tests::cli::{block_on, provider_name, read_provider, transport};
 
 const USAGE: &str = "usage: fit CLAIMS.jsonl --provider CONFIG.json [--scores FILE.jsonl] \
-                     [--out WEIGHTS.json] [--supported-features s|all] [--contradicted-features all|lexical] [--l2 X]";
+                     [--out WEIGHTS.json] [--base WEIGHTS.json] [--model NAME] [--features NAME,...] [--l2 X] \
+                     [--thresholds argmax|grid] [--topic-overlap X]";
+
+/// The features fitted when `--features` does not say: the calibrated score of the best
+/// passage and the two lexical features of the topic passage (the others added nothing
+/// cross-validated on dev; docs/BENCHMARKS.md).
+const DEFAULT_FEATURES: &str = "calibratedMaxS,overlap,missingNumbers";
 
 struct Options {
     claims: String,
     provider: Option<String>,
     scores: Option<String>,
     out: Option<String>,
-    supported_all: bool,
-    contradicted_lexical: bool,
+    /// The weights file whose clamp and citation threshold are kept (the one `--out`
+    /// rewrites, when it is a valid one).
+    base: Option<String>,
+    /// The model whose scores these are (named in the weights' note).
+    model: String,
+    /// Which of [`FEATURES`] the classes use (the others get weight 0).
+    features: [bool; 5],
     l2: f64,
+    /// Whether the `supported` and `contradicted` thresholds are chosen on a grid (else 0:
+    /// the most probable class).
+    grid: bool,
+    /// The topic passage's overlap `contradicted` needs.
+    topic_overlap: f64,
+}
+
+fn feature_mask(list: &str) -> Result<[bool; 5], String> {
+    let mut mask = [false; 5];
+    for name in list.split(',').map(str::trim) {
+        let j = FEATURES
+            .iter()
+            .position(|f| *f == name)
+            .ok_or_else(|| format!("--features: {name} is none of {FEATURES:?}"))?;
+        mask[j] = true;
+    }
+    Ok(mask)
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -35,9 +63,12 @@ fn parse_args() -> Result<Options, String> {
         provider: None,
         scores: None,
         out: None,
-        supported_all: true,
-        contradicted_lexical: true,
-        l2: 0.1,
+        base: None,
+        model: "an unnamed model".to_owned(),
+        features: feature_mask(DEFAULT_FEATURES)?,
+        l2: 0.01,
+        grid: false,
+        topic_overlap: 0.3,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -46,21 +77,22 @@ fn parse_args() -> Result<Options, String> {
             "--provider" => options.provider = Some(value()?),
             "--scores" => options.scores = Some(value()?),
             "--out" => options.out = Some(value()?),
-            "--supported-features" => {
-                options.supported_all = match value()?.as_str() {
-                    "s" => false,
-                    "all" => true,
-                    other => return Err(format!("--supported-features s|all, not {other}")),
+            "--base" => options.base = Some(value()?),
+            "--model" => options.model = value()?,
+            "--features" => options.features = feature_mask(&value()?)?,
+            "--thresholds" => {
+                options.grid = match value()?.as_str() {
+                    "argmax" => false,
+                    "grid" => true,
+                    other => return Err(format!("--thresholds argmax|grid, not {other}")),
                 }
             }
-            "--contradicted-features" => {
-                options.contradicted_lexical = match value()?.as_str() {
-                    "lexical" => true,
-                    "all" => false,
-                    other => {
-                        return Err(format!("--contradicted-features lexical|all, not {other}"));
-                    }
-                }
+            "--topic-overlap" => {
+                options.topic_overlap = value()?
+                    .parse()
+                    .ok()
+                    .filter(|x: &f64| (0.0..=1.0).contains(x))
+                    .ok_or("--topic-overlap needs a number from 0 to 1")?;
             }
             "--l2" => {
                 options.l2 = value()?
@@ -120,7 +152,14 @@ fn run() -> Result<(), String> {
         }
         None => ask(&options, &rows)?,
     };
-    let base = VerifierWeights::builtin();
+    let base = match &options.base {
+        Some(path) => VerifierWeights::from_json(
+            &std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?,
+        )
+        .map_err(|e| format!("{path}: {e}"))?,
+        None => VerifierWeights::builtin().clone(),
+    };
+    let base = &base;
     // Each claim's features, its class (index in LABELS), and whether the model judged any of
     // its passages (a conclusive verdict needs one: `decide` says insufficient otherwise).
     let data: Vec<Datum> = scored
@@ -153,7 +192,7 @@ fn run() -> Result<(), String> {
     let cv = figures(&truth, &predicted);
     let fit_figures = figures(&truth, &in_sample);
     // The decision the route makes, through the core's own `decide`, must be the one fitted.
-    let weights = fitted.weights(&options, &cv, scored.len());
+    let weights = fitted.weights(base, &options, &cv, scored.len());
     for (row, expected) in scored.iter().zip(&in_sample) {
         let passages: Vec<ScoredPassage<'_>> = row
             .passages
@@ -328,8 +367,14 @@ impl Fitted {
         if *judged { classify(self.probabilities(x), x[2], self.thresholds) } else { 2 }
     }
 
-    fn weights(&self, options: &Options, cv: &Value, claims: usize) -> VerifierWeights {
-        let mut weights = VerifierWeights::builtin().clone();
+    fn weights(
+        &self,
+        base: &VerifierWeights,
+        options: &Options,
+        cv: &Value,
+        claims: usize,
+    ) -> VerifierWeights {
+        let mut weights = base.clone();
         weights.fitted = true;
         weights.classes = Classes {
             supported: round_linear(&self.supported),
@@ -342,14 +387,27 @@ impl Fitted {
             cite_support: weights.thresholds.cite_support,
             topic_overlap: self.thresholds.2,
         };
+        let used: Vec<&str> = FEATURES
+            .iter()
+            .zip(options.features)
+            .filter(|(_, used)| *used)
+            .map(|(name, _)| *name)
+            .collect();
         weights.note = format!(
-            "Fitted by `cargo xtask fit` on {claims} claims of {} (multinomial logistic regression, \
-             L2 {}, supported class on {} features; thresholds on a grid for the mean of 3-way \
-             accuracy and binary balanced accuracy). 5-fold cross-validated on those dev claims: \
-             {cv}.",
+            "Fitted by `cargo xtask fit` on {claims} claims of {} with {}'s scores (multinomial \
+             logistic regression on {}, L2 {}; {}; contradicted needs a topic overlap of {}). \
+             5-fold cross-validated on those dev claims: {cv}.",
             options.claims.rsplit('/').next().unwrap_or(&options.claims),
+            options.model,
+            used.join(", "),
             options.l2,
-            if options.supported_all { "all" } else { "the calibrated logit(S)" },
+            if options.grid {
+                "the supported and contradicted thresholds on a grid for the mean of 3-way \
+                 accuracy and binary balanced accuracy"
+            } else {
+                "the most probable class"
+            },
+            options.topic_overlap,
         );
         weights
     }
@@ -369,9 +427,9 @@ fn softmax(z: [f64; 3]) -> [f64; 3] {
 
 /// `decide`'s rule: `overlap` is the topic passage's share of the claim's content words.
 fn classify(p: [f64; 3], overlap: f64, (t_sup, t_con, t_topic): (f64, f64, f64)) -> usize {
-    if p[0] >= t_sup && p[0] >= p[1] {
+    if p[0] >= p[1] && p[0] >= p[2] && p[0] >= t_sup {
         0
-    } else if p[1] >= t_con && overlap >= t_topic {
+    } else if p[1] > p[0] && p[1] >= p[2] && p[1] >= t_con && overlap >= t_topic {
         1
     } else {
         2
@@ -400,11 +458,7 @@ fn fit(data: &[Datum], options: &Options) -> Fitted {
         }
     }
     let sd = sd.map(|v| if v.sqrt() > 1e-9 { v.sqrt() } else { 1.0 });
-    // Which features each class may use: 0, 1 are the logit(S) features.
-    let allowed = |class: usize, j: usize| match class {
-        0 => options.supported_all || j < 2,
-        _ => !options.contradicted_lexical || j >= 2,
-    };
+    let allowed = |_class: usize, j: usize| options.features[j];
     let mut w = [[0.0f64; 5]; 2];
     let mut b = [0.0f64; 2];
     let rate = 0.5;
@@ -445,19 +499,22 @@ fn fit(data: &[Datum], options: &Options) -> Fitted {
     let mut fitted = Fitted {
         supported: round_linear(&raw(0)),
         contradicted: round_linear(&raw(1)),
-        thresholds: (0.5, 0.5, 0.0),
+        thresholds: (0.0, 0.0, options.topic_overlap),
     };
+    if !options.grid {
+        return fitted;
+    }
     let truth: Vec<usize> = data.iter().map(|(_, class, _)| *class).collect();
     let probabilities: Vec<[f64; 3]> = data.iter().map(|(x, ..)| fitted.probabilities(x)).collect();
-    let mut best = (f64::NEG_INFINITY, (0.5, 0.5, 0.0));
+    let mut best = (f64::NEG_INFINITY, fitted.thresholds);
     for i in 0..=12 {
         for j in 0..=12 {
-            for k in 0..=5 {
+            {
                 let round = |x: f64| (x * 100.0).round() / 100.0;
                 let t = (
                     round(0.2 + 0.05 * f64::from(i)),
                     round(0.2 + 0.05 * f64::from(j)),
-                    round(0.1 * f64::from(k)),
+                    options.topic_overlap,
                 );
                 let predicted: Vec<usize> = probabilities
                     .iter()
