@@ -184,9 +184,10 @@ pub fn inline_rows(rows: &[Row]) -> Vec<ClaimRow> {
         .collect()
 }
 
-/// The workers' corpus arguments for `input`: the directories of its shared corpus and its
-/// claim file as their `--corpus-root`s (a URL as a `--corpus-url`), and a cap that fits both;
-/// none without files (inline passages and claims need none).
+/// The workers' corpus arguments for `input`: its shared corpus and its claim file as
+/// `--corpus-file`s (each file alone, nothing else in its directory; a URL as a
+/// `--corpus-url`), and a cap that fits both; none without files (inline passages and claims
+/// need none).
 #[must_use]
 pub fn corpus_worker_args(input: &BatchInput) -> Vec<String> {
     let mut args = Vec::new();
@@ -198,8 +199,7 @@ pub fn corpus_worker_args(input: &BatchInput) -> Vec<String> {
         }
         let path = Path::new(&file.path);
         largest = largest.max(std::fs::metadata(path).map_or(0, |meta| meta.len()));
-        let root = path.parent().map_or_else(|| ".".to_owned(), |dir| dir.display().to_string());
-        args.extend(["--corpus-root".to_owned(), root]);
+        args.extend(["--corpus-file".to_owned(), file.path.clone()]);
     }
     if !args.is_empty() {
         args.extend(["--corpus-max-bytes".to_owned(), largest.to_string()]);
@@ -211,7 +211,7 @@ pub fn corpus_worker_args(input: &BatchInput) -> Vec<String> {
 /// process).
 ///
 /// # Errors
-/// The corpus's directory is gone.
+/// The corpus or claim file is gone.
 pub fn corpus_policy(input: &BatchInput) -> Result<CorpusPolicy, String> {
     let mut policy = CorpusPolicy::none();
     let mut args = corpus_worker_args(input).into_iter();
@@ -219,6 +219,7 @@ pub fn corpus_policy(input: &BatchInput) -> Result<CorpusPolicy, String> {
         policy = match flag.as_str() {
             "--corpus-url" => policy.with_url_prefix(&value)?,
             "--corpus-root" => policy.with_root(Path::new(&value))?,
+            "--corpus-file" => policy.with_file(Path::new(&value))?,
             _ => policy.with_max_bytes(value.parse().unwrap_or(DEFAULT_MAX_CORPUS_BYTES)),
         };
     }
@@ -692,7 +693,40 @@ fn round(x: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{BatchInput, batch_key, batch_salt, parse_claims};
+    use super::{
+        BatchInput, batch_key, batch_salt, corpus_policy, corpus_worker_args, parse_claims,
+    };
+
+    /// The batch command's workers may read its corpus and its claim file, and nothing else in
+    /// their directories (it granted the directories before).
+    #[test]
+    fn a_batch_grants_its_workers_its_files_not_their_directories() {
+        let dir = std::env::temp_dir().join(format!("verity-grant-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (corpus, claims, beside) =
+            (dir.join("corpus.jsonl"), dir.join("claims.jsonl"), dir.join("private.jsonl"));
+        for path in [&corpus, &claims, &beside] {
+            std::fs::write(path, "{}").unwrap();
+        }
+        let named = |path: &std::path::Path| serde_json::json!({"path": path, "sha256": "00"});
+        let input: BatchInput = serde_json::from_value(serde_json::json!({
+            "corpus": named(&corpus), "claimsFile": named(&claims), "job": {}
+        }))
+        .unwrap();
+        let args = corpus_worker_args(&input);
+        assert!(!args.iter().any(|arg| arg == "--corpus-root"), "{args:?}");
+        let policy = corpus_policy(&input).unwrap();
+        for path in [&corpus, &claims] {
+            assert!(policy.admit(&path.display().to_string()).is_ok(), "{}", path.display());
+        }
+        assert!(policy.admit(&beside.display().to_string()).is_err(), "a file beside them");
+        // A granted file replaced by another (renamed over it) is not the file granted.
+        std::fs::write(dir.join("new.jsonl"), "{}").unwrap();
+        std::fs::rename(dir.join("new.jsonl"), &corpus).unwrap();
+        #[cfg(unix)]
+        assert!(policy.admit(&corpus.display().to_string()).unwrap_err().contains("replaced"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn a_batch_key_is_stable_per_deployment_and_not_guessable_from_the_input() {

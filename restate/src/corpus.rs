@@ -71,9 +71,13 @@ pub const DEFAULT_MAX_CORPUS_BYTES: u64 = 256 << 20;
 /// the worker can (and learn its hash) or make the worker fetch any URL.
 #[derive(Debug, Clone)]
 pub struct CorpusPolicy {
-    /// Canonical: every path is canonicalized (symbolic links and `..` resolved) and must lie
-    /// under one of them.
+    /// Canonical: every path is canonicalized (symbolic links and `..` resolved), must lie
+    /// under one of them, and is opened beneath it (a symbolic link swapped in after the
+    /// check cannot lead out of it).
     roots: Vec<std::path::PathBuf>,
+    /// Single files granted (`--corpus-file`): the canonical path and the file's identity
+    /// when granted (the file opened must be that very file, not one swapped in for it).
+    files: Vec<(std::path::PathBuf, Option<(u64, u64)>)>,
     /// Parsed and normalized: a URL must have the same origin and start with one of them.
     url_prefixes: Vec<reqwest::Url>,
     max_bytes: u64,
@@ -88,6 +92,7 @@ impl Default for CorpusPolicy {
     fn default() -> Self {
         Self {
             roots: Vec::new(),
+            files: Vec::new(),
             url_prefixes: Vec::new(),
             max_bytes: DEFAULT_MAX_CORPUS_BYTES,
             cache_bytes: DEFAULT_CORPUS_CACHE_BYTES,
@@ -112,6 +117,21 @@ impl CorpusPolicy {
             return Err(format!("{} is not a directory", dir.display()));
         }
         self.roots.push(root);
+        Ok(self)
+    }
+
+    /// Also the file `path` itself, and nothing beside it (which must exist; repeatable).
+    ///
+    /// # Errors
+    /// `path` is not a file.
+    pub fn with_file(mut self, path: &std::path::Path) -> Result<Self, String> {
+        let canonical =
+            std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let meta = std::fs::metadata(&canonical).map_err(|e| format!("{}: {e}", path.display()))?;
+        if !meta.is_file() {
+            return Err(format!("{} is not a file", path.display()));
+        }
+        self.files.push((canonical, identity(&meta)));
         Ok(self)
     }
 
@@ -174,20 +194,156 @@ impl CorpusPolicy {
             });
             return if under { Ok(url.to_string()) } else { Err(refused()) };
         }
-        if self.roots.is_empty() {
+        self.open(location).map(|opened| opened.location)
+    }
+
+    /// `location` admitted (see [`CorpusPolicy::admit`]) and, for a file, opened: the file
+    /// read is the file checked (opened beneath its root, or a granted file checked to be that
+    /// very file), whatever is swapped in on the path meanwhile.
+    ///
+    /// # Errors
+    /// The refusal.
+    fn open(&self, location: &str) -> Result<Opened, String> {
+        if is_url(location) {
+            return Ok(Opened { location: self.admit(location)?, file: None });
+        }
+        if self.roots.is_empty() && self.files.is_empty() {
             return Err(format!(
                 "corpus {location} refused: this worker reads no local corpus files (start it \
-                 with --corpus-root DIR)"
+                 with --corpus-root DIR or --corpus-file FILE)"
             ));
         }
-        match std::fs::canonicalize(location) {
-            Ok(path) if self.roots.iter().any(|root| path.starts_with(root)) && path.is_file() => {
-                Ok(path.display().to_string())
+        let refused =
+            || format!("corpus {location} refused: not a file under this worker's corpus root");
+        let path = std::fs::canonicalize(location).map_err(|_| refused())?;
+        let file = if let Some(root) = self.roots.iter().find(|root| path.starts_with(root)) {
+            let relative = path.strip_prefix(root).map_err(|_| refused())?;
+            let dir = cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority())
+                .map_err(|_| refused())?;
+            dir.open(relative).map_err(|_| refused())?.into_std()
+        } else if let Some((granted, id)) = self.files.iter().find(|(file, _)| *file == path) {
+            let file = std::fs::File::open(granted).map_err(|_| refused())?;
+            let meta = file.metadata().map_err(|_| refused())?;
+            if identity(&meta) != *id {
+                return Err(format!(
+                    "corpus {location} refused: not the file this worker was granted (it was \
+                     replaced since the worker started)"
+                ));
             }
-            _ => Err(format!(
-                "corpus {location} refused: not a file under this worker's corpus root"
-            )),
+            file
+        } else {
+            return Err(refused());
+        };
+        if !file.metadata().is_ok_and(|meta| meta.is_file()) {
+            return Err(refused());
         }
+        Ok(Opened { location: path.display().to_string(), file: Some(file) })
+    }
+}
+
+/// A file's identity on its device (`None` where the platform gives none).
+fn identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
+    }
+}
+
+/// An admitted location: a URL (no file), or a file opened as [`CorpusPolicy::open`] says.
+#[derive(Debug)]
+struct Opened {
+    location: String,
+    file: Option<std::fs::File>,
+}
+
+impl Opened {
+    /// What says the bytes are unchanged since they were last hashed: a file's length and
+    /// modification time; a URL's, none (see [`Hashes`]).
+    fn fingerprint(&self) -> Option<(u64, Option<std::time::SystemTime>)> {
+        let meta = self.file.as_ref()?.metadata().ok()?;
+        Some((meta.len(), meta.modified().ok()))
+    }
+
+    /// Its bytes, at most `max_bytes` of them (see [`load_bytes`]).
+    fn read(self, max_bytes: u64) -> Result<Vec<u8>, String> {
+        match self.file {
+            Some(file) => read_capped(file, &self.location, max_bytes),
+            None => load_bytes(&self.location, max_bytes),
+        }
+    }
+}
+
+/// The bytes at `location` as `policy` admits and opens it (see [`CorpusPolicy::open`]), at
+/// most `max_bytes` of them.
+///
+/// # Errors
+/// The refusal, or why it cannot be read.
+pub fn read_admitted(
+    policy: &CorpusPolicy,
+    location: &str,
+    max_bytes: u64,
+) -> Result<Vec<u8>, String> {
+    policy.open(location)?.read(max_bytes)
+}
+
+/// At most `max_bytes` of `file` (a larger one is refused).
+fn read_capped(file: std::fs::File, location: &str, max_bytes: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("corpus {location}: {e}"))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(format!("corpus {location}: larger than the cap of {max_bytes} bytes"));
+    }
+    Ok(bytes)
+}
+
+/// What the bytes at each location hashed to when last read, kept while they are unchanged
+/// (a file's length and modification time; a fetched URL's for [`FETCHED_HASH_KEPT`]): a
+/// batch that names the wrong hash is refused without the worker reading (or fetching) a file
+/// of up to the cap again for every check that names it. At most [`MAX_HASHES`] locations.
+#[derive(Debug, Default)]
+struct Hashes(Mutex<HashMap<String, (Known, String)>>);
+
+/// How long a fetched file's hash is taken as still true.
+const FETCHED_HASH_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
+/// The most locations whose hash is kept (past it, all are let go).
+const MAX_HASHES: usize = 1024;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Known {
+    File(u64, Option<std::time::SystemTime>),
+    Fetched(std::time::Instant),
+}
+
+impl Hashes {
+    /// The hash the bytes at `opened` had when last read, if they are unchanged since.
+    fn known(&self, opened: &Opened) -> Option<String> {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (known, hash) = map.get(&opened.location)?;
+        let fresh = match (known, opened.fingerprint()) {
+            (Known::File(len, modified), Some(now)) => {
+                (*len, *modified) == now && modified.is_some()
+            }
+            (Known::Fetched(at), None) if opened.file.is_none() => at.elapsed() < FETCHED_HASH_KEPT,
+            _ => false,
+        };
+        fresh.then(|| hash.clone())
+    }
+
+    fn record(&self, location: &str, known: Known, hash: String) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if map.len() >= MAX_HASHES && !map.contains_key(location) {
+            map.clear();
+        }
+        map.insert(location.to_owned(), (known, hash));
     }
 }
 
@@ -203,18 +359,9 @@ impl CorpusPolicy {
 ///
 /// [`ReqwestClient`]: crate::http::ReqwestClient
 pub fn load_bytes(location: &str, max_bytes: u64) -> Result<Vec<u8>, String> {
-    let too_large = || format!("corpus {location}: larger than the cap of {max_bytes} bytes");
     if !is_url(location) {
-        use std::io::Read;
         let file = std::fs::File::open(location).map_err(|e| format!("corpus {location}: {e}"))?;
-        let mut bytes = Vec::new();
-        file.take(max_bytes.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("corpus {location}: {e}"))?;
-        if bytes.len() as u64 > max_bytes {
-            return Err(too_large());
-        }
-        return Ok(bytes);
+        return read_capped(file, location, max_bytes);
     }
     let url = location.trim().to_owned();
     let fetched = std::thread::spawn(move || {
@@ -277,23 +424,41 @@ pub fn parse(location: &str, bytes: Vec<u8>) -> Result<Corpus, String> {
 /// (the refusal names no hash of what was read: it would let the next job pass), or
 /// unparsable.
 pub fn read_file(file: &CorpusFile, policy: &CorpusPolicy) -> Result<Corpus, String> {
-    parse(&file.path, read_checked(file, policy, "corpus")?)
+    parse(&file.path, read_checked(file, policy, "corpus", &Hashes::default())?)
 }
 
 /// The bytes of `file` (a corpus or a claim file, `what` in messages): admitted by `policy`,
 /// read (or fetched) within its cap, and refused unless they have the SHA-256 the batch names
 /// (the refusal names no hash of what was read: it would let the next job pass).
-fn read_checked(file: &CorpusFile, policy: &CorpusPolicy, what: &str) -> Result<Vec<u8>, String> {
-    let location = policy.admit(&file.path)?;
-    let bytes = load_bytes(&location, policy.max_bytes())?;
-    if !sha256_hex(&bytes).eq_ignore_ascii_case(file.sha256.trim()) {
-        return Err(format!(
+/// What the bytes hashed to is kept in `hashes` (see [`Hashes`]).
+fn read_checked(
+    file: &CorpusFile,
+    policy: &CorpusPolicy,
+    what: &str,
+    hashes: &Hashes,
+) -> Result<Vec<u8>, String> {
+    let mismatch = || {
+        format!(
             "{what} {} refused: its bytes do not have the SHA-256 the batch names ({}; the \
              file changed, or the batch names another file)",
             file.path, file.sha256
-        ));
+        )
+    };
+    let named = file.sha256.trim().to_ascii_lowercase();
+    let opened = policy.open(&file.path)?;
+    if hashes.known(&opened).is_some_and(|hash| hash != named) {
+        return Err(mismatch());
     }
-    Ok(bytes)
+    let location = opened.location.clone();
+    let known = match opened.fingerprint() {
+        Some((len, modified)) => Known::File(len, modified),
+        None => Known::Fetched(std::time::Instant::now()),
+    };
+    let bytes = opened.read(policy.max_bytes())?;
+    let hash = sha256_hex(&bytes);
+    let matches = hash == named;
+    hashes.record(&location, known, hash);
+    if matches { Ok(bytes) } else { Err(mismatch()) }
 }
 
 /// One corpus file's slot: empty until its first load succeeds, then the indexed corpus.
@@ -312,9 +477,18 @@ pub struct Corpora {
     policy: CorpusPolicy,
     /// Claim files (a batch's claims by reference), read once each like corpora.
     claims: Mutex<HashMap<String, ClaimsSlot>>,
-    /// The loaded corpora by last use, oldest first, with their passages' bytes: past
+    /// The loaded corpora and claim files by last use, oldest first, with their bytes: past
     /// [`CorpusPolicy::cache_bytes`] the oldest are let go.
-    used: Mutex<Vec<(String, u64)>>,
+    used: Mutex<Vec<(Cached, u64)>>,
+    /// What each location's bytes hashed to (see [`Hashes`]).
+    hashes: Arc<Hashes>,
+}
+
+/// A loaded file, by kind and hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Cached {
+    Corpus(String),
+    Claims(String),
 }
 
 /// One claim file's slot: empty until its first read succeeds.
@@ -330,6 +504,7 @@ impl Corpora {
             policy,
             claims: Mutex::default(),
             used: Mutex::default(),
+            hashes: Arc::default(),
         }
     }
 
@@ -365,40 +540,49 @@ impl Corpora {
                     .get_or_try_init(|| async {
                         self.loads.fetch_add(1, Ordering::Relaxed);
                         let (owned, policy) = (file.clone(), self.policy.clone());
-                        tokio::task::spawn_blocking(move || load(&owned, &policy))
+                        let hashes = Arc::clone(&self.hashes);
+                        tokio::task::spawn_blocking(move || load(&owned, &policy, &hashes))
                             .await
                             .map_err(|e| format!("corpus {}: the load failed: {e}", file.path))?
                     })
                     .await?;
-                self.used_now(&file.sha256.trim().to_ascii_lowercase(), corpus);
+                let bytes: u64 = corpus
+                    .corpus()
+                    .passages()
+                    .iter()
+                    .map(|passage| (passage.id.len() + passage.text.len()) as u64)
+                    .sum();
+                self.used_now(Cached::Corpus(file.sha256.trim().to_ascii_lowercase()), bytes);
                 Ok(Arc::clone(corpus))
             }
         }
     }
 
-    /// Records a use of the corpus `hash`, and lets the least recently used corpora go while
-    /// the loaded ones hold more than the policy's cache bound (never the one just used; a
-    /// corpus a check still holds lives on until the check lets it go).
-    fn used_now(&self, hash: &str, corpus: &IndexedCorpus) {
-        let bytes: u64 = corpus
-            .corpus()
-            .passages()
-            .iter()
-            .map(|passage| (passage.id.len() + passage.text.len()) as u64)
-            .sum();
+    /// Records a use of a loaded file holding `bytes`, and lets the least recently used
+    /// files go while the loaded ones hold more than the policy's cache bound (never the one
+    /// just used; a corpus or claim list a check still holds lives on until it lets it go).
+    fn used_now(&self, file: Cached, bytes: u64) {
         let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
-        used.retain(|(known, _)| known != hash);
-        used.push((hash.to_owned(), bytes));
+        used.retain(|(known, _)| *known != file);
+        used.push((file, bytes));
         let mut total: u64 = used.iter().map(|(_, bytes)| bytes).sum();
         while total > self.policy.cache_bytes && used.len() > 1 {
             let (oldest, bytes) = used.remove(0);
             total -= bytes;
-            self.files.lock().unwrap_or_else(PoisonError::into_inner).remove(&oldest);
+            match oldest {
+                Cached::Corpus(hash) => {
+                    self.files.lock().unwrap_or_else(PoisonError::into_inner).remove(&hash);
+                }
+                Cached::Claims(hash) => {
+                    self.claims.lock().unwrap_or_else(PoisonError::into_inner).remove(&hash);
+                }
+            }
         }
     }
 
     /// The rows of a claim file (a batch's claims by reference): read (or fetched) under the
-    /// same policy and cap as a corpus, its hash checked, parsed once per process and kept.
+    /// same policy and cap as a corpus, its hash checked, parsed once per process and kept
+    /// within the cache bound, like corpora.
     ///
     /// # Errors
     /// Why it cannot be used (refused, unreadable, another hash, a bad line).
@@ -406,16 +590,30 @@ impl Corpora {
         self.policy.admit(&file.path)?;
         let hash = file.sha256.trim().to_ascii_lowercase();
         let slot: ClaimsSlot = Arc::clone(
-            self.claims.lock().unwrap_or_else(PoisonError::into_inner).entry(hash).or_default(),
+            self.claims
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(hash.clone())
+                .or_default(),
         );
         let rows = slot
             .get_or_try_init(|| async {
                 let (owned, policy) = (file.clone(), self.policy.clone());
-                tokio::task::spawn_blocking(move || read_claims_file(&owned, &policy))
+                let hashes = Arc::clone(&self.hashes);
+                tokio::task::spawn_blocking(move || read_claims_file(&owned, &policy, &hashes))
                     .await
                     .map_err(|e| format!("claims {}: the read failed: {e}", file.path))?
             })
             .await?;
+        let bytes: u64 = rows
+            .iter()
+            .map(|row| {
+                let corpus = row.corpus.iter().flatten().map(|(id, text)| id.len() + text.len());
+                (row.id.as_ref().map_or(0, String::len) + row.claim.len() + corpus.sum::<usize>())
+                    as u64
+            })
+            .sum();
+        self.used_now(Cached::Claims(hash), bytes);
         Ok(Arc::clone(rows))
     }
 
@@ -423,6 +621,17 @@ impl Corpora {
     #[must_use]
     pub fn files_loaded(&self) -> usize {
         self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|slot| slot.initialized())
+            .count()
+    }
+
+    /// How many claim files are loaded.
+    #[must_use]
+    pub fn claim_files_loaded(&self) -> usize {
+        self.claims
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
@@ -442,8 +651,9 @@ impl Corpora {
 fn read_claims_file(
     file: &CorpusFile,
     policy: &CorpusPolicy,
+    hashes: &Hashes,
 ) -> Result<Arc<Vec<ClaimRow>>, String> {
-    let bytes = read_checked(file, policy, "claims")?;
+    let bytes = read_checked(file, policy, "claims", hashes)?;
     let text = String::from_utf8(bytes).map_err(|e| format!("claims {}: {e}", file.path))?;
     let rows = crate::batch::parse_claims(&file.path, &text)?;
     Ok(Arc::new(crate::batch::inline_rows(&rows)))
@@ -451,9 +661,14 @@ fn read_claims_file(
 
 /// Reads (or fetches), checks, parses and indexes `file`, BM25 included, so that no check pays
 /// for the index later: the blocking part of [`Corpora::get`].
-fn load(file: &CorpusFile, policy: &CorpusPolicy) -> Result<Arc<IndexedCorpus>, String> {
+fn load(
+    file: &CorpusFile,
+    policy: &CorpusPolicy,
+    hashes: &Hashes,
+) -> Result<Arc<IndexedCorpus>, String> {
     let started = std::time::Instant::now();
-    let corpus = IndexedCorpus::new(read_file(file, policy)?);
+    let bytes = read_checked(file, policy, "corpus", hashes)?;
+    let corpus = IndexedCorpus::new(parse(&file.path, bytes)?);
     let _ = corpus.bm25();
     eprintln!(
         "verity-restate: corpus {}: {} passages, SHA-256 checked, indexed in {} ms",
@@ -674,6 +889,122 @@ mod tests {
         corpora.get(&b).await.unwrap();
         assert_eq!(corpora.loads_started(), 4, "b was loaded again");
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A batch that names the wrong hash does not make the worker read (or fetch) the file
+    /// again for every check that names it: what the file's bytes hash to is remembered while
+    /// the file is unchanged (its length and modification time; a fetched one for a minute),
+    /// and a changed file is read again.
+    #[tokio::test]
+    async fn a_wrong_hash_is_refused_without_reading_the_file_again() {
+        let text = "{\"id\": \"a\", \"text\": \"The bridge opened in 1932.\"}\n";
+        let (url, served) = slow_server(text.to_owned(), Duration::ZERO);
+        let corpora = Corpora::new(CorpusPolicy::none().with_url_prefix(&url).unwrap());
+        let wrong = CorpusFile { path: url.clone(), sha256: sha256_hex(b"another file") };
+        for _ in 0..3 {
+            let error = corpora.get(&CorpusSource::File(wrong.clone())).await.unwrap_err();
+            assert!(error.contains("refused"), "{error}");
+            let error = corpora.claims(&wrong).await.unwrap_err();
+            assert!(error.contains("refused"), "{error}");
+        }
+        assert_eq!(served.load(Ordering::SeqCst), 1, "fetched again for each wrong hash");
+        // The right hash still loads (the bytes are fetched: nothing was kept of them).
+        let right = CorpusFile { path: url, sha256: sha256_hex(text.as_bytes()) };
+        corpora.get(&CorpusSource::File(right)).await.unwrap();
+
+        let dir = std::env::temp_dir().join(format!("verity-wrong-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let corpora = Corpora::new(under(&dir));
+        let mut named = file(&dir, text);
+        named.sha256 = sha256_hex(b"the file as it will be");
+        assert!(corpora.get(&CorpusSource::File(named.clone())).await.is_err());
+        // Made unreadable, the file is not read again: the refusal stands on what was read.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let path = std::path::Path::new(&named.path);
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o000)).unwrap();
+            // (root reads whatever the mode: then this says nothing, and is skipped)
+            if std::fs::read(path).is_err() {
+                let error = corpora.get(&CorpusSource::File(named.clone())).await.unwrap_err();
+                assert!(error.contains("SHA-256"), "read again: {error}");
+            }
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        // Changed to what the batch names, it is read again and loads.
+        let changed = "{\"id\": \"b\", \"text\": \"The ferry ran until 1966.\"}\n";
+        std::fs::write(&named.path, changed).unwrap();
+        named.sha256 = sha256_hex(changed.as_bytes());
+        corpora.get(&CorpusSource::File(named)).await.unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Claim files count against the cache bound like corpora: a long-lived worker that reads
+    /// many batches' claim files lets the oldest go.
+    #[tokio::test]
+    async fn claim_files_past_the_cache_bound_are_let_go() {
+        let dir = std::env::temp_dir().join(format!("verity-claims-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let claims = |name: &str| {
+            let text = format!(
+                "{{\"id\": \"{name}\", \"claim\": \"{}\", \"label\": \"supported\"}}\n",
+                name.repeat(100)
+            );
+            let path = dir.join(format!("{name}.jsonl"));
+            std::fs::write(&path, &text).unwrap();
+            CorpusFile { path: path.display().to_string(), sha256: sha256_hex(text.as_bytes()) }
+        };
+        let corpora = Corpora::new(under(&dir).with_cache_bytes(250));
+        for name in ["a", "b", "c", "d"] {
+            corpora.claims(&claims(name)).await.unwrap();
+        }
+        assert_eq!(corpora.claim_files_loaded(), 2, "every claim file read was kept");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The file a worker checked is the file it reads: a directory under the root swapped for
+    /// a symbolic link to one outside it, again and again while the worker reads, never lets
+    /// it read the outside file (the file is opened beneath the root, not checked by its path
+    /// and opened again).
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_swapped_in_while_reading_never_leads_outside_the_root() {
+        use std::sync::atomic::AtomicBool;
+        let base = std::env::temp_dir().join(format!("verity-swap-{}", std::process::id()));
+        let (root, outside) = (base.join("root"), base.join("outside"));
+        for dir in [root.join("sub"), root.join("real"), outside.clone()] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let inside = "{\"id\": \"a\", \"text\": \"inside\"}\n";
+        std::fs::write(root.join("sub/c.jsonl"), inside).unwrap();
+        std::fs::write(root.join("real/c.jsonl"), inside).unwrap();
+        std::fs::write(outside.join("c.jsonl"), "secret").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        let policy = under(&root);
+        let location = root.join("sub/c.jsonl").display().to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (root, stop) = (root.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    // sub: the real directory, then the link out of the root, and back.
+                    let _ = std::fs::rename(root.join("sub"), root.join("real2"));
+                    let _ = std::fs::rename(root.join("link"), root.join("sub"));
+                    let _ = std::fs::rename(root.join("sub"), root.join("link"));
+                    let _ = std::fs::rename(root.join("real2"), root.join("sub"));
+                }
+            })
+        };
+        let mut read_outside = 0;
+        for _ in 0..20000 {
+            if let Ok(bytes) = super::read_admitted(&policy, &location, 1_000) {
+                read_outside += usize::from(bytes == b"secret");
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert_eq!(read_outside, 0, "the outside file was read {read_outside} times");
+        std::fs::remove_dir_all(&base).ok();
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!   private key. Register it with any Restate server:
 //!   `restate deployments register http://HOST:P` or `POST /deployments` on the admin API.
 //!   A non-loopback `--bind` needs an identity key (or `--allow-unsigned`). Corpus files: only
-//!   under `--corpus-root DIR`, URLs only under `--corpus-url PREFIX` (repeatable), neither by
+//!   under `--corpus-root DIR` (opened beneath it: a symbolic link cannot lead out) or named by
+//!   `--corpus-file FILE` (that file alone, the very file granted; the batch command grants its
+//!   workers its corpus and claim files so), URLs only under `--corpus-url PREFIX` (repeatable), neither by
 //!   default, each at most `--corpus-max-bytes` (256 MiB); at most `--corpus-cache-bytes` of
 //!   passages kept loaded (1 GiB; the least recently used go first). `--allow-steps`: run `kind: "step"`
 //!   jobs too (off by default: a step is a model call on the worker's key).
@@ -49,7 +51,7 @@ mod native {
     use verity_restate::workflow::{CheckInput, Limits, build_job};
 
     const USAGE: &str = "usage: verity-restate worker --port P|--bind ADDR:PORT [--provider CONFIG.json] \
-        [--identity-key KEY]... [--allow-unsigned] [--corpus-root DIR] [--corpus-url PREFIX]... \
+        [--identity-key KEY]... [--allow-unsigned] [--corpus-root DIR]... [--corpus-file FILE]... [--corpus-url PREFIX]... \
         [--corpus-max-bytes N] [--corpus-cache-bytes N] [--allow-steps] \
         | balance --port P WORKER... | batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] \
         [--workers N] [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] \
@@ -88,6 +90,9 @@ mod native {
             match arg.as_str() {
                 "--corpus-root" => {
                     policy = policy.with_root(&value::<PathBuf>(&mut args, "--corpus-root")?)?;
+                }
+                "--corpus-file" => {
+                    policy = policy.with_file(&value::<PathBuf>(&mut args, "--corpus-file")?)?;
                 }
                 "--corpus-url" => {
                     policy =

@@ -177,8 +177,12 @@ impl BuiltinWeights {
     #[must_use]
     pub fn text(self) -> &'static str {
         match self {
-            Self::Qwen25Coder05b => include_str!("verifier-weights-qwen2.5-coder-0.5b-instruct.json"),
-            Self::Qwen25Coder15b => include_str!("verifier-weights-qwen2.5-coder-1.5b-instruct.json"),
+            Self::Qwen25Coder05b => {
+                include_str!("verifier-weights-qwen2.5-coder-0.5b-instruct.json")
+            }
+            Self::Qwen25Coder15b => {
+                include_str!("verifier-weights-qwen2.5-coder-1.5b-instruct.json")
+            }
         }
     }
 
