@@ -30,8 +30,8 @@ use std::sync::Arc;
 
 use restate_sdk::prelude::Endpoint;
 
-/// The Restate endpoint of a worker: the `ClaimCheck` and `Batch` workflows and the
-/// `RateLimiter` over `host`. With `identity_keys` (Restate's `publickeyv1_...` public keys),
+/// The Restate endpoint of a worker: the `ClaimCheck` and `Batch` workflows, the private
+/// `BatchPart` and `BatchCheck` a batch runs through, and the `RateLimiter` over `host`. With `identity_keys` (Restate's `publickeyv1_...` public keys),
 /// it answers only requests signed by a server holding one of their private keys (Restate's
 /// request identity); any other request gets 401.
 ///
@@ -40,6 +40,7 @@ use restate_sdk::prelude::Endpoint;
 pub fn endpoint(host: Arc<host::Host>, identity_keys: &[String]) -> Result<Endpoint, String> {
     let mut builder = Endpoint::builder()
         .bind(workflow::ClaimCheck::new(Arc::clone(&host)))
+        .bind(workflow::BatchCheck::new(Arc::clone(&host)))
         .bind(workflow::Batch::new(Arc::clone(&host)))
         .bind(workflow::BatchPart::new(host))
         .bind(limiter::RateLimiter);

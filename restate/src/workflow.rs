@@ -1,5 +1,5 @@
-//! The two Restate workflows: `ClaimCheck` drives one job durably, `Batch` fans claim checks
-//! out over a corpus with a bounded concurrency and answers a progress query.
+//! The Restate workflows: `ClaimCheck` drives one job durably, `Batch` fans claim checks (its
+//! parts' private `BatchCheck`s, the same job) out over a corpus with a bounded concurrency and answers a progress query.
 //!
 //! How the job protocol maps onto Restate's journal (see docs/design/restate.md): the core's [`Session`] tracks the machine; every answer it is given comes out
 //! of a journaled side effect (`ctx.run`), so a replay after a crash feeds the machine the
@@ -253,21 +253,68 @@ impl ClaimCheck {
         ctx: WorkflowContext<'_>,
         input: Json<CheckInput>,
     ) -> Result<Json<CheckResult>, HandlerError> {
-        let input = input.into_inner();
-        let job = match build_job(&self.host, &input).await {
-            Ok(job) => job,
-            Err(Ok(failure)) => return Ok(Json(CheckResult::of(Err(failure), Spent::default()))),
-            Err(Err(refused)) => return Err(terminal(refused)),
-        };
-        // The job's own cap on a `Retry-After` (the config was just read, so it parses).
-        let retry_after_cap_ms = input
-            .job
-            .get("retry")
-            .and_then(|retry| serde_json::from_value::<RetryPolicy>(retry.clone()).ok())
-            .unwrap_or_default()
-            .retry_after_cap_ms;
-        let rate = input.rate.as_ref().map(|rate| (rate, retry_after_cap_ms));
-        drive_durably(&ctx, &self.host, job, rate).await.map(Json)
+        check(&ctx, &self.host, input.into_inner()).await.map(Json)
+    }
+}
+
+/// One job, run durably: what [`ClaimCheck`] and [`BatchCheck`] do.
+async fn check(
+    ctx: &WorkflowContext<'_>,
+    host: &Arc<Host>,
+    input: CheckInput,
+) -> Result<CheckResult, HandlerError> {
+    let job = match build_job(host, &input).await {
+        Ok(job) => job,
+        Err(Ok(failure)) => return Ok(CheckResult::of(Err(failure), Spent::default())),
+        Err(Err(refused)) => return Err(terminal(refused)),
+    };
+    // The job's own cap on a `Retry-After` (the config was just read, so it parses).
+    let retry_after_cap_ms = input
+        .job
+        .get("retry")
+        .and_then(|retry| serde_json::from_value::<RetryPolicy>(retry.clone()).ok())
+        .unwrap_or_default()
+        .retry_after_cap_ms;
+    let rate = input.rate.as_ref().map(|rate| (rate, retry_after_cap_ms));
+    drive_durably(ctx, host, job, rate).await
+}
+
+/// A batch's claim check: the job [`ClaimCheck`] runs, keyed `{batch}.{index}`, but private
+/// (Restate's `ingress_private`): only a batch part starts one. A public `ClaimCheck` with
+/// those keys would let a caller who knows a batch's id start `{batch}.{i}` first, with a job
+/// of their own, and have the batch take that result as its row.
+#[derive(Debug, Clone)]
+pub struct BatchCheck {
+    host: Arc<Host>,
+}
+
+impl BatchCheck {
+    /// The workflow over `host`.
+    #[must_use]
+    pub fn new(host: Arc<Host>) -> Self {
+        Self { host }
+    }
+}
+
+#[restate_sdk::workflow(
+    name = "BatchCheck",
+    invocation_retry_policy(
+        initial_interval = "100ms",
+        factor = 2.0,
+        max_interval = "2s",
+        max_attempts = 10000,
+        on_max_attempts = "pause",
+    )
+)]
+impl BatchCheck {
+    /// Runs the row's job (see [`ClaimCheck`]'s `run`).
+    #[handler(ingress_private)]
+    async fn run(
+        &self,
+        ctx: WorkflowContext<'_>,
+        input: Json<CheckInput>,
+    ) -> Result<Json<CheckResult>, HandlerError> {
+        check(&ctx, &self.host, input.into_inner()).await.map(Json)
     }
 }
 
@@ -715,8 +762,8 @@ impl BatchPart {
     )
 )]
 impl BatchPart {
-    /// Checks the part's claims, at most `concurrency` at once (each a `ClaimCheck` workflow
-    /// keyed `{batch}.{index}`), keeping each result as it finishes; ends with the part's
+    /// Checks the part's claims, at most `concurrency` at once (each a private `BatchCheck`
+    /// workflow keyed `{batch}.{index}`), keeping each result as it finishes; ends with the part's
     /// totals. Private: only its batch starts it (its `finished` and `progress` stay readable).
     #[handler(ingress_private)]
     async fn run(
@@ -773,7 +820,7 @@ impl BatchPart {
                 let index =
                     usize::try_from(input.offset).unwrap_or(usize::MAX).saturating_add(next);
                 let future = ctx
-                    .workflow_client::<ClaimCheckClient>(check_key(&input.batch, index))
+                    .workflow_client::<BatchCheckClient>(check_key(&input.batch, index))
                     .run(Json(check))
                     .call();
                 claim_of.insert(in_flight.push(future), next);

@@ -76,14 +76,14 @@ fn progress(server: &Server, key: &str) -> Value {
     cluster::query(&server.ingress_url(), "Batch", key, "progress").unwrap_or(Value::Null)
 }
 
-/// The `ClaimCheck` invocations the server holds that have not completed (the checks in
+/// The `BatchCheck` invocations the server holds that have not completed (the checks in
 /// flight, by the server's own tables, not the batch's counter); `None` when it does not
 /// answer.
 fn checks_in_flight(server: &Server) -> Option<u64> {
     let rows = cluster::admin_query(
         &server.admin_url(),
         "SELECT count(*) AS n FROM sys_invocation \
-         WHERE target_service_name = 'ClaimCheck' AND status <> 'completed'",
+         WHERE target_service_name = 'BatchCheck' AND status <> 'completed'",
     )
     .ok()?;
     rows.first()?["n"].as_u64()
@@ -493,10 +493,10 @@ fn a_batch_on_a_three_node_cluster_survives_a_killed_node_and_a_killed_worker() 
         assert_eq!((claim.index, claim.id.clone()), (index, Some(format!("c{index}"))));
     }
     assert_eq!((result.progress.done, result.progress.failed), (CLAIMS as u64, 0));
-    // Every check ran once to its end: each claim's ClaimCheck completed once on the cluster.
+    // Every check ran once to its end: each claim's BatchCheck completed once on the cluster.
     let rows = cluster::admin_query(
         &cluster.nodes[0].admin_url(),
-        "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'ClaimCheck'",
+        "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'BatchCheck'",
     )
     .unwrap();
     assert_eq!(rows[0]["n"], CLAIMS, "{rows:?}");
@@ -814,6 +814,8 @@ fn the_ingress_reaches_only_what_a_person_submits() {
         ("RateLimiter/victim/hold", json!(u64::MAX)),
         ("RateLimiter/victim/acquire", json!({"id": "x", "tokens": 1, "window": {"windowMs": 1}})),
         ("BatchPart/victim.0/run", json!({})),
+        // A batch's row: a caller who knows the batch id cannot start it first.
+        ("BatchCheck/victim.0/run", json!({"job": {"kind": "claim", "claim": "x"}})),
     ] {
         let (status, text) = post(path, body);
         assert!((400..500).contains(&status), "{path}: {status} {text}");
@@ -821,6 +823,45 @@ fn the_ingress_reaches_only_what_a_person_submits() {
     // Readable: a part's results (none yet) through its shared handler.
     let (status, text) = post("BatchPart/nothing/finished", json!(0));
     assert!(!text.to_lowercase().contains("private"), "{status} {text}");
+    drop(workers);
+}
+
+/// A caller who knows a batch's id (one given with `--batch-id`, say) starts the check of its
+/// first row before the batch does, with a job of their own: the batch's row is still its own
+/// claim's check (its rows run as private `BatchCheck`s, not as the public `ClaimCheck` a
+/// caller can start with any key).
+#[test]
+fn a_caller_who_knows_a_batch_id_cannot_write_its_rows() {
+    let _serial = serial();
+    let dir = scratch("rows");
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let workers = Workers::start(&binary(), 1, &[], &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    let ingress = server.ingress_url();
+    let forged = CheckInput {
+        job: json!({"kind": "claim", "claim": "Tokyo Tower is in Osaka."}),
+        corpus: Some(CorpusSource::Passages(
+            [("e1".to_owned(), "Tokyo Tower is in Minato, Tokyo.".to_owned())].into(),
+        )),
+        rate: None,
+    };
+    let forged = serde_json::to_value(&forged).unwrap();
+    for key in ["known.0", "known.1"] {
+        cluster::submit(&ingress, "ClaimCheck", key, &forged).unwrap();
+    }
+    let input = json!({
+        "claims": [
+            {"id": "a", "claim": "The Eiffel Tower is in Paris.", "corpus": {"e1": EIFFEL}},
+            {"id": "b", "claim": "The Eiffel Tower is in Paris.", "corpus": {"e1": EIFFEL}},
+        ],
+        "job": {},
+    });
+    cluster::submit(&ingress, "Batch", "known", &input).unwrap();
+    let result: BatchResult = batch::wait(&ingress, "known", false).unwrap();
+    for row in &result.results {
+        let report = row.result.value.as_ref().unwrap_or_else(|| panic!("{row:?}"));
+        assert_eq!(report["claim"], json!("The Eiffel Tower is in Paris."), "{row:?}");
+    }
     drop(workers);
 }
 
