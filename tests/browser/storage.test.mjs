@@ -249,6 +249,11 @@ test('a newer version of the app opening the database is not blocked by this one
     await page.click(id('run'));
     await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
     assert.match(await page.locator(id('check-1')).locator(id('verdict')).innerText(), /supported/i);
+    // Its result says it is not saved (it was silently not written before).
+    await page.locator(id('check-1')).locator(id('not-saved')).waitFor({ timeout: 10000 });
+    const unsaved = page.locator(id('notice')).filter({ hasText: 'The result of' });
+    assert.match(await unsaved.innerText(), /not saved: a newer version of this app/);
+    await screenshot(page, 'storage-newer-version-not-saved');
     assert.equal(await page.locator(id('notice')).filter({ hasText: 'failed' }).count(), 0, 'no write was tried');
     assert.deepEqual(errors, []);
   } finally {

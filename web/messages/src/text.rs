@@ -35,6 +35,17 @@ pub fn not_saved(what: &str, then: &str) -> String {
     )
 }
 
+/// What a check's card says of its result when a newer version of the app has taken the
+/// storage over (this tab's engine closed its database for the upgrade).
+#[must_use]
+pub fn not_saved_for_newer_version(claim: &str) -> String {
+    format!(
+        "The result of “{claim}” is not saved: a newer version of this app opened its storage in \
+         another tab. It is shown until this tab closes. Export the results you want to keep \
+         (JSON, Markdown or CSV), then reload this tab to use the newer version."
+    )
+}
+
 /// The advice for a request that failed: the key, the address, or the browser's CORS check.
 const REQUEST_FAILED: &str = "Check the API key, the base URL and the model name. If the \
     browser blocked the request (CORS), the server must allow this page's origin: for Ollama \

@@ -1045,6 +1045,12 @@ impl Host for WorkerHost {
                 ],
                 Some(full),
             );
+        } else if CLOSED.with(Cell::get) {
+            // Not silently: the card says "not saved", as for a full disk.
+            tell_full(&FromWorker::NotSaved {
+                id: Some(result.id.clone()),
+                message: text::not_saved_for_newer_version(&result.claim),
+            });
         }
     }
 
