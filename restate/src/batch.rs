@@ -114,6 +114,10 @@ pub struct Options {
     /// Kill and restart every worker halfway, and report how long until the batch moves again
     /// (`batch.replay_seconds` in the summary): the benchmark's replay figure.
     pub measure_replay: bool,
+    /// An existing cluster's ingress URLs (its nodes): the batch is submitted there, to
+    /// workers its operator registered, instead of to a server and workers this command
+    /// starts; when the node asked stops answering, the next one is (see [`Watch`]).
+    pub ingress: Vec<String>,
 }
 
 /// The batch's input: the rows and the corpus reference (with its hash, computed here from
@@ -289,28 +293,58 @@ pub fn run(options: &Options) -> Result<Value, String> {
         Some(id) => id.clone(),
         None => batch_key(&input, &batch_salt(&options.data_dir)?),
     };
-    let (ports, deployment) = Ports::kept(&options.data_dir);
-    let mut server = Server::start(&options.data_dir, ports)?;
-    let mut worker_args = corpus_worker_args(&input);
-    if let Some(path) = &options.provider {
-        worker_args.push("--provider".to_owned());
-        worker_args.push(path.display().to_string());
+    if !options.ingress.is_empty() && options.measure_replay {
+        return Err(
+            "--measure-replay kills the workers this command starts: not with --ingress".to_owned()
+        );
     }
-    let mut workers =
-        Workers::start_at(&options.binary, options.workers, &worker_args, &[], deployment)?;
-    cluster::register(&server.admin_url(), &workers.url())?;
+    // A server and workers of its own, unless the batch goes to an existing cluster.
+    let mut local = if options.ingress.is_empty() {
+        let (ports, deployment) = Ports::kept(&options.data_dir);
+        let server = Server::start(&options.data_dir, ports)?;
+        let mut worker_args = corpus_worker_args(&input);
+        if let Some(path) = &options.provider {
+            worker_args.push("--provider".to_owned());
+            worker_args.push(path.display().to_string());
+        }
+        let workers =
+            Workers::start_at(&options.binary, options.workers, &worker_args, &[], deployment)?;
+        cluster::register(&server.admin_url(), &workers.url())?;
+        Some((server, workers))
+    } else {
+        None
+    };
+    let ingress = match &local {
+        Some((server, _)) => vec![server.ingress_url()],
+        None => options.ingress.clone(),
+    };
     let started = Instant::now();
     let input = serde_json::to_value(&input).map_err(|e| e.to_string())?;
-    if cluster::submit_or_attach(&server.ingress_url(), "Batch", &key, &input)? && options.progress
-    {
+    // Through the first node that answers: a submission that reached a node whose answer was
+    // lost is attached to on the next (the batch's key is its identity).
+    let mut refusals = Vec::new();
+    let submitted = ingress.iter().find_map(|url| {
+        match cluster::submit_or_attach(url, "Batch", &key, &input) {
+            Ok(attached) => Some(attached),
+            Err(error) => {
+                refusals.push(error);
+                None
+            }
+        }
+    });
+    let Some(attached) = submitted else {
+        return Err(format!("no ingress took the batch: {}", refusals.join("; ")));
+    };
+    if attached && options.progress {
         eprintln!("batch {key} was submitted before: attached to it (nothing is checked twice)");
     }
     // Results go out as they finish (in that order); the file is rewritten in the batch's
     // order at the end.
     let mut arrived = ResultsFile::create(&options.out, &rows)?;
     let watch = Watch {
-        ingress: server.ingress_url(),
-        admin: Some(server.admin_url()),
+        ingress,
+        current: std::cell::Cell::new(0),
+        admin: local.as_ref().map(|(server, _)| server.admin_url()),
         show: options.progress,
         stall_after: options.stall_after,
     };
@@ -325,6 +359,7 @@ pub fn run(options: &Options) -> Result<Value, String> {
         let done = progress.progress.done;
         match replay_from {
             None if done * 2 >= progress.progress.total && done < progress.progress.total => {
+                let Some((_, workers)) = &mut local else { return Ok(()) };
                 for worker in &mut workers.workers {
                     worker.kill9();
                 }
@@ -340,11 +375,13 @@ pub fn run(options: &Options) -> Result<Value, String> {
     };
     let result = watch.wait_with(&key, &mut |finished| arrived.append(finished), &mut tick)?;
     let elapsed = started.elapsed();
-    let workers_peak: Vec<u64> =
-        workers.workers.iter().filter_map(cluster::Process::peak_rss).collect();
-    let server_peak = server.peak_rss();
-    drop(workers);
-    server.stop();
+    let (mut workers_peak, mut server_peak) = (Vec::new(), None);
+    if let Some((mut server, workers)) = local {
+        workers_peak = workers.workers.iter().filter_map(cluster::Process::peak_rss).collect();
+        server_peak = server.peak_rss();
+        drop(workers);
+        server.stop();
+    }
     write_results(&options.out, &rows, &result)?;
     let model = match &options.provider {
         Some(path) => model_name(&read_provider(path)?),
@@ -354,7 +391,8 @@ pub fn run(options: &Options) -> Result<Value, String> {
         summarize(&options.claims, &rows, &result, &model, &options.job, shared.as_ref());
     summary["batch"] = json!({
         "key": key,
-        "workers": options.workers,
+        "workers": if options.ingress.is_empty() { json!(options.workers) } else { Value::Null },
+        "ingress": options.ingress,
         "seconds": round(elapsed.as_secs_f64()),
         "claims_per_second": round(rows.len() as f64 / elapsed.as_secs_f64().max(1e-9)),
         "tokens": result.progress.tokens,
@@ -377,8 +415,7 @@ pub fn run(options: &Options) -> Result<Value, String> {
 /// # Errors
 /// The batch's terminal error.
 pub fn wait(ingress: &str, key: &str, show: bool) -> Result<BatchResult, String> {
-    let watch = Watch { ingress: ingress.to_owned(), admin: None, show, stall_after: None };
-    watch.wait(key, &mut |_| Ok(()))
+    Watch::of(&[ingress.to_owned()], show).wait(key, &mut |_| Ok(()))
 }
 
 /// The results of batch `key` finished so far, from its parts, in the batch's order.
@@ -420,8 +457,12 @@ fn part_results(ingress: &str, key: &str, n: u64, from: u64) -> Result<Vec<Claim
 /// line, redrawn only on a terminal), and when silence means something is wrong.
 #[derive(Debug, Clone)]
 pub struct Watch {
-    /// The ingress URL.
-    pub ingress: String,
+    /// The ingress URLs: the nodes of one cluster, any of which serves the batch. The first
+    /// is asked until it stops answering, then the next that answers (see
+    /// [`Watch::ingress`]).
+    pub ingress: Vec<String>,
+    /// The one that answered last (an index into `ingress`).
+    pub current: std::cell::Cell<usize>,
     /// The admin URL: with it, a batch that has stopped moving is explained by the server's
     /// own view of its invocations (paused, retrying, and the last error).
     pub admin: Option<String>,
@@ -432,6 +473,35 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// A watch of the server at `ingress` alone, no admin URL, no stall bound.
+    #[must_use]
+    pub fn of(ingress: &[String], show: bool) -> Self {
+        Self {
+            ingress: ingress.to_vec(),
+            current: std::cell::Cell::new(0),
+            admin: None,
+            show,
+            stall_after: None,
+        }
+    }
+
+    /// The ingress asked now.
+    fn ingress(&self) -> &str {
+        self.ingress.get(self.current.get()).or(self.ingress.first()).map_or("", String::as_str)
+    }
+
+    /// Batch `key`'s progress from the ingress asked now, or, when it does not answer (a node
+    /// down), from the next one that does, which is asked from then on.
+    fn progress(&self, key: &str) -> Option<BatchProgress> {
+        let n = self.ingress.len().max(1);
+        (0..n).find_map(|step| {
+            let at = (self.current.get() + step) % n;
+            let progress = batch_progress(self.ingress.get(at)?, key).ok()?;
+            self.current.set(at);
+            Some(progress)
+        })
+    }
+
     /// Waits for batch `key`, handing `sink` the results as they finish (each once; the parts
     /// in turn, each part's in the order they finished); the result, in the batch's order.
     ///
@@ -468,13 +538,13 @@ impl Watch {
             }
         };
         loop {
-            let progress = batch_progress(&self.ingress, key).ok();
+            let progress = self.progress(key);
             if let Some(progress) = &progress {
                 tick(progress)?;
                 received
                     .resize(usize::try_from(progress.started).unwrap_or(0).max(received.len()), 0);
                 for (n, from) in received.iter_mut().enumerate() {
-                    if let Ok(finished) = part_results(&self.ingress, key, n as u64, *from)
+                    if let Ok(finished) = part_results(self.ingress(), key, n as u64, *from)
                         && !finished.is_empty()
                     {
                         sink(&finished)?;
@@ -483,7 +553,7 @@ impl Watch {
                     }
                 }
             }
-            match cluster::output(&self.ingress, "Batch", key) {
+            match cluster::output(self.ingress(), "Batch", key) {
                 Outcome::Done(value) => {
                     end_line(self.show);
                     let done: BatchProgress = serde_json::from_value(value)
@@ -491,7 +561,7 @@ impl Watch {
                     // Whatever arrived after the last look.
                     for n in 0..done.started {
                         let from = received.get(n as usize).copied().unwrap_or(0);
-                        let finished = part_results(&self.ingress, key, n, from)?;
+                        let finished = part_results(self.ingress(), key, n, from)?;
                         sink(&finished)?;
                         all.extend(finished);
                     }

@@ -18,8 +18,10 @@
 //! - `balance --port P WORKER...`: an HTTP/2 balancer over worker addresses.
 //! - `batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] [--workers N]
 //!   [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] [--retries N]
-//!   [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N] [--stall-after SECONDS]`:
-//!   starts a Restate server and N workers,
+//!   [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N] [--stall-after SECONDS]
+//!   [--ingress URL]...`: starts a Restate server and N workers (or, with `--ingress`, uses an
+//!   existing cluster's nodes and the workers its operator registered, whose corpus policy must
+//!   allow the batch's files; when the node asked stops answering, the next one is),
 //!   checks the claims as one batch (keyed by its input, so the same command run again
 //!   attaches to it; the data directory, `target/restate/data` by default, is kept), writes
 //!   the results (JSONL, as they finish) and prints the summary.
@@ -55,7 +57,7 @@ mod native {
         [--corpus-max-bytes N] [--corpus-cache-bytes N] [--allow-steps] \
         | balance --port P WORKER... | batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] \
         [--workers N] [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] \
-        [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N] [--stall-after SECONDS] [--measure-replay]";
+        [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N] [--stall-after SECONDS] [--measure-replay] [--ingress URL]...";
 
     fn value<T: std::str::FromStr>(
         args: &mut impl Iterator<Item = String>,
@@ -200,6 +202,7 @@ mod native {
             part_size: None,
             stall_after: None,
             measure_replay: false,
+            ingress: Vec::new(),
         };
         let (input, _) = batch::batch_input(&options, &rows)?;
         let host = Host::with_corpus_policy(Model::Offline, batch::corpus_policy(&input)?);
@@ -237,6 +240,7 @@ mod native {
         let mut part_size = None;
         let mut stall_after = std::time::Duration::from_secs(600);
         let mut measure_replay = false;
+        let mut ingress = Vec::new();
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--corpus" => corpus = Some(value::<String>(&mut args, "--corpus")?),
@@ -253,6 +257,7 @@ mod native {
                 "--batch-id" => batch_id = Some(value::<String>(&mut args, "--batch-id")?),
                 "--part-size" => part_size = Some(value::<u64>(&mut args, "--part-size")?.max(1)),
                 "--measure-replay" => measure_replay = true,
+                "--ingress" => ingress.push(value::<String>(&mut args, "--ingress")?),
                 "--stall-after" => {
                     stall_after =
                         std::time::Duration::from_secs(value(&mut args, "--stall-after")?);
@@ -293,6 +298,7 @@ mod native {
             part_size,
             stall_after: Some(stall_after),
             measure_replay,
+            ingress,
         };
         let summary: Value = batch::run(&options)?;
         println!("{summary:#}");

@@ -409,10 +409,9 @@ fn a_batch_that_makes_no_progress_ends_the_wait_with_what_the_server_says() {
     )
     .unwrap();
     let watch = batch::Watch {
-        ingress: server.ingress_url(),
         admin: Some(server.admin_url()),
-        show: false,
         stall_after: Some(Duration::from_secs(8)),
+        ..batch::Watch::of(&[server.ingress_url()], false)
     };
     let started = Instant::now();
     let error = watch.wait("stall", &mut |_| Ok(())).unwrap_err();
@@ -472,7 +471,20 @@ fn a_batch_on_a_three_node_cluster_survives_a_killed_node_and_a_killed_worker() 
         }
     };
     wait_for(&ingress, 40);
-    // kill -9 node 2 (not the one asked) and a worker together; both back after a moment.
+    // The CLI's watch, asking node 2 first: killed below, it must go on through node 3.
+    let watcher = {
+        let nodes = [cluster.nodes[1].ingress_url(), ingress.clone()];
+        std::thread::spawn(move || {
+            let mut seen = 0;
+            let result = batch::Watch::of(&nodes, false).wait(key, &mut |finished| {
+                seen += finished.len();
+                Ok(())
+            });
+            (result, seen)
+        })
+    };
+    // kill -9 node 2 (not the one the test asks, the one the watch asks) and a worker
+    // together; both back after a moment.
     let killed = epoch_ms();
     cluster.nodes[1].kill9();
     workers.workers[0].kill9();
@@ -489,6 +501,10 @@ fn a_batch_on_a_three_node_cluster_survives_a_killed_node_and_a_killed_worker() 
 
     let result: BatchResult = batch::wait(&ingress, key, false).unwrap();
     assert_eq!(result.results.len(), CLAIMS);
+    let (watched, seen) = watcher.join().unwrap();
+    let watched = watched.expect("the watch went on through another node");
+    assert_eq!(watched, result, "the watch that lost its node saw the same batch");
+    assert_eq!(seen, CLAIMS, "each result handed on once");
     for (index, claim) in result.results.iter().enumerate() {
         assert_eq!((claim.index, claim.id.clone()), (index, Some(format!("c{index}"))));
     }
@@ -865,6 +881,55 @@ fn a_caller_who_knows_a_batch_id_cannot_write_its_rows() {
     drop(workers);
 }
 
+/// The batch command on an existing cluster (`--ingress`, repeatable): nothing of its own is
+/// started, and the node it names first does not answer (down), so it submits and waits
+/// through the next; the batch ends with every claim's result, once.
+#[test]
+fn the_batch_command_uses_a_cluster_through_whichever_node_answers() {
+    let _serial = serial();
+    let dir = scratch("ingress");
+    let claims = dir.join("claims.jsonl");
+    let rows = [
+        json!({"id": "a", "claim": "The Eiffel Tower is in Paris.", "corpus": {"e1": EIFFEL}}),
+        json!({"id": "b", "claim": "Tokyo Tower is in Osaka.", "corpus": {"e1": "Tokyo Tower is in Minato, Tokyo."}}),
+    ];
+    std::fs::write(&claims, rows.iter().map(|r| r.to_string() + "\n").collect::<String>()).unwrap();
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    // The operator's worker, granted the claim file the batch names.
+    let grant = ["--corpus-file".to_owned(), claims.display().to_string()];
+    let workers = Workers::start(&binary(), 1, &grant, &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    let down = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let out = dir.join("results.jsonl");
+    let command = std::process::Command::new(binary())
+        .arg("batch")
+        .arg(&claims)
+        .args(["--ingress", &down, "--ingress", &server.ingress_url(), "--data-dir"])
+        .arg(dir.join("cli-data"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&command.stderr);
+    assert!(command.status.success(), "{stderr}");
+    let printed: Value = serde_json::from_slice(&command.stdout).unwrap();
+    assert_eq!(printed["counts"]["claims"], 2, "{printed}");
+    assert_eq!(printed["batch"]["workers"], Value::Null, "it started no workers: {printed}");
+    let lines = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(lines.lines().count(), 2, "{lines}");
+    // It ran on the cluster's own worker: the server holds its checks.
+    let rows = cluster::admin_query(
+        &server.admin_url(),
+        "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'BatchCheck'",
+    )
+    .unwrap();
+    assert_eq!(rows[0]["n"], 2, "{rows:?}");
+    drop(workers);
+}
+
 #[test]
 fn a_worker_on_a_non_loopback_address_needs_an_identity_key() {
     let output = std::process::Command::new(binary())
@@ -915,6 +980,7 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
         part_size: None,
         stall_after: None,
         measure_replay: false,
+        ingress: Vec::new(),
     };
     let summary = batch::run(&options).unwrap();
     assert_eq!(summary["counts"]["claims"], 3);
@@ -1257,6 +1323,7 @@ fn a_corpus_by_url_is_fetched_checked_and_refused_when_its_hash_does_not_match()
         part_size: None,
         stall_after: None,
         measure_replay: false,
+        ingress: Vec::new(),
     };
     let summary = batch::run(&options).unwrap();
     assert_eq!(summary["counts"]["claims"], 2, "{summary}");
@@ -1385,6 +1452,7 @@ fn the_same_batch_command_run_again_attaches_to_its_batch_and_pays_nothing_twice
         part_size: None,
         stall_after: None,
         measure_replay: false,
+        ingress: Vec::new(),
     };
     let first = batch::run(&options).unwrap();
     let results = std::fs::read_to_string(&out).unwrap();
