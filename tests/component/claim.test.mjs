@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 
@@ -109,4 +110,45 @@ test('an unreachable provider fails the check with its kind and what was spent',
       return true;
     },
   );
+});
+
+test('the verifier route through the component reads the server\'s probabilities', async (t) => {
+  // A llama.cpp server as recorded: the calibration question (an empty document) answered No,
+  // the passages Yes, with their top_logprobs; the summary a submit call.
+  const fixture = (name) => readFileSync(path.join(root, 'core/tests/fixtures/verifier', name));
+  const [yes, no] = [fixture('llama-cpp-yes.json'), fixture('llama-cpp-recorded-no.json')];
+  const asked = [];
+  const server = createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk) => { body += chunk; });
+    request.on('end', () => {
+      const json = JSON.parse(body);
+      asked.push(json);
+      response.setHeader('content-type', 'application/json');
+      if (json.logprobs) {
+        response.end(JSON.stringify(json.messages).includes('Document: \\nClaim') ? no : yes);
+        return;
+      }
+      response.end(JSON.stringify({ choices: [{ index: 0, finish_reason: 'tool_calls', message: {
+        role: 'assistant', content: null, tool_calls: [{ id: 's', type: 'function', function: {
+          name: 'submit', arguments: JSON.stringify({ text: 'Supported by the passage.' }) } }] } }],
+        usage: { prompt_tokens: 50, completion_tokens: 9 } }));
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.close());
+  const url = `http://127.0.0.1:${server.address().port}`;
+  const report = await checkClaim(engine, {
+    provider: { api: 'openai', baseUrl: `${url}/v1`, model: 'qwen', stream: true },
+    claim: 'The Eiffel Tower is in Paris.', items: ITEMS, retriever: { bm25: { k: 2 } }, assess: 'verifier',
+  });
+  const probes = asked.filter((body) => body.logprobs);
+  assert.equal(probes.length, 3, 'the calibration question and two passages');
+  for (const body of probes) {
+    assert.equal(body.top_logprobs, 10);
+    assert.ok(!body.stream, 'a probe is not streamed');
+  }
+  assert.equal(report.assessment.verdict, 'supported');
+  assert.equal(report.verifier.fallback, false, JSON.stringify(report.verifier));
+  assert.ok(report.verifier.questions.every((q) => q.source === 'probabilities'));
 });

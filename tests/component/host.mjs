@@ -127,14 +127,18 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 /**
  * Checks `claim` against `items` (`[{id, text}]`) with the model of `provider` (the app's
  * provider JSON). Returns the report; throws `JobFailed` with the kind and what was spent.
- * `onEvent` receives every event of the job (stages, model calls, streamed pieces, ...).
+ * `onEvent` receives every event of the job (stages, model calls, streamed pieces, ...);
+ * `assess` and `retriever` go into the claim job as they are.
  */
-export async function checkClaim(engine, { provider, claim, items, retry, fetch = globalThis.fetch, onEvent = () => {} }) {
+export async function checkClaim(engine, { provider, claim, items, retry, retriever = 'keyword', assess, fetch = globalThis.fetch, onEvent = () => {} }) {
   const codec = engine.provider.Codec.open(JSON.stringify(provider));
   const corpus = new engine.corpus.Corpus();
   corpus.add(items);
-  const config = { kind: 'claim', claim, corpus: corpus.id(), retriever: 'keyword' };
+  const config = { kind: 'claim', claim, corpus: corpus.id(), retriever };
   if (retry) config.retry = retry;
+  // `"verifier"`: Yes/No questions whose requests carry a probe; the codec asks for the
+  // probabilities and hands them back on the decoded message: nothing more for a host to do.
+  if (assess) config.assess = assess;
   let job;
   try {
     job = engine.job.Job.create(JSON.stringify(config), [corpus]);

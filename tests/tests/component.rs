@@ -254,6 +254,16 @@ fn message_to_wit(message: &AssistantMessage) -> wit::AssistantMessage {
             raw_body: error.raw_body.clone(),
         }),
         usage: usage_to_wit(&message.usage),
+        first_token: message.first_token.as_ref().map(|first| {
+            let token = |t: &verity_core::TokenLogprob| wit::TokenLogprob {
+                token: t.token.clone(),
+                logprob: t.logprob,
+            };
+            wit::FirstToken {
+                sampled: token(&first.sampled),
+                top: first.top.iter().map(token).collect(),
+            }
+        }),
     }
 }
 
@@ -686,6 +696,84 @@ fn a_claim_check_that_escalates_to_research_through_the_codecs() {
     assert_eq!(last["role"], "tool");
     assert!(last["content"].as_str().unwrap().contains("antenna"));
     assert!(events.iter().any(|e| matches!(e, wit::Event::Stage(wit::ClaimStage::Research(_)))));
+}
+
+/// The verifier route through the component: its Yes/No questions carry a probe through the
+/// WIT, the codec asks the server for `top_logprobs`, and the recorded llama.cpp answers'
+/// probabilities come back through the WIT (the component dropped them before, so its hosts
+/// got the sampled token's fallback). The calibration question (an empty document) is answered
+/// No, the passages Yes: the claim is supported, read from probabilities.
+#[test]
+fn the_verifier_route_reads_probabilities_through_the_component() {
+    let fixture = |name: &str| {
+        std::fs::read(workspace_root().join("core/tests/fixtures/verifier").join(name)).unwrap()
+    };
+    let (yes, no) = (fixture("llama-cpp-yes.json"), fixture("llama-cpp-recorded-no.json"));
+    let summary = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": null, "tool_calls": [{"id": "s", "type": "function",
+        "function": {"name": "submit", "arguments": "{\"text\": \"Supported by the passage.\"}"}}]}}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 9}});
+    let mut guest = Guest::new();
+    let engine = Rc::clone(&guest.engine);
+    let provider = engine.verity_engine_provider();
+    let config = json!({"api": "openai", "baseUrl": "http://127.0.0.1:9/v1", "model": "qwen",
+                        "stream": true});
+    let codec = provider
+        .codec()
+        .call_open(&mut guest.store, &config.to_string())
+        .unwrap()
+        .expect("a provider configuration");
+    let corpus = guest.corpus(&PASSAGES);
+    let config = json!({"kind": "claim", "claim": "The Eiffel Tower is in Paris.",
+                        "corpus": guest.corpus_id(corpus), "retriever": {"bm25": {"k": 2}},
+                        "assess": "verifier"});
+    let job = guest.create(&config.to_string(), &[corpus]).expect("a claim job");
+    let mut probes = 0;
+    loop {
+        match guest.poll(job) {
+            wit::Output::CallModel(call) => {
+                let request =
+                    provider.codec().call_encode(&mut guest.store, codec, &call.request).unwrap();
+                let body: Value = serde_json::from_str(&request.body).unwrap();
+                let answer = if call.request.probe.is_some() {
+                    probes += 1;
+                    // Asked as the route asks: probabilities, one token, not streamed.
+                    assert_eq!(body["logprobs"], true, "{body}");
+                    assert_eq!(body["top_logprobs"], 10, "{body}");
+                    assert_eq!(body["stream"].as_bool().unwrap_or(false), false, "{body}");
+                    let asked = body["messages"].to_string();
+                    if asked.contains("Document: \\nClaim") { no.clone() } else { yes.clone() }
+                } else {
+                    summary.to_string().into_bytes()
+                };
+                let response = HttpResponse {
+                    status: 200,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body: answer,
+                };
+                let message =
+                    provider.codec().call_decode(&mut guest.store, codec, &response).unwrap();
+                if call.request.probe.is_some() {
+                    assert!(message.first_token.is_some(), "the probabilities cross the WIT");
+                }
+                let input = wit::Input::ModelResponse(wit::ModelResponse {
+                    call: call.id,
+                    response: message,
+                });
+                guest.handle(job, &input).expect("the pending call's answer");
+            }
+            wit::Output::RunTools(batch) => panic!("no tools expected: {batch:?}"),
+            wit::Output::Done => break,
+        }
+    }
+    let report = guest.finish(job).expect("the claim check succeeds");
+    assert_eq!(probes, 3, "the calibration question and two passages");
+    assert_eq!(report["assessment"]["verdict"], "supported", "{report}");
+    let verifier = &report["verifier"];
+    assert_eq!(verifier["fallback"], false, "read from probabilities: {verifier}");
+    for question in verifier["questions"].as_array().unwrap() {
+        assert_eq!(question["source"], "probabilities", "{question}");
+    }
 }
 
 #[test]

@@ -4,9 +4,10 @@
 
 use serde_json::Value;
 use verity_core::{
-    AssistantMessage, CallId, ClaimStage, ContentBlock, Delta, Event, FailureClass, Input,
-    JobFailed, JobFailureKind, Message, Misuse, MisuseKind, Output, OwnedModelRequest,
-    ProviderError, Settled, Spent, StopReason, ToolCall, ToolOutput, ToolResult, ToolSpec, Usage,
+    AssistantMessage, CallId, ClaimStage, ContentBlock, Delta, Event, FailureClass, FirstToken,
+    Input, JobFailed, JobFailureKind, Message, Misuse, MisuseKind, Output, OwnedModelRequest,
+    Probe, ProviderError, Settled, Spent, StopReason, TokenLogprob, ToolCall, ToolOutput,
+    ToolResult, ToolSpec, Usage,
 };
 
 use crate::exports::verity::engine::types as wit;
@@ -40,6 +41,10 @@ pub fn output(output: Output<'_>) -> wit::Output {
                 messages: call.request.messages.iter().filter_map(message_entry_out).collect(),
                 tools: call.request.tools.iter().map(tool_spec_out).collect(),
                 output_limit: call.request.output_limit,
+                probe: call
+                    .request
+                    .probe
+                    .map(|probe| wit::Probe { top_logprobs: probe.top_logprobs }),
             },
         }),
         Output::RunTools(batch) => wit::Output::RunTools(wit::ToolBatch {
@@ -121,7 +126,20 @@ pub fn message_out(message: AssistantMessage) -> wit::AssistantMessage {
             raw_body: error.raw_body,
         }),
         usage: usage_out(&message.usage),
+        first_token: message.first_token.map(|first| wit::FirstToken {
+            sampled: token_out(first.sampled),
+            top: first.top.into_iter().map(token_out).collect(),
+        }),
     }
+}
+
+fn token_out(token: TokenLogprob) -> wit::TokenLogprob {
+    wit::TokenLogprob { token: token.token, logprob: token.logprob }
+}
+
+fn token_in(token: wit::TokenLogprob) -> TokenLogprob {
+    // A non-finite number from a host is no probability (as the codecs read one).
+    TokenLogprob { token: token.token, logprob: token.logprob.filter(|l| l.is_finite()) }
 }
 
 fn stop_reason_out(reason: StopReason) -> wit::StopReason {
@@ -317,14 +335,17 @@ pub fn message_in(message: wit::AssistantMessage) -> AssistantMessage {
         cache_write: message.usage.cache_write,
         cost: message.usage.cost,
     };
+    out.first_token = message.first_token.map(|first| FirstToken {
+        sampled: token_in(first.sampled),
+        top: first.top.into_iter().map(token_in).collect(),
+    });
     out
 }
 
 pub fn request_in(request: wit::ModelRequest) -> OwnedModelRequest {
     OwnedModelRequest {
         output_limit: request.output_limit,
-        // The WIT request has no probe yet: the component's hosts ask no probabilities.
-        probe: None,
+        probe: request.probe.map(|probe| Probe { top_logprobs: probe.top_logprobs }),
         system: request.system,
         messages: request
             .messages
