@@ -3,7 +3,7 @@
 // until its script has finished evaluating, so nothing the page posts early is lost.
 // As a shared worker (the app: one engine for every tab, web/boot.js), a tab's `connect`
 // event may come while the wasm loads: its port waits in `verityConnected`, which the wasm
-// takes when it starts (web/worker/src/wasm.rs).
+// takes when it starts (web/worker/src/wasm/mod.rs).
 import init from "./verity-worker.js";
 
 // This build's id (`cargo xtask dist` writes it here and in boot.js): each page is told it
