@@ -9,60 +9,15 @@ use serde_json::{Map, Value, json};
 use verity_core::corpus::Corpus;
 use verity_core::provider::Provider;
 
+pub use crate::claims::{Row, inline_rows, parse_claims, read_claims};
 use crate::cluster::{self, Outcome, Ports, Server, Workers};
 use crate::corpus::{
     CorpusFile, CorpusPolicy, DEFAULT_MAX_CORPUS_BYTES, is_url, load_bytes, parse, sha256_hex,
 };
-pub use crate::summary::Row;
-use crate::summary::{LABELS, Tally, gold_text, retriever_of};
+use crate::summary::{Tally, gold_text, retriever_of};
 use crate::workflow::{
-    BatchInput, BatchProgress, BatchResult, CheckResult, ClaimResult, ClaimRow, Limits, part_key,
+    BatchInput, BatchProgress, BatchResult, CheckResult, ClaimResult, Limits, part_key,
 };
-
-/// Reads a claim file. Every line is checked before anything is submitted; an id given twice
-/// is refused (the results would not tell the two apart).
-///
-/// # Errors
-/// The first bad line, by number (`FILE:LINE: why`).
-pub fn read_claims(path: &Path) -> Result<Vec<Row>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse_claims(&path.display().to_string(), &text)
-}
-
-/// Reads the text of a claim file named `name` (see [`read_claims`]).
-///
-/// # Errors
-/// The first bad line, by number (`NAME:LINE: why`).
-pub fn parse_claims(name: &str, text: &str) -> Result<Vec<Row>, String> {
-    let mut rows = Vec::new();
-    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = |why: String| format!("{name}:{}: {why}", n + 1);
-        let row: Row = serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
-        if row.claim.trim().is_empty() {
-            return Err(at("the claim is empty".to_owned()));
-        }
-        verity_core::corpus::check_claim_text(&row.claim).map_err(at)?;
-        if let Some(label) = &row.label
-            && !LABELS.contains(&label.as_str())
-        {
-            return Err(at(format!("label {label:?}; expected one of {LABELS:?}")));
-        }
-        if let Some(id) = &row.id
-            && let Some(first) = seen.insert(id.clone(), n + 1)
-        {
-            return Err(at(format!("the id {id:?} is given twice (first on line {first})")));
-        }
-        rows.push(row);
-    }
-    if rows.is_empty() {
-        return Err(format!("{name} has no claims"));
-    }
-    Ok(rows)
-}
 
 /// A provider configuration file (the JSON of [`Provider`]); its key, if the file has none,
 /// from `VERITY_API_KEY`.
@@ -174,18 +129,6 @@ pub fn batch_input(
         part_size: options.part_size,
     };
     Ok((input, shared))
-}
-
-/// The rows of `rows` as a batch carries them inline (a small batch submitted by hand).
-#[must_use]
-pub fn inline_rows(rows: &[Row]) -> Vec<ClaimRow> {
-    rows.iter()
-        .map(|row| ClaimRow {
-            id: row.id.clone(),
-            claim: row.claim.clone(),
-            corpus: row.corpus.clone(),
-        })
-        .collect()
 }
 
 /// The workers' corpus arguments for `input`: its shared corpus and its claim file as

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use verity_core::corpus::Corpus;
 use verity_core::indexed::IndexedCorpus;
 
-use crate::workflow::ClaimRow;
+use crate::claims::{ClaimRow, inline_rows, parse_claims};
 
 /// A corpus file by reference: where it is and the SHA-256 of its bytes (64 hex digits). A
 /// worker refuses a file whose bytes hash otherwise.
@@ -655,8 +655,8 @@ fn read_claims_file(
 ) -> Result<Arc<Vec<ClaimRow>>, String> {
     let bytes = read_checked(file, policy, "claims", hashes)?;
     let text = String::from_utf8(bytes).map_err(|e| format!("claims {}: {e}", file.path))?;
-    let rows = crate::batch::parse_claims(&file.path, &text)?;
-    Ok(Arc::new(crate::batch::inline_rows(&rows)))
+    let rows = parse_claims(&file.path, &text)?;
+    Ok(Arc::new(inline_rows(&rows)))
 }
 
 /// Reads (or fetches), checks, parses and indexes `file`, BM25 included, so that no check pays

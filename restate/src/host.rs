@@ -170,7 +170,7 @@ impl Host {
     pub async fn claims(
         &self,
         file: &crate::corpus::CorpusFile,
-    ) -> Result<Arc<Vec<crate::workflow::ClaimRow>>, String> {
+    ) -> Result<Arc<Vec<crate::claims::ClaimRow>>, String> {
         self.corpora.claims(file).await
     }
 

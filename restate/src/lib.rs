@@ -17,6 +17,7 @@
 
 pub mod balance;
 pub mod batch;
+pub mod claims;
 pub mod cluster;
 pub mod corpus;
 pub mod host;

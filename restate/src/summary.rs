@@ -10,36 +10,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use verity_core::corpus::Corpus;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::{Job, NoTools, Report, Transport, drive};
 
+pub use crate::claims::{LABELS, Row};
 use crate::workflow::CheckResult;
-
-/// One row of a claim file: the format of `shared/data/vitaminc/claims-dev.jsonl` (a row
-/// may carry its own small corpus, a label and `meta.gold`), or plain `{id, claim}`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Row {
-    /// The row's id.
-    #[serde(default)]
-    pub id: Option<String>,
-    /// The claim.
-    pub claim: String,
-    /// Its own corpus: passage id → text.
-    #[serde(default)]
-    pub corpus: Option<BTreeMap<String, String>>,
-    /// `supported`, `contradicted` or `insufficient`, when labelled.
-    #[serde(default)]
-    pub label: Option<String>,
-    /// Anything else (`gold`: the id of the passage that decides it).
-    #[serde(default)]
-    pub meta: Value,
-}
-
-/// The labels a row may carry.
-pub const LABELS: [&str; 3] = ["supported", "contradicted", "insufficient"];
 
 /// The running tally of a claim run.
 #[derive(Debug, Clone, Default)]

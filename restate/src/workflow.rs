@@ -27,6 +27,7 @@ use verity_core::{
     AssistantMessage, Job, JobFailed, Session, SessionOutput, Spent, ToolCall, ToolOutput, Tools,
 };
 
+pub use crate::claims::ClaimRow;
 use crate::corpus::{CorpusFile, CorpusSource};
 use crate::host::Host;
 use crate::limiter::{self, RateRef, Window};
@@ -316,20 +317,6 @@ impl BatchCheck {
     ) -> Result<Json<CheckResult>, HandlerError> {
         check(&ctx, &self.host, input.into_inner()).await.map(Json)
     }
-}
-
-/// A row of a batch: a claim, with its own small corpus or against the batch's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClaimRow {
-    /// The row's id (its position when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// The claim.
-    pub claim: String,
-    /// The row's own corpus (passage id → text), else the batch's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub corpus: Option<BTreeMap<String, String>>,
 }
 
 /// How fast a batch may go.

@@ -21,6 +21,7 @@ pub mod failure;
 pub mod lookup;
 pub mod prompt;
 pub mod report;
+pub mod verdict;
 pub mod verifier;
 
 use std::sync::Arc;

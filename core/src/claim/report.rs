@@ -10,25 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::message::Usage;
 
-/// A verdict on a claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    /// The evidence supports the claim.
-    Supported,
-    /// The evidence contradicts the claim.
-    Contradicted,
-    /// The evidence does not decide.
-    Insufficient,
-}
-
-impl Verdict {
-    /// Whether the verdict decides the claim.
-    #[must_use]
-    pub fn is_conclusive(self) -> bool {
-        self != Verdict::Insufficient
-    }
-}
+pub use super::verdict::Verdict;
 
 /// An assessment: exactly the arguments of the `record_assessment` call that validated,
 /// undeclared properties kept.

@@ -103,7 +103,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use super::report::Verdict;
+use super::verdict::Verdict;
 use crate::message::{AssistantMessage, FirstToken, TokenLogprob};
 use crate::retrieve::bm25_terms;
 

@@ -1,0 +1,103 @@
+//! A claim file's rows: the labelled JSONL the batch command and `eval` read
+//! ([`read_claims`]), and the rows a batch carries ([`ClaimRow`]). Below the workflows and the
+//! corpus loader, which both read claim files, and needing neither.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One row of a claim file: the format of `shared/data/vitaminc/claims-dev.jsonl` (a row
+/// may carry its own small corpus, a label and `meta.gold`), or plain `{id, claim}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Row {
+    /// The row's id.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The claim.
+    pub claim: String,
+    /// Its own corpus: passage id → text.
+    #[serde(default)]
+    pub corpus: Option<BTreeMap<String, String>>,
+    /// `supported`, `contradicted` or `insufficient`, when labelled.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// Anything else (`gold`: the id of the passage that decides it).
+    #[serde(default)]
+    pub meta: Value,
+}
+
+/// The labels a row may carry.
+pub const LABELS: [&str; 3] = ["supported", "contradicted", "insufficient"];
+
+/// A row of a batch: a claim, with its own small corpus or against the batch's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimRow {
+    /// The row's id (its position when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The claim.
+    pub claim: String,
+    /// The row's own corpus (passage id → text), else the batch's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<BTreeMap<String, String>>,
+}
+
+/// Reads a claim file. Every line is checked before anything is submitted; an id given twice
+/// is refused (the results would not tell the two apart).
+///
+/// # Errors
+/// The first bad line, by number (`FILE:LINE: why`).
+pub fn read_claims(path: &Path) -> Result<Vec<Row>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_claims(&path.display().to_string(), &text)
+}
+
+/// Reads the text of a claim file named `name` (see [`read_claims`]).
+///
+/// # Errors
+/// The first bad line, by number (`NAME:LINE: why`).
+pub fn parse_claims(name: &str, text: &str) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |why: String| format!("{name}:{}: {why}", n + 1);
+        let row: Row = serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
+        if row.claim.trim().is_empty() {
+            return Err(at("the claim is empty".to_owned()));
+        }
+        verity_core::corpus::check_claim_text(&row.claim).map_err(at)?;
+        if let Some(label) = &row.label
+            && !LABELS.contains(&label.as_str())
+        {
+            return Err(at(format!("label {label:?}; expected one of {LABELS:?}")));
+        }
+        if let Some(id) = &row.id
+            && let Some(first) = seen.insert(id.clone(), n + 1)
+        {
+            return Err(at(format!("the id {id:?} is given twice (first on line {first})")));
+        }
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return Err(format!("{name} has no claims"));
+    }
+    Ok(rows)
+}
+
+/// The rows of `rows` as a batch carries them inline (a small batch submitted by hand).
+#[must_use]
+pub fn inline_rows(rows: &[Row]) -> Vec<ClaimRow> {
+    rows.iter()
+        .map(|row| ClaimRow {
+            id: row.id.clone(),
+            claim: row.claim.clone(),
+            corpus: row.corpus.clone(),
+        })
+        .collect()
+}
