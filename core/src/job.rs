@@ -161,6 +161,25 @@ pub struct ClaimConfig {
     pub assess: AssessMode,
 }
 
+impl ClaimConfig {
+    /// A check of `claim` over the corpus `corpus`, every other field its default (as the JSON
+    /// `{"kind": "claim", "claim": ..., "corpus": ...}` reads): a host that builds its job in
+    /// code sets the fields it needs on this, and hands the job [`JobConfig::Claim`] of it,
+    /// with no JSON between them.
+    #[must_use]
+    pub fn new(claim: impl Into<String>, corpus: CorpusId) -> Self {
+        Self {
+            claim: claim.into(),
+            corpus,
+            retriever: Retriever::default(),
+            research_turns: None,
+            lookup: LookupMode::default(),
+            retry: RetryPolicy::default(),
+            assess: AssessMode::default(),
+        }
+    }
+}
+
 /// A bound: a positive integer (as JSON numbers carry them: `3.0` is 3), absent or `null` for
 /// the default; one beyond `u32` is unbounded in practice.
 fn bound<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {

@@ -102,7 +102,9 @@ pub use drive::{
 };
 pub use event::{ClaimStage, Event};
 pub use indexed::IndexedCorpus;
-pub use job::{ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError};
+pub use job::{
+    ClaimConfig, ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError, StepConfig,
+};
 pub use log::{Entry, Lease, Log, SessionError};
 pub use machine::{
     CallId, Input, Machine, Misuse, MisuseKind, ModelCall, Output, OwnedModelCall, OwnedOutput,

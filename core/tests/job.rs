@@ -655,3 +655,20 @@ fn a_response_with_a_million_tool_calls_is_capped() {
     job.handle_input(Input::Seal { batch: id, results }).unwrap();
     assert!(matches!(job.poll_output(), Output::CallModel(_)));
 }
+
+/// A claim job built in code is the one its minimal JSON reads as, and runs the same.
+#[test]
+fn a_claim_config_built_in_code_is_the_one_its_json_reads_as() {
+    let corpus = corpus();
+    let built = verity_core::ClaimConfig::new(CLAIM, corpus.id().clone());
+    let read =
+        JobConfig::from_value(json!({"kind": "claim", "claim": CLAIM, "corpus": corpus.id()}))
+            .unwrap();
+    assert_eq!(JobConfig::Claim(built.clone()), read);
+    let tuned =
+        verity_core::ClaimConfig { retry: verity_core::RetryPolicy::with_retries(2), ..built };
+    let read = JobConfig::from_value(json!({"kind": "claim", "claim": CLAIM,
+        "corpus": corpus.id(), "retry": {"maxRetries": 2}}))
+    .unwrap();
+    assert_eq!(JobConfig::Claim(tuned), read);
+}

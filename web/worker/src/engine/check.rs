@@ -3,12 +3,15 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde::Deserialize as _;
+use serde_json::Value;
+use verity_core::claim::AssessMode;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::provider::offline::OfflineModel;
 use verity_core::{
-    Cancel, DriveOptions, Job, JobFailed, NoTools, Provider, ProviderTransport, Report, Session,
-    SessionError, Spent, Store, Transport, drive_session_with,
+    Cancel, ClaimConfig, DriveOptions, Job, JobConfig, JobFailed, NoTools, Provider,
+    ProviderTransport, Report, RetryPolicy, Session, SessionError, Spent, Store, Transport,
+    drive_session_with,
 };
 use verity_messages::{CheckRequest, CheckResult, FromWorker, Outcome, ProviderChoice};
 
@@ -94,25 +97,24 @@ impl<H: Host> Engine<H> {
         let mut session = match resumed {
             Some(session) => session,
             None => {
-                let mut config = json!({"kind": "claim", "claim": check.claim,
-                                    "corpus": corpus.id().as_str(),
-                                    "retry": {"maxRetries": MAX_RETRIES}});
                 // The assess route the provider's configuration chooses (the local presets:
                 // the verifier route); a route the core does not know refuses the check.
-                if let ProviderChoice::Network { config: provider } = provider
-                    && let Some(assess) = provider.get("assess")
-                {
-                    config["assess"] = assess.clone();
-                }
-                let job = match Job::new(
-                    match verity_core::JobConfig::from_value(config) {
-                        Ok(config) => config,
-                        Err(error) => {
-                            return failed(refused(error.to_string()));
-                        }
+                let assess = match provider {
+                    ProviderChoice::Network { config: provider } => match provider.get("assess") {
+                        Some(assess) => match AssessMode::deserialize(assess) {
+                            Ok(assess) => assess,
+                            Err(error) => return failed(refused(format!("assess: {error}"))),
+                        },
+                        None => AssessMode::default(),
                     },
-                    std::slice::from_ref(corpus),
-                ) {
+                    _ => AssessMode::default(),
+                };
+                let config = ClaimConfig {
+                    retry: RetryPolicy::with_retries(MAX_RETRIES),
+                    assess,
+                    ..ClaimConfig::new(check.claim.clone(), corpus.id().clone())
+                };
+                let job = match Job::new(JobConfig::Claim(config), std::slice::from_ref(corpus)) {
                     Ok(job) => job,
                     Err(failed_job) => return failed(to_value(&failed_job)),
                 };
