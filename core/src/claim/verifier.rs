@@ -144,7 +144,7 @@ pub struct VerifierOptions {
 }
 
 /// The weights files in the repository, one per model they were fitted on: a model's `S` is
-/// on its own scale (weights fitted on Qwen-0.5B's scores lose 6 points of 3-way accuracy on
+/// on its own scale (weights fitted on Qwen-0.5B's scores lose about 4 points of 3-way accuracy on
 /// the 1.5B's, cross-validated on dev; docs/BENCHMARKS.md). Named in a configuration by the
 /// model's id.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
