@@ -6,8 +6,55 @@ use verity_messages::{CorpusSummary, FromWorker, Item, NamedText};
 
 use super::{Engine, Host};
 use crate::corpus::Rejected;
+use crate::demo::{DEMO_CLAIMS, demo_passages};
 
 impl<H: Host> Engine<H> {
+    /// Reads files into the main corpus: each all or nothing (a bad file is rejected, named,
+    /// and changes nothing); the corpus is indexed and saved once if any was added.
+    pub(super) fn add_files(&self, files: Vec<NamedText>) {
+        let mut changed = false;
+        for file in files {
+            let added = self.inner.state.borrow_mut().corpus.add_file(&file.name, &file.text);
+            match added {
+                Ok(_) => changed = true,
+                Err(rejected) => self.reject(rejected),
+            }
+        }
+        if changed {
+            self.corpus_changed();
+        }
+    }
+
+    /// Adds a page's items to the main corpus (all or nothing).
+    pub(super) fn add_items(&self, items: Vec<Item>) {
+        let passages = items.into_iter().map(|Item { id, text }| Passage { id, text }).collect();
+        let added = self.inner.state.borrow_mut().corpus.add(passages, "items");
+        match added {
+            Ok(_) => self.corpus_changed(),
+            Err(rejected) => self.reject(rejected),
+        }
+    }
+
+    /// Adds the demo passages the corpus lacks, and answers with the demo's claims.
+    pub(super) fn load_demo(&self) {
+        let passages: Vec<Passage> = {
+            let state = self.inner.state.borrow();
+            let corpus = state.corpus.current().corpus();
+            demo_passages().into_iter().filter(|p| corpus.get(&p.id).is_none()).collect()
+        };
+        if !passages.is_empty() {
+            let added = self.inner.state.borrow_mut().corpus.add(passages, "demo");
+            if let Err(rejected) = added {
+                self.reject(rejected);
+            } else {
+                self.corpus_changed();
+            }
+        }
+        self.reply(&FromWorker::Demo {
+            claims: DEMO_CLAIMS.iter().map(|claim| (*claim).to_owned()).collect(),
+        });
+    }
+
     /// The main corpus as the pages show it, with where it stands with storage.
     pub(super) fn corpus_summary(&self) -> CorpusSummary {
         let mut summary = self.inner.state.borrow().corpus.summary();

@@ -23,14 +23,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use serde_json::Value;
-use verity_core::corpus::Passage;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::{Cancel, Spent, ToolOutput};
-use verity_messages::{
-    CheckResult, FromWorker, Item, Outcome, ProviderChoice, StepOutcome, ToWorker,
-};
+use verity_messages::{CheckResult, FromWorker, Outcome, ProviderChoice, StepOutcome, ToWorker};
 
-use crate::demo::{DEMO_CLAIMS, demo_passages};
 use crate::host::Host;
 use crate::saved::SessionMeta;
 
@@ -157,47 +153,9 @@ impl<H: Host> Engine<H> {
     /// Handles one message from the page.
     pub fn handle(&self, message: ToWorker) {
         match message {
-            ToWorker::AddFiles { files } => {
-                let mut changed = false;
-                for file in files {
-                    let added =
-                        self.inner.state.borrow_mut().corpus.add_file(&file.name, &file.text);
-                    match added {
-                        Ok(_) => changed = true,
-                        Err(rejected) => self.reject(rejected),
-                    }
-                }
-                if changed {
-                    self.corpus_changed();
-                }
-            }
-            ToWorker::AddItems { items } => {
-                let passages =
-                    items.into_iter().map(|Item { id, text }| Passage { id, text }).collect();
-                let added = self.inner.state.borrow_mut().corpus.add(passages, "items");
-                match added {
-                    Ok(_) => self.corpus_changed(),
-                    Err(rejected) => self.reject(rejected),
-                }
-            }
-            ToWorker::LoadDemo => {
-                let passages: Vec<Passage> = {
-                    let state = self.inner.state.borrow();
-                    let corpus = state.corpus.current().corpus();
-                    demo_passages().into_iter().filter(|p| corpus.get(&p.id).is_none()).collect()
-                };
-                if !passages.is_empty() {
-                    let added = self.inner.state.borrow_mut().corpus.add(passages, "demo");
-                    if let Err(rejected) = added {
-                        self.reject(rejected);
-                    } else {
-                        self.corpus_changed();
-                    }
-                }
-                self.reply(&FromWorker::Demo {
-                    claims: DEMO_CLAIMS.iter().map(|claim| (*claim).to_owned()).collect(),
-                });
-            }
+            ToWorker::AddFiles { files } => self.add_files(files),
+            ToWorker::AddItems { items } => self.add_items(items),
+            ToWorker::LoadDemo => self.load_demo(),
             ToWorker::RemoveItems { ids } => {
                 if self.inner.state.borrow_mut().corpus.remove(&ids) > 0 {
                     self.corpus_changed();
@@ -212,100 +170,7 @@ impl<H: Host> Engine<H> {
                 self.reply(&FromWorker::Items { query, offset, total, items });
             }
             ToWorker::Check { checks, provider, concurrency, corpus, budget } => {
-                // The app's settings carry the run's limit; a page that sends its provider as
-                // JSON gives it in the message.
-                let limit = match budget {
-                    Some(limit) if !(limit.is_finite() && limit > 0.0) => {
-                        Err(format!("budget: an amount in dollars above 0, not {limit}"))
-                    }
-                    Some(limit) => Ok(Some(limit)),
-                    None => provider.budget(),
-                };
-                // The app sends its Provider section as it is: what it lacks fails the checks,
-                // and so does a limit the engine could not enforce.
-                let resolved = limit.clone().and_then(|limit| {
-                    let provider = provider.clone().resolved()?;
-                    if limit.is_some() {
-                        budget::enforceable(&provider)?;
-                    }
-                    Ok(provider)
-                });
-                let provider = match resolved {
-                    Ok(provider) => provider,
-                    Err(message) => {
-                        let corpus = self.corpus();
-                        for check in checks {
-                            self.post(&FromWorker::Queued { check: check.clone() });
-                            self.finished(CheckResult {
-                                id: check.id,
-                                claim: check.claim,
-                                outcome: Outcome::Failed { failure: refused(message.clone()) },
-                                cited: Vec::new(),
-                                provenance: self.provenance(&provider, Some(&corpus)),
-                            });
-                        }
-                        return;
-                    }
-                };
-                let named = match corpus {
-                    None => None,
-                    Some(name) => {
-                        let found = self
-                            .inner
-                            .state
-                            .borrow()
-                            .named
-                            .get(&name)
-                            .map(|named| Arc::clone(named.current()));
-                        if found.is_none() {
-                            for check in checks {
-                                self.post(&FromWorker::Queued { check: check.clone() });
-                                let message =
-                                    format!("no corpus named {name:?}: add items to it first");
-                                self.finished(CheckResult {
-                                    id: check.id,
-                                    claim: check.claim,
-                                    outcome: Outcome::Failed { failure: refused(message) },
-                                    cited: Vec::new(),
-                                    provenance: self.provenance(&provider, None),
-                                });
-                            }
-                            return;
-                        }
-                        found
-                    }
-                };
-                let budget = match (limit, checks.first()) {
-                    (Ok(Some(limit)), Some(first)) => {
-                        Some(budget::RunBudget::new(first.id.clone(), limit))
-                    }
-                    _ => None,
-                };
-                {
-                    let mut state = self.inner.state.borrow_mut();
-                    state.concurrency = concurrency.clamp(1, MAX_CONCURRENCY);
-                    state.budgets.extend(budget.clone());
-                    for check in &checks {
-                        state.queue.push_back(Pending {
-                            check: check.clone(),
-                            provider: provider.clone(),
-                            corpus: named.clone(),
-                            budget: budget.clone(),
-                        });
-                        // The named corpora live in memory: only the main corpus's checks
-                        // outlive a reload.
-                        if named.is_none() {
-                            let mut meta = SessionMeta::new(check, &provider);
-                            meta.run = budget.as_ref().map(|budget| budget.run().to_owned());
-                            state.unfinished.push(meta);
-                        }
-                    }
-                }
-                self.save_unfinished();
-                for check in checks {
-                    self.post(&FromWorker::Queued { check });
-                }
-                self.pump();
+                self.queue_checks(checks, &provider, concurrency, corpus, budget);
             }
             ToWorker::Credentials { provider } => {
                 // Settings that are not a provider (no model, no key) resume nothing.

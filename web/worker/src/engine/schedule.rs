@@ -4,16 +4,125 @@
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use verity_core::{Cancel, JobFailed, Spent};
-use verity_messages::{CheckResult, Outcome};
+use std::sync::Arc;
 
-use super::budget::RunBudget;
-use super::check::to_value;
+use verity_core::indexed::IndexedCorpus;
+use verity_core::{Cancel, JobFailed, Spent};
+use verity_messages::{CheckRequest, CheckResult, FromWorker, Outcome, ProviderChoice};
+
+use super::budget::{self, RunBudget};
+use super::check::{refused, to_value};
 use super::state::{Pending, Running};
-use super::{Engine, Host};
+use super::{Engine, Host, MAX_CONCURRENCY};
 use crate::saved::{SessionMeta, Unfinished};
 
 impl<H: Host> Engine<H> {
+    /// Queues checks a page asked for (`ToWorker::Check`), each saved as unfinished (a reload
+    /// queues it again), under the run's spending limit if it has one. What cannot run (the
+    /// provider's settings lack something, a limit the engine could not enforce, a named corpus
+    /// that does not exist) ends every check at once, with why, before anything is sent.
+    pub(super) fn queue_checks(
+        &self,
+        checks: Vec<CheckRequest>,
+        provider: &ProviderChoice,
+        concurrency: usize,
+        corpus: Option<String>,
+        budget: Option<f64>,
+    ) {
+        // The app's settings carry the run's limit; a page that sends its provider as JSON
+        // gives it in the message.
+        let limit = match budget {
+            Some(limit) if !(limit.is_finite() && limit > 0.0) => {
+                Err(format!("budget: an amount in dollars above 0, not {limit}"))
+            }
+            Some(limit) => Ok(Some(limit)),
+            None => provider.budget(),
+        };
+        // The app sends its Provider section as it is: what it lacks fails the checks, and
+        // so does a limit the engine could not enforce.
+        let resolved = limit.clone().and_then(|limit| {
+            let provider = provider.clone().resolved()?;
+            if limit.is_some() {
+                budget::enforceable(&provider)?;
+            }
+            Ok(provider)
+        });
+        let provider = match resolved {
+            Ok(provider) => provider,
+            Err(message) => {
+                let corpus = self.corpus();
+                return self.refuse_checks(checks, &message, provider, Some(&corpus));
+            }
+        };
+        let named = match corpus {
+            None => None,
+            Some(name) => {
+                let found = self
+                    .inner
+                    .state
+                    .borrow()
+                    .named
+                    .get(&name)
+                    .map(|named| Arc::clone(named.current()));
+                if found.is_none() {
+                    let message = format!("no corpus named {name:?}: add items to it first");
+                    return self.refuse_checks(checks, &message, &provider, None);
+                }
+                found
+            }
+        };
+        let budget = match (limit, checks.first()) {
+            (Ok(Some(limit)), Some(first)) => Some(RunBudget::new(first.id.clone(), limit)),
+            _ => None,
+        };
+        {
+            let mut state = self.inner.state.borrow_mut();
+            state.concurrency = concurrency.clamp(1, MAX_CONCURRENCY);
+            state.budgets.extend(budget.clone());
+            for check in &checks {
+                state.queue.push_back(Pending {
+                    check: check.clone(),
+                    provider: provider.clone(),
+                    corpus: named.clone(),
+                    budget: budget.clone(),
+                });
+                // The named corpora live in memory: only the main corpus's checks outlive a
+                // reload.
+                if named.is_none() {
+                    let mut meta = SessionMeta::new(check, &provider);
+                    meta.run = budget.as_ref().map(|budget| budget.run().to_owned());
+                    state.unfinished.push(meta);
+                }
+            }
+        }
+        self.save_unfinished();
+        for check in checks {
+            self.post(&FromWorker::Queued { check });
+        }
+        self.pump();
+    }
+
+    /// Ends each of `checks` at once, refused with `message` (each shown queued first, so a
+    /// page sees it as any other check that ended).
+    fn refuse_checks(
+        &self,
+        checks: Vec<CheckRequest>,
+        message: &str,
+        provider: &ProviderChoice,
+        corpus: Option<&IndexedCorpus>,
+    ) {
+        for check in checks {
+            self.post(&FromWorker::Queued { check: check.clone() });
+            self.finished(CheckResult {
+                id: check.id,
+                claim: check.claim,
+                outcome: Outcome::Failed { failure: refused(message) },
+                cited: Vec::new(),
+                provenance: self.provenance(provider, corpus),
+            });
+        }
+    }
+
     /// Ends the queued checks whose run's limit was reached (at once, without a request or a
     /// place among the running ones), then starts queued checks while fewer than the
     /// concurrency bound run.
