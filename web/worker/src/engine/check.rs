@@ -1,6 +1,7 @@
 //! One check through the core: a claim job in a durable session, driven over the provider's
 //! transport, to its result; and the failures the worker itself reports, in the core's shape.
 
+use std::rc::Rc;
 use std::sync::Arc;
 
 use serde::Deserialize as _;
@@ -44,22 +45,26 @@ pub(super) struct Ended {
     pub(super) taken_over: bool,
 }
 
+/// One check to run: what it is, with which model, over which corpus, how it is cancelled,
+/// where its session is kept, and under which run's spending limit.
+pub(super) struct CheckRun<S> {
+    pub(super) check: CheckRequest,
+    pub(super) provider: ProviderChoice,
+    pub(super) corpus: Arc<IndexedCorpus>,
+    pub(super) cancel: Cancel,
+    pub(super) store: S,
+    /// The session a reload interrupted, resumed (else a new one is started).
+    pub(super) resumed: Option<Session<Job>>,
+    pub(super) budget: Option<Rc<RunBudget>>,
+}
+
 impl<H: Host> Engine<H> {
     /// Runs one check to its result (a new session, or a resumed one), under its run's
     /// spending limit if it has one.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn run(
-        &self,
-        check: &CheckRequest,
-        provider: &ProviderChoice,
-        corpus: &Arc<IndexedCorpus>,
-        cancel: Cancel,
-        store: H::Store,
-        resumed: Option<Session<Job>>,
-        budget: Option<&RunBudget>,
-    ) -> Ended {
-        let (outcome, taken_over) =
-            self.drive(check, provider, corpus, cancel, &store, resumed, budget).await;
+    pub(super) async fn run(&self, mut run: CheckRun<H::Store>) -> Ended {
+        let resumed = run.resumed.take();
+        let (outcome, taken_over) = self.drive(&run, resumed).await;
+        let CheckRun { check, provider, corpus, budget, .. } = &run;
         if let Some(budget) = budget {
             budget.ended(&check.id);
         }
@@ -82,17 +87,14 @@ impl<H: Host> Engine<H> {
         Ended { result, taken_over }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn drive(
+    /// Drives `run`'s job to its outcome, and whether another engine took its session over.
+    async fn drive(
         &self,
-        check: &CheckRequest,
-        provider: &ProviderChoice,
-        corpus: &Arc<IndexedCorpus>,
-        cancel: Cancel,
-        store: &H::Store,
+        run: &CheckRun<H::Store>,
         resumed: Option<Session<Job>>,
-        budget: Option<&RunBudget>,
     ) -> (Outcome, bool) {
+        let CheckRun { check, provider, corpus, cancel, store, budget, .. } = run;
+        let budget = budget.as_deref();
         let failed = |failure: Value| (Outcome::Failed { failure }, false);
         let mut session = match resumed {
             Some(session) => session,

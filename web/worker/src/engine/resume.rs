@@ -10,7 +10,7 @@ use verity_core::{Cancel, Job, Session, SessionError, Spent, Store};
 use verity_messages::{CheckResult, FromWorker, Outcome, ProviderChoice};
 
 use super::budget::RunBudget;
-use super::check::cancelled;
+use super::check::{CheckRun, cancelled};
 use super::state::{Awaiting, Pending, Running, Stranded};
 use super::{Engine, Host};
 use crate::corpus::CorpusState;
@@ -256,11 +256,18 @@ impl<H: Host> Engine<H> {
         });
         let engine = self.clone();
         let budget = self.budget_of(&meta);
+        let run = CheckRun {
+            check: meta.check,
+            provider,
+            corpus,
+            cancel,
+            store,
+            resumed: Some(session),
+            budget,
+        };
         self.inner.host.spawn(Box::pin(async move {
-            let budget = budget.as_deref();
-            let result =
-                engine.run(&meta.check, &provider, &corpus, cancel, store, Some(session), budget);
-            engine.ended(result.await);
+            let ended = engine.run(run).await;
+            engine.ended(ended);
         }));
     }
 

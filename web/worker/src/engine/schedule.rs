@@ -11,7 +11,7 @@ use verity_core::{Cancel, JobFailed, Spent};
 use verity_messages::{CheckRequest, CheckResult, FromWorker, Outcome, ProviderChoice};
 
 use super::budget::{self, RunBudget};
-use super::check::{refused, to_value};
+use super::check::{CheckRun, refused, to_value};
 use super::state::{Pending, Running};
 use super::{Engine, Host, MAX_CONCURRENCY};
 use crate::saved::{SessionMeta, Unfinished};
@@ -190,18 +190,11 @@ impl<H: Host> Engine<H> {
             meta.corpus = Some(corpus.id().to_string());
             let store = self.inner.host.new_session(&meta);
             let engine = self.clone();
+            let Pending { check, provider, budget, .. } = pending;
+            let run = CheckRun { check, provider, corpus, cancel, store, resumed: None, budget };
             self.inner.host.spawn(Box::pin(async move {
-                let budget = pending.budget.as_deref();
-                let result = engine.run(
-                    &pending.check,
-                    &pending.provider,
-                    &corpus,
-                    cancel,
-                    store,
-                    None,
-                    budget,
-                );
-                engine.ended(result.await);
+                let ended = engine.run(run).await;
+                engine.ended(ended);
             }));
         }
     }
