@@ -364,6 +364,60 @@ impl Cluster {
         changes
     }
 
+    /// Every partition's change of leader since the cluster started, from the nodes' logs:
+    /// when the new leader took over (`Processor became Leader of epoch E`) and when the old
+    /// one learned it and stopped (`Every reign must end ... at epoch E`, for the same partition
+    /// and epoch; the moment it took over when the old one logged nothing, as a killed node
+    /// does). Between the two both may act on the partition's invocations: the old leader can
+    /// still begin a request the new one will make again. In ms since the Unix epoch, sorted.
+    #[must_use]
+    pub fn leadership_moves(&self) -> Vec<(u64, u64)> {
+        // (partition, epoch) -> (took over, stepped down)
+        let mut moves: std::collections::BTreeMap<(String, String), (Option<u64>, Option<u64>)> =
+            std::collections::BTreeMap::new();
+        for node in &self.nodes {
+            let text = std::fs::read_to_string(&node.log).unwrap_or_default();
+            let mut at = None;
+            let mut event: Option<(bool, String)> = None;
+            for line in text.lines() {
+                if line.starts_with("20") {
+                    at = line
+                        .contains("restate_worker::partition::leadership")
+                        .then(|| line.split_whitespace().next().and_then(epoch_ms_of))
+                        .flatten();
+                    event = None;
+                } else if let Some(rest) =
+                    line.trim().strip_prefix("Processor became Leader of epoch ")
+                {
+                    event =
+                        at.map(|_| (true, rest.split_whitespace().next().unwrap_or("").to_owned()));
+                } else if line.contains("Every reign must end")
+                    && let Some(epoch) = line.rsplit("at epoch ").next()
+                {
+                    event = at.map(|_| (false, epoch.trim().to_owned()));
+                } else if let Some(partition) = line.trim().strip_prefix("partition_id: ")
+                    && let (Some((took_over, epoch)), Some(when)) = (event.take(), at)
+                {
+                    let entry = moves.entry((partition.to_owned(), epoch)).or_default();
+                    if took_over {
+                        entry.0 = Some(when);
+                    } else {
+                        entry.1 = Some(when);
+                    }
+                }
+            }
+        }
+        let mut out: Vec<(u64, u64)> = moves
+            .into_values()
+            .filter_map(|(took_over, stepped_down)| {
+                let from = took_over?;
+                Some((from, stepped_down.map_or(from, |to| to.max(from))))
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Waits until every node's ingress knows `service` (a deployment registered through one
     /// node reaches the others' ingress a moment later): its shared `handler` answers there
     /// for a key nobody uses.
