@@ -190,7 +190,12 @@ test('the page and the worker come with the security headers; the worker is unde
     assert.deepEqual(inWorker, { evaluated: 'EvalError', fetched: 'TypeError', violations: ['connect-src', 'script-src'] });
     // frame-ancestors 'none': the app does not load in another page's frame.
     await page.goto(`${framing.url}/`);
-    await page.waitForTimeout(1000);
+    // The browser says it refused the frame: an event to wait for, not a time (a slow machine
+    // that had not loaded the frame yet would otherwise pass without checking anything).
+    for (let i = 0; !errors.some((e) => /Framing .*violates .*frame-ancestors 'none'.*blocked/s.test(e)); i++) {
+      assert.ok(i < 200, `the browser never said it refused the frame: ${JSON.stringify(errors)}`);
+      await page.waitForTimeout(50);
+    }
     const frame = page.frames().find((f) => f !== page.mainFrame());
     const title = await frame.evaluate(() => document.title).catch(() => null);
     assert.ok(!/Verity/.test(title ?? ''), `the app loaded in a frame: ${title}`);

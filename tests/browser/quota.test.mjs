@@ -11,6 +11,8 @@ before(async () => { site = await serve(); });
 after(async () => { await site.close(); });
 
 const id = (name) => `[data-testid="${name}"]`;
+/** Chromium's grace period before it closes an origin's IndexedDB files, with a margin. */
+const BACKING_STORE_GRACE_MS = 2500;
 
 const CORPUS = [
   { id: 'e1', text: 'The storage migration finished in March without data loss.' },
@@ -42,9 +44,20 @@ test('with the disk full, a check ends with its verdict, shown as not saved; the
     const page = await context.newPage();
     await page.goto(`${site.url}not-the-app`);
     await first.close();
-    await page.waitForTimeout(3000);
-    errors.splice(0);
     const cdp = await context.newCDPSession(page);
+    // The engine (a shared worker) ends with its last tab: wait for the browser to say it is
+    // gone, not for a time.
+    for (let i = 0; ; i++) {
+      const { targetInfos } = await cdp.send('Target.getTargets');
+      if (!targetInfos.some((target) => target.type === 'shared_worker')) break;
+      assert.ok(i < 300, 'the engine outlived its last tab');
+      await page.waitForTimeout(50);
+    }
+    // Chromium keeps an origin's IndexedDB files open for a grace period after their last
+    // connection closes (two seconds: `kBackingStoreGracePeriodSeconds` in its IndexedDB code); no
+    // event says when it has passed.
+    await page.waitForTimeout(BACKING_STORE_GRACE_MS);
+    errors.splice(0);
     await cdp.send('Storage.overrideQuotaForOrigin', { origin: site.url.replace(/\/$/, ''), quotaSize: 1 });
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
