@@ -235,7 +235,6 @@ test('a stream that stops is shown stalled, then ended by the idle timeout the p
     const card = page.locator(id('check-1'));
     // Not while bytes are recent...
     for (let i = 0; i < 100 && stalled.open() === 0; i++) await page.waitForTimeout(50);
-    const opened = Date.now();
     assert.equal(await card.locator(id('check-stalled')).isVisible(), false, 'not stalled yet');
     // ...the page says so after 15 s without a byte, while the request is still open...
     await card.locator(id('check-stalled')).waitFor({ timeout: 30000 });
@@ -244,10 +243,9 @@ test('a stream that stops is shown stalled, then ended by the idle timeout the p
     await screenshot(page, 'stalled');
     // ...and the idle timeout set in the page (20 s) ends that request with a failure that
     // names the stall (the app then retries it: the activity log says both).
-    await card.locator(id('check-log')).filter({ hasText: /stalled \(no bytes within the idle timeout\)/ })
+    // The failure names the bound that ended the request: the page's 20 s, not the 60 s default.
+    await card.locator(id('check-log')).filter({ hasText: /stalled \(no bytes within the idle timeout, 20 s\)/ })
       .waitFor({ state: 'attached', timeout: 60000 });
-    const waited = (Date.now() - opened) / 1000;
-    assert.ok(waited >= 15 && waited < 40, `ended by the 20 s idle timeout, not the 60 s default: ${waited} s`);
     await card.locator(id('check-log')).filter({ hasText: /sent again \(retry 1/ })
       .waitFor({ state: 'attached', timeout: 20000 });
     await card.locator(id('cancel')).click();

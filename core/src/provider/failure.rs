@@ -298,12 +298,13 @@ pub(super) fn aborted() -> AssistantMessage {
     AssistantMessage::aborted(HttpFailure::Aborted.to_string())
 }
 
-/// The host's client got no response.
-pub(super) fn no_response(what: &HttpFailure) -> AssistantMessage {
+/// No response: the host's client failed with `what`, described as `described` (see
+/// [`HttpFailure::describe`]).
+pub(super) fn no_response(what: &HttpFailure, described: &str) -> AssistantMessage {
     match what {
         HttpFailure::Aborted => aborted(),
         HttpFailure::TooLarge | HttpFailure::Refused(_) => failure(
-            format!("the request failed: {what}"),
+            format!("the request failed: {described}"),
             ProviderError {
                 class: FailureClass::NotRetryable,
                 status: None,
@@ -312,7 +313,7 @@ pub(super) fn no_response(what: &HttpFailure) -> AssistantMessage {
             },
         ),
         // Timed out or no connection: retryable.
-        _ => unreachable_provider(&what.to_string()),
+        _ => unreachable_provider(described),
     }
 }
 
@@ -389,9 +390,13 @@ mod tests {
     /// again: not retried, unlike a network failure.
     #[test]
     fn a_refused_request_is_not_retried() {
-        let refused = no_response(&HttpFailure::Refused("redirects are not followed".into()));
+        let refused = no_response(
+            &HttpFailure::Refused("redirects are not followed".into()),
+            "redirects are not followed",
+        );
         assert_eq!(refused.error.unwrap().class, FailureClass::NotRetryable);
-        let network = no_response(&HttpFailure::Network("connection reset".into()));
+        let network =
+            no_response(&HttpFailure::Network("connection reset".into()), "connection reset");
         assert_eq!(network.error.unwrap().class, FailureClass::Retryable);
     }
 

@@ -251,6 +251,29 @@ impl std::fmt::Display for HttpFailure {
     }
 }
 
+impl HttpFailure {
+    /// This failure of `request` in words, naming the bound that ended it where the request
+    /// set one (`the server stalled (no bytes within the idle timeout, 20 s)`): a person can
+    /// tell their own setting from a default.
+    #[must_use]
+    pub fn describe(&self, request: &HttpRequest) -> String {
+        #[allow(clippy::cast_precision_loss)]
+        let seconds = |ms: u64| {
+            let s = ms as f64 / 1000.0;
+            if s.fract() == 0.0 { format!("{s:.0} s") } else { format!("{s} s") }
+        };
+        match (self, request.idle_timeout_ms, request.timeout_ms) {
+            (HttpFailure::Stalled, Some(idle), _) => {
+                format!("the server stalled (no bytes within the idle timeout, {})", seconds(idle))
+            }
+            (HttpFailure::TimedOut, _, Some(deadline)) => {
+                format!("the request timed out (its deadline, {}, passed)", seconds(deadline))
+            }
+            _ => self.to_string(),
+        }
+    }
+}
+
 impl std::error::Error for HttpFailure {}
 
 /// A complete response, as the host received it.
@@ -366,6 +389,34 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn a_stall_or_a_timeout_names_the_bound_the_request_set() {
+        let request = HttpRequest {
+            method: "POST".into(),
+            url: "http://localhost/v1/chat/completions".into(),
+            headers: Vec::new(),
+            body: "{}".into(),
+            timeout_ms: Some(90_000),
+            idle_timeout_ms: Some(20_000),
+        };
+        assert_eq!(
+            HttpFailure::Stalled.describe(&request),
+            "the server stalled (no bytes within the idle timeout, 20 s)"
+        );
+        assert_eq!(
+            HttpFailure::TimedOut.describe(&request),
+            "the request timed out (its deadline, 90 s, passed)"
+        );
+        let unbounded = HttpRequest { timeout_ms: None, idle_timeout_ms: Some(1_500), ..request };
+        assert_eq!(
+            HttpFailure::Stalled.describe(&unbounded),
+            "the server stalled (no bytes within the idle timeout, 1.5 s)"
+        );
+        assert_eq!(HttpFailure::TimedOut.describe(&unbounded), "the request timed out");
+        let reset = HttpFailure::Network("connection reset".into());
+        assert_eq!(reset.describe(&unbounded), "connection reset");
+    }
 
     #[test]
     fn a_deadline_is_optional_on_the_wire() {

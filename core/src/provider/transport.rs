@@ -115,7 +115,10 @@ impl<C: HttpClient> Transport for ProviderTransport<C> {
         let http = self.provider.encode(&request);
         let (head, mut body) = match self.client.send(&http).await {
             Ok(sent) => sent,
-            Err(failure) => return redact(no_response(&failure), &self.provider.secrets()),
+            Err(failure) => {
+                let described = failure.describe(&http);
+                return redact(no_response(&failure, &described), &self.provider.secrets());
+            }
         };
         let mut decoder = self.provider.decoder(head.status, &head.headers);
         loop {
@@ -139,7 +142,7 @@ impl<C: HttpClient> Transport for ProviderTransport<C> {
                     let (status, raw) = decoder.head_and_raw();
                     return malformed(status, raw, "the response is larger than the host accepts");
                 }
-                Err(failure) => return decoder.fail(&failure.to_string()),
+                Err(failure) => return decoder.fail(&failure.describe(&http)),
             }
         }
     }
