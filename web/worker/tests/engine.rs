@@ -2287,6 +2287,16 @@ fn a_thousand_queued_checks_end_at_the_limit_without_a_request() {
 /// The app and every other host name an outcome alike: the failures the core counts as the
 /// verdict `insufficient` are exactly those the page shows as it (the messages crate keeps its
 /// own copy of the rule, by name, to stay free of the core).
+/// Every kind of failure the core has gets its own advice on the page (what to do next), not
+/// the catch-all: a kind added to the core without words on the page fails here.
+#[test]
+fn the_page_advises_on_every_kind_of_failure_the_core_has() {
+    let fallback = verity_messages::text::what_to_do("a kind nobody has");
+    for kind in verity_core::JobFailureKind::ALL {
+        assert_ne!(verity_messages::text::what_to_do(kind.as_str()), fallback, "{kind}");
+    }
+}
+
 #[test]
 fn the_page_and_the_core_agree_on_which_failures_are_insufficient() {
     for kind in verity_core::JobFailureKind::ALL {
