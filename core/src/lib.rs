@@ -64,6 +64,41 @@
 //!    one result per call.
 //! 4. Repeat until `Done`, then call `finish()` for the value or the typed failure.
 //!
+//! The same loop written out, for a job from its JSON configuration (as a host in another
+//! language writes it against the component): a step whose model answers in two turns.
+//!
+//! ```
+//! use serde_json::json;
+//! use verity_core::{AssistantMessage, Input, Job, JobConfig, Machine, Output, ScriptedModel};
+//!
+//! let config = JobConfig::from_value(json!({
+//!     "kind": "step",
+//!     "prompt": "Name the tower's city.",
+//!     "schema": {"type": "object", "properties": {"city": {"type": "string"}},
+//!                "required": ["city"]},
+//! }))
+//! .expect("a valid configuration");
+//! let mut job = Job::new(config, &[]).expect("a job");
+//! let model = ScriptedModel::new([
+//!     AssistantMessage::text("Paris."), // no submit: told to call it
+//!     AssistantMessage::tool_call("c1", "submit", json!({"city": "Paris"})),
+//! ]);
+//! loop {
+//!     let input = match job.poll_output() {
+//!         Output::CallModel(call) => {
+//!             // A real host sends `call.request` through a provider codec here.
+//!             Input::ModelResponse { call: call.id, response: model.answer(call.request) }
+//!         }
+//!         Output::Done => break,
+//!         // `RunTools` for a job with host tools: run them, then `Input::Seal` the results.
+//!         other => unreachable!("this step has no host tools: {other:?}"),
+//!     };
+//!     job.handle_input(input).expect("an answer to what was asked");
+//! }
+//! assert_eq!(job.finish().expect("a valid submission"), json!({"city": "Paris"}));
+//! assert_eq!(model.requests(), 2);
+//! ```
+//!
 //! At any point the host may serialize the machine (serde) and resume later, or send
 //! `Input::Cancel` to stop it: no further model call is made and every open call is recorded as
 //! aborted.
