@@ -80,8 +80,8 @@
 //! .expect("a valid configuration");
 //! let mut job = Job::new(config, &[]).expect("a job");
 //! let model = ScriptedModel::new([
-//!     AssistantMessage::text("Paris."), // no submit: told to call it
-//!     AssistantMessage::tool_call("c1", "submit", json!({"city": "Paris"})),
+//!     AssistantMessage::tool_call("c1", "submit", json!({"city": 75})), // told why, again
+//!     AssistantMessage::tool_call("c2", "submit", json!({"city": "Paris"})),
 //! ]);
 //! loop {
 //!     let input = match job.poll_output() {
