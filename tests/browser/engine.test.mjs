@@ -543,6 +543,36 @@ test('a key goes over plain HTTP only to loopback: http://10.1.2.3 and http://ev
   }
 });
 
+test('settings that cannot make a provider are named on the form, and nothing is sent until they are fixed', async () => {
+  const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'));
+  const { page, errors, close } = await open();
+  try {
+    await loadEiffel(page);
+    await useOpenAi(page, `${mock.url}/v1`);
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.getByLabel('Output tokens').fill('lots');
+    // On the form, and under the run button, which waits.
+    const problem = page.locator(id('provider-problem'));
+    await problem.filter({ hasText: 'Output tokens' }).waitFor({ timeout: 10000 });
+    assert.match(await page.locator('#run-why').innerText(), /^Provider: .*Output tokens/);
+    assert.equal(await page.locator(id('run')).isDisabled(), true);
+    await page.locator(id('claims-input')).press('Control+Enter');
+    assert.equal(await page.locator(id('check-1')).count(), 0, 'no check was started');
+    await screenshot(page, 'provider-problem');
+    // Fixed, it runs.
+    await page.getByLabel('Output tokens').fill('512');
+    assert.equal(await problem.innerText(), '');
+    await page.click(id('run'));
+    await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
+    const entries = await journal(mock);
+    assert.equal(entries[0].body.max_tokens ?? entries[0].body.max_completion_tokens, 512);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    mock.close();
+  }
+});
+
 test('a key belongs to its endpoint: after switching preset or provider kind, no key typed for another endpoint is sent', async () => {
   const mock = await aimock(join(ROOT, 'tests/fixtures/aimock/claim.json'));
   const { page, errors, close } = await open();

@@ -51,13 +51,15 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
     };
     let why_disabled = move || {
         if !engine.is_ready() {
-            "The engine is loading."
+            "The engine is loading.".to_owned()
         } else if corpus_empty() {
-            "Add a corpus first: the claims are checked against it."
+            "Add a corpus first: the claims are checked against it.".to_owned()
         } else if claim_count() == 0 {
-            "Type a claim to check."
+            "Type a claim to check.".to_owned()
+        } else if let Some(problem) = settings.with(crate::provider::problem) {
+            format!("Provider: {problem}")
         } else {
-            ""
+            String::new()
         }
     };
     view! {

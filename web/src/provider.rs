@@ -42,6 +42,13 @@ pub fn for_check(settings: &ProviderSettings) -> ProviderChoice {
     ProviderChoice::Settings { settings: serde_json::to_value(&settings).unwrap_or_default() }
 }
 
+/// What keeps the settings from making a provider (a field left empty, a limit that is not a
+/// number), in the words the worker would fail the checks with: shown on the form and under
+/// the run button, which waits until it is fixed, instead of sending checks that would fail.
+pub fn problem(settings: &ProviderSettings) -> Option<String> {
+    settings.choice().err().or_else(|| settings.budget().err())
+}
+
 /// This browser's `localStorage`, when it has one (small settings only; the corpus and the
 /// results are the worker's, in IndexedDB).
 fn storage() -> Option<web_sys::Storage> {
@@ -223,6 +230,9 @@ pub fn ProviderSection(settings: RwSignal<ProviderSettings>) -> impl IntoView {
                             }
                         })
                         .collect_view()}
+                    <p class="field-error" role="status" data-testid="provider-problem">
+                        {move || settings.with(problem).unwrap_or_default()}
+                    </p>
                     <div class="field check">
                         <input
                             id="provider-remember"
