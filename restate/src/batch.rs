@@ -402,7 +402,7 @@ fn part_results(ingress: &str, key: &str, n: u64, from: u64) -> Result<Vec<Claim
 pub struct Watch {
     /// The ingress URLs: the nodes of one cluster, any of which serves the batch. The first
     /// is asked until it stops answering, then the next that answers (see
-    /// [`Watch::ingress`]).
+    /// `Watch::ingress`).
     pub ingress: Vec<String>,
     /// The one that answered last (an index into `ingress`).
     pub current: std::cell::Cell<usize>,

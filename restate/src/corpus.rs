@@ -279,8 +279,8 @@ impl Opened {
     }
 }
 
-/// The bytes at `location` as `policy` admits and opens it (see [`CorpusPolicy::open`]), at
-/// most `max_bytes` of them.
+/// The bytes at `location` as `policy` admits and opens it (opened beneath its root, or the
+/// very file granted), at most `max_bytes` of them.
 ///
 /// # Errors
 /// The refusal, or why it cannot be read.

@@ -120,7 +120,7 @@ impl Suite {
         serde_json::from_str(text).map_err(|error| format!("not a scenario file: {error}"))
     }
 
-    /// Runs one scenario through the real machines: the scenario becomes a [`JobConfig`]
+    /// Runs one scenario through the real machines: the scenario becomes a [`verity_core::JobConfig`]
     /// (JSON), the job is driven by the scripted model and the suite's host tools.
     ///
     /// # Errors
