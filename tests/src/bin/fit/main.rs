@@ -7,8 +7,8 @@
 //! 1. **Scores.** Each claim is checked as the route checks it (the same job, the same
 //!    retrieval, the same questions and requests, through the provider), and stopped once its
 //!    first round of questions is answered: the research and summary requests are never sent
-//!    (answered here as aborted). Each question's reading ([`read_answer`]) is recorded, and
-//!    the features are computed by the route's own [`features`]. The scores are kept in
+//!    (answered here as aborted). Each question's reading ([`verity_core::claim::verifier::read_answer`]) is recorded, and
+//!    the features are computed by the route's own [`verity_core::claim::verifier::features`]. The scores are kept in
 //!    `--scores` (one JSON line per claim) and read from there when the file exists, so a
 //!    refit does not ask the model again.
 //! 2. **The model.** A multinomial logistic regression (softmax over three linear scores,
