@@ -147,6 +147,9 @@ struct Recorded {
     /// Every write to storage of results and sessions, in order, one entry per host call
     /// (each is one transaction in the browser).
     writes: RefCell<Vec<String>>,
+    /// The tab dies right after the first result is written: no later write lands.
+    crash_after_first_result: Cell<bool>,
+    crashed: Cell<bool>,
 }
 
 #[derive(Clone)]
@@ -204,7 +207,12 @@ impl Host for TestHost {
     fn corpus_storage(&self, _: Option<&str>) -> verity_messages::CorpusStorage {
         verity_messages::CorpusStorage::Saved
     }
-    fn record_result(&self, result: &CheckResult, ended_session: &str) {
+    fn record_result(&self, result: &CheckResult, ended_session: &str, unfinished: &Unfinished) {
+        if self.recorded.crashed.get() {
+            return;
+        }
+        self.recorded.crashed.set(self.recorded.crash_after_first_result.get());
+        *self.recorded.unfinished.borrow_mut() = unfinished.clone();
         let write = format!("result {} and end {ended_session}", result.id);
         self.recorded.writes.borrow_mut().push(write);
         let mut results = self.recorded.results.borrow_mut();
@@ -222,6 +230,9 @@ impl Host for TestHost {
         self.recorded.results.borrow_mut().clear();
     }
     fn save_unfinished(&self, unfinished: &Unfinished) {
+        if self.recorded.crashed.get() {
+            return;
+        }
         *self.recorded.unfinished.borrow_mut() = unfinished.clone();
     }
 }
@@ -2060,6 +2071,54 @@ fn a_runs_spending_limit_and_what_it_spent_survive_a_reload() {
     // r1 had spent $1.00 of $1.50: its summary goes ($2.00); r2 then ends without a request.
     assert_eq!(kinds, [("r1", "report".to_owned()), ("r2", "\"budget\"".to_owned())]);
     assert_eq!(after.sent.borrow().len(), 1, "only r1's summary was sent after the reload");
+}
+
+/// What a run spent is saved with the result of the check that spent it, in one write: a tab
+/// that dies right after a check's result is saved does not lose that check's spending, so
+/// after a reload the run's next check does not spend past the limit. (The spending was saved
+/// by a second write, after the result: lost with the tab, the run restarted at $0.)
+#[test]
+fn a_checks_spending_is_saved_with_its_result() {
+    let provider = ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": "https://mock.test/v1", "model": "m",
+                       "stream": false, "price": {"input": 100_000, "output": 0}}),
+    };
+    let (engine, mut pool, recorded) = started();
+    engine.handle(ToWorker::LoadDemo);
+    let corpus = engine.corpus();
+    let (assessment, summary) = demo_answers(&corpus);
+    recorded.replies.borrow_mut().extend([assessment.clone(), summary.clone()]);
+    recorded.crash_after_first_result.set(true);
+    engine.handle(ToWorker::Check {
+        checks: vec![check("r1", LIMITED_CLAIM), check("r2", LIMITED_CLAIM)],
+        provider,
+        concurrency: 1,
+        corpus: None,
+        budget: Some(1.5),
+    });
+    pool.run_until_stalled();
+    // What storage holds when the tab died: r1's result and whatever was written with it.
+    let results = recorded.results.borrow().clone();
+    assert_eq!(results.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r1"]);
+    let unfinished = recorded.unfinished.borrow().clone();
+
+    let (engine, mut pool, after) = new_engine();
+    after.replies.borrow_mut().extend([assessment, summary]);
+    pool.run_until(engine.start(Restored {
+        items: corpus.corpus().passages().to_vec(),
+        results,
+        sessions: Vec::new(),
+        unfinished,
+        unreadable: Vec::new(),
+    }));
+    pool.run_until_stalled();
+    assert_eq!(after.sent.borrow().len(), 0, "r1 spent $2.00 of $1.50: r2 sends nothing");
+    let done = finished(&take(&after));
+    assert!(
+        done.iter().any(|result| result.id == "r2"
+            && matches!(&result.outcome, Outcome::Failed { failure } if failure["kind"] == "budget")),
+        "{done:?}"
+    );
 }
 
 /// A run whose saved spending limit cannot be read does not run unlimited after a reload:

@@ -51,39 +51,35 @@ impl<H: Host> Engine<H> {
     }
 
     /// [`finished`](Self::finished) for several checks at once (a run's queued checks ended by
-    /// its limit): each is posted and saved, then the unfinished checks are saved once.
+    /// its limit): each is posted and saved.
     pub(super) fn all_finished(&self, results: Vec<CheckResult>) {
-        let mut was_unfinished = false;
         for result in results {
             let result = result.advised();
             let id = result.id.clone();
             {
                 let mut state = self.inner.state.borrow_mut();
                 state.running.retain(|running| running.id != id);
-                let before = state.unfinished.len();
                 state.unfinished.retain(|meta| meta.check.id != id);
-                was_unfinished |= state.unfinished.len() != before;
             }
             self.inner.live.borrow_mut().remove(&id);
             self.post(&FromWorker::Finished { result: result.clone() });
-            // The result is saved before the check leaves the saved unfinished ones, so a
-            // reload between the two writes finds it finished.
+            // The result, the session's end and the unfinished checks without this one (with
+            // what its run has spent) in one write.
             self.record_result(result);
-        }
-        if was_unfinished {
-            self.save_unfinished();
         }
         self.pump();
     }
 
-    /// Keeps `result` with the results, saves them and deletes its session, in one write
-    /// ([`Host::record_result`]): a reload between two writes could find the session of a
-    /// finished check and run it again, paying twice.
+    /// Keeps `result` with the results, saves it, deletes its session and saves the unfinished
+    /// checks with their runs' spending, in one write ([`Host::record_result`]): a reload
+    /// between two writes could find the session of a finished check and run it again, or a
+    /// run that forgot what the check spent, and pay twice.
     pub(super) fn record_result(&self, result: CheckResult) {
         let result = result.advised();
+        let unfinished = self.unfinished();
         let mut state = self.inner.state.borrow_mut();
         state.results.retain(|kept| kept.id != result.id);
-        self.inner.host.record_result(&result, &result.id);
+        self.inner.host.record_result(&result, &result.id, &unfinished);
         state.results.push(result);
     }
 }

@@ -202,7 +202,14 @@ impl<H: Host> Engine<H> {
     /// Saves the unfinished checks and the limits of their runs (a run none of whose checks
     /// is left is forgotten).
     pub(super) fn save_unfinished(&self) {
-        let unfinished = {
+        let unfinished = self.unfinished();
+        self.inner.host.save_unfinished(&unfinished);
+    }
+
+    /// The unfinished checks and the limits of their runs, as saved (a run none of whose
+    /// checks is left is forgotten).
+    pub(super) fn unfinished(&self) -> Unfinished {
+        {
             let mut state = self.inner.state.borrow_mut();
             let state = &mut *state;
             let unfinished = &state.unfinished;
@@ -219,8 +226,7 @@ impl<H: Host> Engine<H> {
                 checks: state.unfinished.clone(),
                 budgets: state.budgets.iter().map(|budget| budget.saved()).collect(),
             }
-        };
-        self.inner.host.save_unfinished(&unfinished);
+        }
     }
 
     /// The spending limit of `meta`'s run, if it has one and it is still known.

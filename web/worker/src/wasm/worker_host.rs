@@ -104,7 +104,7 @@ impl Host for WorkerHost {
         }
     }
 
-    fn record_result(&self, result: &CheckResult, ended_session: &str) {
+    fn record_result(&self, result: &CheckResult, ended_session: &str, unfinished: &Unfinished) {
         if let Some(db) = self.db() {
             let order = self.next_order.get();
             self.next_order.set(order.saturating_add(1));
@@ -119,6 +119,11 @@ impl Host for WorkerHost {
                 vec![
                     Write::Put { store: RESULTS, key: result.id.clone(), text },
                     Write::Delete { store: SESSIONS, key: ended_session.to_owned() },
+                    Write::Put {
+                        store: KV,
+                        key: "unfinished".to_owned(),
+                        text: serde_json::to_string(unfinished).expect("serializes"),
+                    },
                 ],
                 Some(full),
             );
