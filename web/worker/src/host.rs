@@ -52,13 +52,13 @@ pub trait Host: 'static {
     /// Where the version `id` of the main corpus (`None`: the empty corpus) stands with
     /// storage now.
     fn corpus_storage(&self, id: Option<&str>) -> CorpusStorage;
-    /// Records a finished check in one write: saves `result` (its own record, replacing an
-    /// earlier result of the same check), deletes the session `ended_session` and saves the
-    /// checks still unfinished with what their runs have spent (`unfinished`, this check's
-    /// spending in it), together, so that a reload finds all done or none (never a deleted
-    /// session without its result, nor a saved result whose session runs again, nor a result
-    /// whose spending its run forgot).
-    fn record_result(&self, result: &CheckResult, ended_session: &str, unfinished: &Unfinished);
+    /// Records finished checks in one write: saves each of `results` (its own record,
+    /// replacing an earlier result of the same check), deletes each one's session (keyed by
+    /// the check's id) and saves the checks still unfinished with what their runs have spent
+    /// (`unfinished`, these checks' spending in it), together, so that a reload finds all done
+    /// or none (never a deleted session without its result, nor a saved result whose session
+    /// runs again, nor a result whose spending its run forgot).
+    fn record_results(&self, results: &[CheckResult], unfinished: &Unfinished);
     /// Deletes the saved result of the check `id`.
     fn forget_result(&self, id: &str);
     /// Deletes every saved result (also ones that could not be read).

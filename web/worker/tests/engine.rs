@@ -142,7 +142,7 @@ struct Recorded {
     answer_later: Cell<bool>,
     requests: RefCell<Vec<String>>,
     sent: RefCell<Vec<HttpRequest>>,
-    /// The ids of the sessions deleted ([`Host::end_session`], [`Host::record_result`]).
+    /// The ids of the sessions deleted ([`Host::end_session`], [`Host::record_results`]).
     ended: RefCell<Vec<String>>,
     /// Every write to storage of results and sessions, in order, one entry per host call
     /// (each is one transaction in the browser).
@@ -207,19 +207,22 @@ impl Host for TestHost {
     fn corpus_storage(&self, _: Option<&str>) -> verity_messages::CorpusStorage {
         verity_messages::CorpusStorage::Saved
     }
-    fn record_result(&self, result: &CheckResult, ended_session: &str, unfinished: &Unfinished) {
+    fn record_results(&self, results: &[CheckResult], unfinished: &Unfinished) {
         if self.recorded.crashed.get() {
             return;
         }
         self.recorded.crashed.set(self.recorded.crash_after_first_result.get());
         *self.recorded.unfinished.borrow_mut() = unfinished.clone();
-        let write = format!("result {} and end {ended_session}", result.id);
-        self.recorded.writes.borrow_mut().push(write);
-        let mut results = self.recorded.results.borrow_mut();
-        results.retain(|kept| kept.id != result.id);
-        results.push(result.clone());
-        self.recorded.ended.borrow_mut().push(ended_session.to_owned());
-        self.recorded.sessions.borrow_mut().remove(ended_session);
+        for result in results {
+            // One entry per result, though they land in one write.
+            let write = format!("result {} and end {}", result.id, result.id);
+            self.recorded.writes.borrow_mut().push(write);
+            let mut stored = self.recorded.results.borrow_mut();
+            stored.retain(|kept| kept.id != result.id);
+            stored.push(result.clone());
+            self.recorded.ended.borrow_mut().push(result.id.clone());
+            self.recorded.sessions.borrow_mut().remove(&result.id);
+        }
     }
     fn forget_result(&self, id: &str) {
         self.recorded.writes.borrow_mut().push(format!("forget {id}"));

@@ -51,8 +51,9 @@ impl<H: Host> Engine<H> {
     }
 
     /// [`finished`](Self::finished) for several checks at once (a run's queued checks ended by
-    /// its limit): each is posted and saved.
+    /// its limit): each is posted, then all are saved in one write.
     pub(super) fn all_finished(&self, results: Vec<CheckResult>) {
+        let mut recorded = Vec::with_capacity(results.len());
         for result in results {
             let result = result.advised();
             let id = result.id.clone();
@@ -63,23 +64,27 @@ impl<H: Host> Engine<H> {
             }
             self.inner.live.borrow_mut().remove(&id);
             self.post(&FromWorker::Finished { result: result.clone() });
-            // The result, the session's end and the unfinished checks without this one (with
-            // what its run has spent) in one write.
-            self.record_result(result);
+            recorded.push(result);
         }
+        // The results, their sessions' end and the unfinished checks without them (with what
+        // their runs have spent) in one write.
+        self.record_results(recorded);
         self.pump();
     }
 
-    /// Keeps `result` with the results, saves it, deletes its session and saves the unfinished
-    /// checks with their runs' spending, in one write ([`Host::record_result`]): a reload
-    /// between two writes could find the session of a finished check and run it again, or a
-    /// run that forgot what the check spent, and pay twice.
-    pub(super) fn record_result(&self, result: CheckResult) {
-        let result = result.advised();
+    /// Keeps `results` with the results, saves them, deletes their sessions and saves the
+    /// unfinished checks with their runs' spending, in one write ([`Host::record_results`]): a
+    /// reload between two writes could find the session of a finished check and run it
+    /// again, or a run that forgot what the check spent, and pay twice.
+    pub(super) fn record_results(&self, results: Vec<CheckResult>) {
+        if results.is_empty() {
+            return;
+        }
+        let results: Vec<CheckResult> = results.into_iter().map(CheckResult::advised).collect();
         let unfinished = self.unfinished();
         let mut state = self.inner.state.borrow_mut();
-        state.results.retain(|kept| kept.id != result.id);
-        self.inner.host.record_result(&result, &result.id, &unfinished);
-        state.results.push(result);
+        state.results.retain(|kept| !results.iter().any(|result| result.id == kept.id));
+        self.inner.host.record_results(&results, &unfinished);
+        state.results.extend(results);
     }
 }

@@ -128,7 +128,7 @@ impl<H: Host> Engine<H> {
                         provenance: self.provenance(&meta.provider, Some(&corpus)),
                     };
                     self.inner.state.borrow_mut().unfinished.retain(|meta| meta.check.id != id);
-                    self.record_result(result);
+                    self.record_results(vec![result]);
                 }
             }
         }

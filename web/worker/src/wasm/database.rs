@@ -92,14 +92,7 @@ pub(super) async fn get_text(
     store: &str,
     key: &str,
 ) -> Result<Option<String>, String> {
-    let tx = db.transaction(&[store], TransactionMode::ReadOnly).map_err(|e| e.to_string())?;
-    let object_store = tx.object_store(store).map_err(|e| e.to_string())?;
-    let value = object_store
-        .get(JsValue::from_str(key))
-        .map_err(|e| e.to_string())?
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(value.and_then(|value| value.as_string()))
+    Ok(get_raw(db, store, key).await?.flatten())
 }
 
 /// The value under `key` in `store`: `None` when there is none, `Some(None)` when it is not
@@ -189,7 +182,7 @@ pub(super) fn put_later(
             Some(text) => Write::Put { store, key, text },
             None => Write::Delete { store, key },
         }],
-        if_full,
+        if_full.into_iter().collect(),
     );
 }
 
@@ -291,9 +284,9 @@ pub(super) fn write(db: &Database, writes: Vec<Write>) -> Result<idb::Transactio
 
 /// Makes `writes` in one read-write transaction ([`write`]). The transaction is created now
 /// (so writes land in the order they were asked for) and committed in the background. When
-/// it fails because storage is full, `if_full` is posted (what is kept in memory instead);
-/// any other failure is an `Error`.
-pub(super) fn write_later(db: &Rc<Database>, writes: Vec<Write>, if_full: Option<FromWorker>) {
+/// it fails because storage is full, each of `if_full` is posted (what is kept in memory
+/// instead); any other failure is an `Error`.
+pub(super) fn write_later(db: &Rc<Database>, writes: Vec<Write>, if_full: Vec<FromWorker>) {
     // Nothing to write is no transaction (IndexedDB refuses one over no store).
     if writes.is_empty() {
         return;
@@ -308,13 +301,17 @@ pub(super) fn write_later(db: &Rc<Database>, writes: Vec<Write>, if_full: Option
     });
 }
 
-/// Tells the pages what became of a write: nothing when it landed; `if_full` when storage was
-/// full; an `Error` otherwise.
-pub(super) fn tell_outcome(outcome: Result<(), NotCommitted>, if_full: Option<FromWorker>) {
-    match (outcome, if_full) {
-        (Ok(()), _) => TOLD_FULL.with(|told| told.borrow_mut().clear()),
-        (Err(NotCommitted { full: true, .. }), Some(notice)) => tell_full(&notice),
-        (Err(NotCommitted { why, .. }), _) => {
+/// Tells the pages what became of a write: nothing when it landed; each of `if_full` when
+/// storage was full (an `Error` when there are none); an `Error` otherwise.
+pub(super) fn tell_outcome(outcome: Result<(), NotCommitted>, if_full: Vec<FromWorker>) {
+    match outcome {
+        Ok(()) => TOLD_FULL.with(|told| told.borrow_mut().clear()),
+        Err(NotCommitted { full: true, .. }) if !if_full.is_empty() => {
+            for notice in &if_full {
+                tell_full(notice);
+            }
+        }
+        Err(NotCommitted { why, .. }) => {
             post(&FromWorker::Error { message: format!("saving to IndexedDB failed: {why}") });
         }
     }

@@ -77,7 +77,7 @@ async fn restore_corpus(
         // The first layout's record is gone once an order names the parts (recovered: no
         // order does, so it is left as it is).
         let blob = (!recovered).then(|| Write::Delete { store: KV, key: CORPUS_BLOB.to_owned() });
-        write_later(db, stale.into_iter().chain(blob).collect(), None);
+        write_later(db, stale.into_iter().chain(blob).collect(), Vec::new());
         *host.corpus_saver.stored.borrow_mut() = stored;
         return Ok(items);
     }

@@ -106,7 +106,7 @@ impl CorpusSaver {
                     "The corpus is",
                     "It is kept in memory, and lost when the last tab of the app closes.",
                 );
-                tell_outcome(outcome, Some(full));
+                tell_outcome(outcome, vec![full]);
             }
             saver.running.set(false);
         });

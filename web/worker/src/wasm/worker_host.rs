@@ -104,35 +104,33 @@ impl Host for WorkerHost {
         }
     }
 
-    fn record_result(&self, result: &CheckResult, ended_session: &str, unfinished: &Unfinished) {
+    fn record_results(&self, results: &[CheckResult], unfinished: &Unfinished) {
         if let Some(db) = self.db() {
-            let order = self.next_order.get();
-            self.next_order.set(order.saturating_add(1));
-            let text = ResultRecord::new(order, result.clone()).to_text();
-            let full = storage_full(
-                Some(&result.id),
-                &format!("The result of “{}” is", result.claim),
-                "It is shown until the last tab of the app closes.",
-            );
-            write_later(
-                db,
-                vec![
-                    Write::Put { store: RESULTS, key: result.id.clone(), text },
-                    Write::Delete { store: SESSIONS, key: ended_session.to_owned() },
-                    Write::Put {
-                        store: KV,
-                        key: "unfinished".to_owned(),
-                        text: serde_json::to_string(unfinished).expect("serializes"),
-                    },
-                ],
-                Some(full),
-            );
+            let mut writes = Vec::with_capacity(2 * results.len() + 1);
+            let mut if_full = Vec::with_capacity(results.len());
+            for result in results {
+                let order = self.next_order.get();
+                self.next_order.set(order.saturating_add(1));
+                let text = ResultRecord::new(order, result.clone()).to_text();
+                writes.push(Write::Put { store: RESULTS, key: result.id.clone(), text });
+                writes.push(Write::Delete { store: SESSIONS, key: result.id.clone() });
+                if_full.push(storage_full(
+                    Some(&result.id),
+                    &format!("The result of “{}” is", result.claim),
+                    "It is shown until the last tab of the app closes.",
+                ));
+            }
+            let text = serde_json::to_string(unfinished).expect("serializes");
+            writes.push(Write::Put { store: KV, key: "unfinished".to_owned(), text });
+            write_later(db, writes, if_full);
         } else if CLOSED.with(Cell::get) {
             // Not silently: the card says "not saved", as for a full disk.
-            tell_full(&FromWorker::NotSaved {
-                id: Some(result.id.clone()),
-                message: text::not_saved_for_newer_version(&result.claim),
-            });
+            for result in results {
+                tell_full(&FromWorker::NotSaved {
+                    id: Some(result.id.clone()),
+                    message: text::not_saved_for_newer_version(&result.claim),
+                });
+            }
         }
     }
 
@@ -145,7 +143,7 @@ impl Host for WorkerHost {
     fn clear_results(&self) {
         if let Some(db) = self.db() {
             let blob = Write::Delete { store: KV, key: RESULTS_BLOB.to_owned() };
-            write_later(db, vec![Write::Clear { store: RESULTS }, blob], None);
+            write_later(db, vec![Write::Clear { store: RESULTS }, blob], Vec::new());
         }
     }
 
