@@ -861,8 +861,6 @@ fn a_corpus_whose_hash_does_not_match_is_refused_by_the_workers() {
     std::fs::remove_file(&secret).ok();
 }
 
-/// A worker bound to an address others reach, without an identity key, would run jobs for
-/// anyone: it refuses to start unless told `--allow-unsigned`.
 /// Only what a person submits is public on the ingress: the rate limiter (whose `hold` with
 /// `u64::MAX` would stall a batch and any re-run of it) and a batch part's `run` are Restate
 /// private handlers, callable only from the batch's own workflows; what the batch CLI reads
@@ -982,6 +980,8 @@ fn the_batch_command_uses_a_cluster_through_whichever_node_answers() {
     drop(workers);
 }
 
+/// A worker bound to an address others reach, without an identity key, would run jobs for
+/// anyone: it refuses to start unless told `--allow-unsigned`.
 #[test]
 fn a_worker_on_a_non_loopback_address_needs_an_identity_key() {
     let output = std::process::Command::new(binary())
