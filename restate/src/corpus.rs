@@ -424,7 +424,16 @@ pub fn parse(location: &str, bytes: Vec<u8>) -> Result<Corpus, String> {
 /// (the refusal names no hash of what was read: it would let the next job pass), or
 /// unparsable.
 pub fn read_file(file: &CorpusFile, policy: &CorpusPolicy) -> Result<Corpus, String> {
-    parse(&file.path, read_checked(file, policy, "corpus", &Hashes::default())?)
+    read_corpus(file, policy, &Hashes::default())
+}
+
+/// [`read_file`], with what the bytes hashed to kept in `hashes`.
+fn read_corpus(
+    file: &CorpusFile,
+    policy: &CorpusPolicy,
+    hashes: &Hashes,
+) -> Result<Corpus, String> {
+    parse(&file.path, read_checked(file, policy, "corpus", hashes)?)
 }
 
 /// The bytes of `file` (a corpus or a claim file, `what` in messages): admitted by `policy`,
@@ -667,8 +676,7 @@ fn load(
     hashes: &Hashes,
 ) -> Result<Arc<IndexedCorpus>, String> {
     let started = std::time::Instant::now();
-    let bytes = read_checked(file, policy, "corpus", hashes)?;
-    let corpus = IndexedCorpus::new(parse(&file.path, bytes)?);
+    let corpus = IndexedCorpus::new(read_corpus(file, policy, hashes)?);
     let _ = corpus.bm25();
     eprintln!(
         "verity-restate: corpus {}: {} passages, SHA-256 checked, indexed in {} ms",
