@@ -345,21 +345,8 @@ impl Cluster {
     /// nodes), and again after a node dies or comes back.
     #[must_use]
     pub fn leadership_changes(&self) -> Vec<u64> {
-        let mut changes = Vec::new();
-        for node in &self.nodes {
-            let text = std::fs::read_to_string(&node.log).unwrap_or_default();
-            let mut at = None;
-            for line in text.lines() {
-                if line.starts_with("20") && line.contains("restate_worker::partition::leadership")
-                {
-                    at = line.split_whitespace().next().and_then(epoch_ms_of);
-                } else if line.contains("became Leader")
-                    && let Some(at) = at.take()
-                {
-                    changes.push(at);
-                }
-            }
-        }
+        let mut changes: Vec<u64> =
+            self.leadership_moves().into_iter().map(|(took_over, _)| took_over).collect();
         changes.sort_unstable();
         changes
     }
