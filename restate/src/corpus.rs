@@ -867,6 +867,65 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
+    /// A loopback HTTP/1.1 server on a thread of its own that answers one GET with a body of
+    /// `total` bytes and no `Content-Length`, chunked or delimited by closing the connection,
+    /// written 64 KiB at a time until it is all sent or the client hangs up. The thread
+    /// returns how many body bytes the client's end accepted.
+    fn undeclared_server(chunked: bool, total: usize) -> (String, std::thread::JoinHandle<usize>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/corpus.jsonl", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            let framing = if chunked { "transfer-encoding: chunked" } else { "connection: close" };
+            write!(stream, "HTTP/1.1 200 OK\r\n{framing}\r\n\r\n").unwrap();
+            let block = vec![b'z'; 64 * 1024];
+            let mut written = 0;
+            while written < total {
+                let sent = if chunked {
+                    write!(stream, "{:x}\r\n", block.len())
+                        .and_then(|()| stream.write_all(&block))
+                        .and_then(|()| stream.write_all(b"\r\n"))
+                } else {
+                    stream.write_all(&block)
+                };
+                if sent.is_err() {
+                    return written;
+                }
+                written += block.len();
+            }
+            if chunked {
+                let _ = stream.write_all(b"0\r\n\r\n");
+            }
+            written
+        });
+        (url, server)
+    }
+
+    /// A server that declares no length (chunked, or a body ended by closing the connection)
+    /// and sends 1 GiB is refused at a cap of 1,000 bytes, the refusal naming the cap, and the
+    /// download is stopped while it streams: the connection is dropped after at most 64 MiB
+    /// has left the server (what the client read, plus what the kernel's loopback buffers
+    /// held). Weighing only the declared length lets the whole 1 GiB in; weighing the body
+    /// after reading it refuses it with the 1 GiB read.
+    #[test]
+    fn a_download_without_a_declared_length_stops_at_the_cap() {
+        const TOTAL: usize = 1 << 30;
+        for chunked in [true, false] {
+            let (url, server) = undeclared_server(chunked, TOTAL);
+            let refused = super::load_bytes(&url, 1_000).map(|bytes| bytes.len());
+            let written = server.join().unwrap();
+            let framing = if chunked { "chunked" } else { "close-delimited" };
+            assert_eq!(
+                refused,
+                Err(format!("corpus {url}: larger than the cap of 1000 bytes")),
+                "{framing}"
+            );
+            assert!(written <= 64 << 20, "{framing}: the server sent {written} bytes");
+        }
+    }
+
     /// A long-lived worker lets the least recently used corpora go past its cache bound: with
     /// room for two corpora, a third loaded evicts the one used longest ago (loaded again
     /// when asked for), never the one in use.
