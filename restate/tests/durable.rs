@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use verity_core::NoTools;
+use verity_core::{JobFailureKind, NoTools};
 use verity_restate::batch::{self, Row};
 use verity_restate::cluster::{self, Cluster, Outcome, Ports, Server, Workers};
 use verity_restate::corpus::{CorpusFile, CorpusSource, sha256_hex};
@@ -1612,6 +1612,88 @@ fn a_retry_after_seen_by_one_check_holds_the_whole_batch_back() {
     }
     eprintln!("after the 429: {after:?} ms");
     assert_eq!(after.len(), 3, "{entries:?}");
+    drop(workers);
+}
+
+/// A provider that answers a batch's request 429 with `Retry-After: 31536000` (a year, in
+/// seconds) does not stop the batch: the check that saw it fails at once (a wait beyond its
+/// job's `retryAfterCapMs`, 2 s here, is not waited for), and the whole batch is held back by
+/// the rate limiter for the cap, not the year: the next check's first request goes out at
+/// least 2 s and at most 8 s after the 429, and the batch ends. Its watch gives up after 20 s
+/// without progress, so a hold of the year (or of the default cap, 60 s) fails the test
+/// instead of hanging it.
+#[test]
+fn a_retry_after_of_a_year_holds_a_batch_on_restate_at_most_the_cap() {
+    const CAP_MS: u64 = 2_000;
+    let _serial = serial();
+    let dir = scratch("year");
+    // Claim 0's first assessment is answered 429 with a year's Retry-After; everything else as
+    // in claims.json.
+    let mut fixtures: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap();
+    let limited = json!({
+        "match": {"toolName": "record_assessment", "userMessage": "(year 0).", "sequenceIndex": 0},
+        "response": {
+            "error": {"message": "Rate limit reached for requests.", "type": "rate_limit_error"},
+            "status": 429,
+            "retryAfter": 31_536_000,
+        },
+    });
+    fixtures["fixtures"].as_array_mut().unwrap().insert(0, limited);
+    let path = dir.join("fixtures.json");
+    std::fs::write(&path, fixtures.to_string()).unwrap();
+    let mock = Aimock::start(&path).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let input = BatchInput {
+        corpus: Some(corpus_file(&dir)),
+        claims: tower_rows(2, "y", "year"),
+        job: Map::from_iter([
+            ("retriever".to_owned(), json!({"bm25": {"k": 4}})),
+            ("retry".to_owned(), json!({"maxRetries": 1, "retryAfterCapMs": CAP_MS})),
+        ]),
+        // One check at a time, claim 0 first, so claim 1 starts after the 429; a limit far
+        // above what two claims use: only the hold can slow it.
+        limits: Limits { concurrency: 1, requests_per_minute: Some(1_000), ..Limits::default() },
+        claims_file: None,
+        part_size: None,
+    };
+    let server = Server::start(&dir.join("data"), Ports::free()).unwrap();
+    let args = vec![
+        "--provider".to_owned(),
+        provider.display().to_string(),
+        "--corpus-root".to_owned(),
+        dir.display().to_string(),
+    ];
+    let workers = Workers::start(&binary(), 1, &args, &[]).unwrap();
+    cluster::register(&server.admin_url(), &workers.url()).unwrap();
+    cluster::submit(&server.ingress_url(), "Batch", "year", &serde_json::to_value(&input).unwrap())
+        .unwrap();
+    let watch = batch::Watch {
+        stall_after: Some(Duration::from_secs(20)),
+        ..batch::Watch::of(&[server.ingress_url()], false)
+    };
+    let result = watch.wait("year", &mut |_| Ok(())).unwrap();
+    let [limited, other] = &result.results[..] else { panic!("{result:?}") };
+    let failure = limited.result.failure.as_ref().unwrap_or_else(|| panic!("{limited:?}"));
+    assert_eq!(failure.kind(), JobFailureKind::AssessRequest, "{failure:?}");
+    assert!(failure.to_string().contains("HTTP 429"), "{failure:?}");
+    assert_eq!((limited.result.spent.requests, limited.result.spent.retries), (1, 0));
+    assert_eq!(
+        other.result.value.as_ref().map(|report| &report["assessment"]["verdict"]),
+        Some(&json!("supported")),
+        "{other:?}"
+    );
+    // Three requests: claim 0's assessment, answered 429, then claim 1's assessment, which
+    // waited for the hold (claim 1 saw no 429 itself), and its summary.
+    let entries = journal_entries(&mock);
+    assert_eq!(entries.len(), 3, "{entries:?}");
+    let at = |entry: &Value| entry["timestamp"].as_u64().unwrap();
+    assert!(entries[0]["body"].to_string().contains("(year 0)."), "{entries:?}");
+    assert!(entries[1]["body"].to_string().contains("(year 1)."), "{entries:?}");
+    let held = at(&entries[1]).saturating_sub(at(&entries[0]));
+    eprintln!("claim 1's first request went out {held} ms after the 429");
+    assert!(held >= CAP_MS - 100, "claim 1's first request came {held} ms after the 429: no hold");
+    assert!(held <= CAP_MS + 6_000, "the batch was held {held} ms, past the {CAP_MS} ms cap");
     drop(workers);
 }
 
