@@ -266,37 +266,50 @@ export function recordingServer(answer) {
  * show, and aimock's journal holds only the answered ones (a request cut off by a closed tab
  * would be missed);
  * resolves to { url, bodies (each POST's body, in arrival order), held() (how many POSTs are held
- * open, see `answered`), close }. */
+ * open, see `answered`), release(n), close }. */
 export function countingProxy(target, { answered = Infinity } = {}) {
   const bodies = [];
-  const held = new Set();
+  // The held POSTs, in arrival order: each forwards it when called.
+  const held = [];
+  const pass = (incoming, outgoing, body) => {
+    const upstream = forward(`${target}${incoming.url}`, { method: incoming.method, headers: incoming.headers }, (answer) => {
+      outgoing.writeHead(answer.statusCode, answer.headers);
+      answer.pipe(outgoing);
+    });
+    upstream.on('error', () => outgoing.destroy());
+    outgoing.on('close', () => upstream.destroy());
+    upstream.end(body);
+  };
   const server = createServer((incoming, outgoing) => {
     const chunks = [];
     incoming.on('data', (chunk) => chunks.push(chunk));
     incoming.on('end', () => {
       const body = Buffer.concat(chunks);
       if (incoming.method === 'POST') bodies.push(body.toString());
-      // With `answered`, the POSTs after that many are held open, never answered (a model
-      // request in flight when the engine stops).
+      // With `answered`, the POSTs after that many are held open, unanswered until `release`
+      // (a model request in flight when the engine stops).
       if (incoming.method === 'POST' && bodies.length > answered) {
-        held.add(outgoing);
-        outgoing.on('close', () => held.delete(outgoing));
+        const entry = () => pass(incoming, outgoing, body);
+        held.push(entry);
+        outgoing.on('close', () => {
+          const at = held.indexOf(entry);
+          if (at >= 0) held.splice(at, 1);
+        });
         return;
       }
-      const upstream = forward(`${target}${incoming.url}`, { method: incoming.method, headers: incoming.headers }, (answer) => {
-        outgoing.writeHead(answer.statusCode, answer.headers);
-        answer.pipe(outgoing);
-      });
-      upstream.on('error', () => outgoing.destroy());
-      outgoing.on('close', () => upstream.destroy());
-      upstream.end(body);
+      pass(incoming, outgoing, body);
     });
   });
   return new Promise((done) => {
     server.listen(0, '127.0.0.1', () => done({
       url: `http://127.0.0.1:${server.address().port}`,
       bodies,
-      held: () => held.size,
+      held: () => held.length,
+      /** Answers `n` more POSTs: the oldest held ones now, the next ones as they come. */
+      release: (n = 1) => {
+        answered += n;
+        for (const entry of held.splice(0, n)) entry();
+      },
       close: () => { server.closeAllConnections(); return new Promise((closed) => server.close(closed)); },
     }));
   });

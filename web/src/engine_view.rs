@@ -529,6 +529,11 @@ impl Engine {
                 }
                 self.notify(None, None, message);
             }
+            FromWorker::Saved { id } => {
+                if let Some(card) = self.card(&id) {
+                    card.state.update(|state| state.not_saved = false);
+                }
+            }
             FromWorker::Markdown { text } => self.save("verity-results.md", "text/markdown", &text),
             FromWorker::Csv { text } => self.save("verity-results.csv", "text/csv", &text),
             FromWorker::ResultsCleared => self.drop_finished(),

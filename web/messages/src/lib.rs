@@ -392,6 +392,13 @@ pub enum FromWorker {
         /// What was not saved and what to free ([`text::not_saved`]).
         message: String,
     },
+    /// What a [`FromWorker::NotSaved`] said of a check is no longer so: storage had room again,
+    /// and its progress is saved (added after the first version of this contract; a page that
+    /// ignores it keeps saying "not saved", which was true when said).
+    Saved {
+        /// The check.
+        id: String,
+    },
 }
 
 /// A line of a file that could not be read, and why.
@@ -909,6 +916,7 @@ mod tests {
             FromWorker::Error { message: "storage".into() },
             FromWorker::NotSaved { id: Some("c1".into()), message: "full".into() },
             FromWorker::NotSaved { id: None, message: "full".into() },
+            FromWorker::Saved { id: "c1".into() },
             FromWorker::ResultsCleared,
         ]
     }

@@ -227,6 +227,7 @@ impl FromJson for FromWorker {
             "notSaved" => {
                 FromWorker::NotSaved { id: f.opt_string("id")?, message: f.string("message")? }
             }
+            "saved" => FromWorker::Saved { id: f.string("id")? },
             other => return Err(format!("message: unknown type `{other}`")),
         })
     }

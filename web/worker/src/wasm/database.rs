@@ -22,10 +22,12 @@ const DB_NAME: &str = "verity";
 /// result; the older record is moved there at start (`restore`). 3: `corpus` added, the
 /// corpus in parts (a record per chunk); the older record is moved there at start.
 const DB_VERSION: u32 = 3;
-/// Key-value store: [`CORPUS_ORDER`] and `"unfinished"` (the checks asked for and not
+/// Key-value store: [`CORPUS_ORDER`] and [`UNFINISHED`] (the checks asked for and not
 /// finished, [`Unfinished`] as JSON); before version 3 also [`CORPUS_BLOB`], and in version 1
 /// `"results"` (every result in one JSON array), both moved at start.
 pub(super) const KV: &str = "kv";
+/// The key in [`KV`] of the checks asked for and not finished ([`Unfinished`] as JSON).
+pub(super) const UNFINISHED: &str = "unfinished";
 /// The key in [`KV`] of the order of the corpus's parts ([`CorpusOrder`] as JSON).
 pub(super) const CORPUS_ORDER: &str = "corpus-order";
 /// The key in [`KV`] of the whole corpus in one record (the passages as JSON), before version
@@ -250,6 +252,16 @@ pub(super) fn tell_full(notice: &FromWorker) {
             }
         });
     }
+}
+
+/// Tells the pages that the check `id` is saved again (its session's write landed after one
+/// failed for a full disk): its "not saved" notices are withdrawn, so a page that connects later
+/// is not told them, and a disk that fills again is told again.
+pub(super) fn tell_saved(id: &str) {
+    let of_check = |notice: &FromWorker| matches!(notice, FromWorker::NotSaved { id: Some(of), .. } if of == id);
+    TOLD_FULL.with(|told| told.borrow_mut().retain(|notice| !of_check(notice)));
+    NOT_SAVED.with(|kept| kept.borrow_mut().retain(|notice| !of_check(notice)));
+    post(&FromWorker::Saved { id: id.to_owned() });
 }
 
 /// The notice that `what` (with the check `id`, if it is one's) was not saved because the

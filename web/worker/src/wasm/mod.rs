@@ -250,8 +250,12 @@ pub fn start() {
                 Err(why) => (None, Some(why)),
             }
         };
-        let host =
-            WorkerHost { db: db.clone(), next_order: Cell::new(0), corpus_saver: Rc::default() };
+        let host = WorkerHost {
+            db: db.clone(),
+            next_order: Cell::new(0),
+            corpus_saver: Rc::default(),
+            unfinished: Rc::default(),
+        };
         let restored = match &db {
             Some(db) => restore(db, &host).await.unwrap_or_else(|why| {
                 host.post(&FromWorker::Error {

@@ -10,8 +10,8 @@ use verity_core::corpus::Passage;
 use verity_messages::FromWorker;
 
 use super::database::{
-    CORPUS, CORPUS_BLOB, CORPUS_ORDER, KV, RESULTS, RESULTS_BLOB, SESSIONS, SessionRecord, Write,
-    commit, get_all, get_raw, skip, write, write_later,
+    CORPUS, CORPUS_BLOB, CORPUS_ORDER, KV, RESULTS, RESULTS_BLOB, SESSIONS, SessionRecord,
+    UNFINISHED, Write, commit, get_all, get_raw, skip, write, write_later,
 };
 use super::store::IdbStore;
 use super::worker_host::WorkerHost;
@@ -140,7 +140,7 @@ pub(super) async fn restore(
 ) -> Result<Restored<IdbStore>, String> {
     let mut unreadable = Vec::new();
     let items = restore_corpus(db, host, &mut unreadable).await?;
-    let unfinished = get_raw(db, KV, "unfinished").await?;
+    let unfinished = get_raw(db, KV, UNFINISHED).await?;
     let (unfinished, skipped) = read_unfinished(unfinished.as_ref().map(Option::as_deref));
     unreadable.extend(skipped);
     let mut sessions = Vec::new();

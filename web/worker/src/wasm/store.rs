@@ -10,6 +10,7 @@ use wasm_bindgen::prelude::*;
 
 use super::database::{
     CLOSED, NotCommitted, SESSIONS, SessionRecord, commit, get_text, storage_full, tell_full,
+    tell_saved,
 };
 use crate::saved::SessionMeta;
 
@@ -24,25 +25,27 @@ pub struct IdbStore {
     /// The log: all of it without IndexedDB, else a copy of it as last stored (what the
     /// session goes on from when storage becomes full or is closed for a newer version).
     pub(super) memory: RefCell<DurableLog>,
-    /// Storage was full when the log was written: from then on it lives in `memory` (the
-    /// record keeps what was written before), so the check goes on rather than ending.
-    pub(super) full: Cell<bool>,
+    /// A write failed because storage was full: `memory` holds what the record lacks, so the
+    /// check goes on rather than ending. Every later write tries IndexedDB again, with the whole
+    /// log from `memory`, so once there is room the record holds all of it again.
+    pub(super) stale: Cell<bool>,
 }
 
 impl IdbStore {
     pub(super) fn new(db: Option<Rc<Database>>, meta: SessionMeta) -> Self {
-        Self { db, meta, memory: RefCell::new(DurableLog::new()), full: Cell::new(false) }
+        Self { db, meta, memory: RefCell::new(DurableLog::new()), stale: Cell::new(false) }
     }
 
-    /// IndexedDB, unless there is none, it was full, or it was closed for a newer version.
+    /// IndexedDB, unless there is none or it was closed for a newer version.
     pub(super) fn db(&self) -> Option<&Rc<Database>> {
-        self.db.as_ref().filter(|_| !self.full.get() && !CLOSED.with(Cell::get))
+        self.db.as_ref().filter(|_| !CLOSED.with(Cell::get))
     }
 
-    /// Reads the log, lets `change` edit it, writes it back, in one transaction. When the
-    /// write fails because storage is full, the log is kept in memory from then on, and the
-    /// pages are told (a check whose responses were paid for is not ended by a full disk; a
-    /// reload would resume it from the last write that landed).
+    /// Reads the log, lets `change` edit it, writes it back, in one transaction (the log in
+    /// memory instead of the record's while the record is stale). When the write fails because
+    /// storage is full, the log is kept in memory, and the pages are told (a check whose
+    /// responses were paid for is not ended by a full disk; a reload would resume it from the
+    /// last write that landed); when a later write lands, they are told it is saved again.
     async fn update<T>(
         &self,
         change: impl FnOnce(&mut DurableLog) -> Result<T, SessionError>,
@@ -53,7 +56,8 @@ impl IdbStore {
         let object_store = tx.object_store(SESSIONS).map_err(failed)?;
         let key = JsValue::from_str(&self.meta.check.id);
         let current = object_store.get(key.clone()).map_err(failed)?.await.map_err(failed)?;
-        let mut log = parse_record(current)?;
+        let stored = parse_record(current)?;
+        let mut log = if self.stale.get() { self.memory.borrow().clone() } else { stored };
         let value = match change(&mut log) {
             Ok(value) => value,
             Err(error) => {
@@ -70,11 +74,14 @@ impl IdbStore {
                 // The log as stored, also in memory: what the session goes on from if
                 // IndexedDB becomes unusable (full, or closed for a newer version).
                 *self.memory.borrow_mut() = log;
+                if self.stale.replace(false) {
+                    tell_saved(&self.meta.check.id);
+                }
                 Ok(value)
             }
             Err(NotCommitted { full: true, .. }) => {
                 *self.memory.borrow_mut() = log;
-                self.full.set(true);
+                self.stale.set(true);
                 tell_full(&storage_full(
                     Some(&self.meta.check.id),
                     "The check's progress is",
@@ -89,7 +96,9 @@ impl IdbStore {
     }
 
     pub(super) async fn read(&self) -> Result<DurableLog, SessionError> {
-        let Some(db) = self.db() else { return Ok(self.memory.borrow().clone()) };
+        let Some(db) = self.db().filter(|_| !self.stale.get()) else {
+            return Ok(self.memory.borrow().clone());
+        };
         let text =
             get_text(db, SESSIONS, &self.meta.check.id).await.map_err(SessionError::Store)?;
         parse_record(text.map(JsValue::from))

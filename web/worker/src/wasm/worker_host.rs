@@ -1,6 +1,6 @@
 //! The engine's host in a browser worker: [`WorkerHost`], what the engine asks of the browser.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -11,11 +11,11 @@ use verity_core::indexed::IndexedCorpus;
 use verity_messages::{CheckResult, CorpusStorage, FromWorker, text};
 
 use super::database::{
-    CLOSED, KV, RESULTS, RESULTS_BLOB, SESSIONS, Write, put_later, storage_full, tell_full,
-    write_later,
+    CLOSED, KV, NotCommitted, RESULTS, RESULTS_BLOB, SESSIONS, UNFINISHED, Write, commit,
+    put_later, storage_full, tell_full, tell_outcome, write, write_later,
 };
 use super::fetch::FetchClient;
-use super::saver::CorpusSaver;
+use super::saver::{CorpusSaver, run};
 use super::store::IdbStore;
 use super::{now, post, reply, url_parts};
 use crate::host::Host;
@@ -31,6 +31,9 @@ pub(super) struct WorkerHost {
     pub(super) next_order: Cell<u64>,
     /// Saves the corpus.
     pub(super) corpus_saver: Rc<CorpusSaver>,
+    /// The latest list of unfinished checks given to storage, as JSON: what a check's end
+    /// writes when the write it was part of found storage full ([`end_in_full_storage`]).
+    pub(super) unfinished: Rc<RefCell<String>>,
 }
 
 impl WorkerHost {
@@ -121,8 +124,21 @@ impl Host for WorkerHost {
                 ));
             }
             let text = serde_json::to_string(unfinished).expect("serializes");
-            writes.push(Write::Put { store: KV, key: "unfinished".to_owned(), text });
-            write_later(db, writes, if_full);
+            self.unfinished.replace(text.clone());
+            writes.push(Write::Put { store: KV, key: UNFINISHED.to_owned(), text });
+            let ended: Vec<String> = results.iter().map(|result| result.id.clone()).collect();
+            let (db, latest) = (Rc::clone(db), Rc::clone(&self.unfinished));
+            let written = write(&db, writes);
+            wasm_bindgen_futures::spawn_local(async move {
+                let outcome = match written {
+                    Ok(tx) => commit(tx).await,
+                    Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
+                };
+                if matches!(outcome, Err(NotCommitted { full: true, .. })) {
+                    end_in_full_storage(&db, &ended, &latest).await;
+                }
+                tell_outcome(outcome, if_full);
+            });
         } else if CLOSED.with(Cell::get) {
             // Not silently: the card says "not saved", as for a full disk.
             for result in results {
@@ -150,12 +166,37 @@ impl Host for WorkerHost {
     fn save_unfinished(&self, unfinished: &Unfinished) {
         if let Some(db) = self.db() {
             let text = serde_json::to_string(unfinished).expect("serializes");
-            let full = storage_full(
-                None,
-                "The list of checks still to run is",
-                "They run now; a reload would not queue them again.",
-            );
-            put_later(db, KV, "unfinished", Some(text), Some(full));
+            self.unfinished.replace(text.clone());
+            put_later(db, KV, UNFINISHED, Some(text), Some(list_not_saved()));
         }
+    }
+}
+
+/// The notice that the list of checks still to run was not saved.
+fn list_not_saved() -> FromWorker {
+    storage_full(
+        None,
+        "The list of checks still to run is",
+        "They run now; a reload would not queue them again.",
+    )
+}
+
+/// Ends the sessions of the checks `ended` when the write of their results found storage full.
+/// That write failed whole, sessions' deletion included, so a reopened app would resume those
+/// checks and pay again for every answer they had since the disk filled, though the person saw
+/// their verdicts. A deletion needs no room: the sessions are deleted with the latest list of
+/// unfinished checks (`latest`); if even that list finds no room, with the list deleted, since
+/// a list that still named an ended check would start it again from nothing (its queued checks
+/// then run now but are not queued again by a reload, and the pages are told so).
+async fn end_in_full_storage(db: &Database, ended: &[String], latest: &RefCell<String>) {
+    let sessions = || ended.iter().map(|id| Write::Delete { store: SESSIONS, key: id.clone() });
+    let list = Write::Put { store: KV, key: UNFINISHED.to_owned(), text: latest.borrow().clone() };
+    if run(db, sessions().chain([list]).collect()).await.is_ok() {
+        return;
+    }
+    let no_list = Write::Delete { store: KV, key: UNFINISHED.to_owned() };
+    match run(db, sessions().chain([no_list]).collect()).await {
+        Ok(()) => tell_full(&list_not_saved()),
+        Err(failed) => tell_outcome(Err(failed), vec![list_not_saved()]),
     }
 }
