@@ -5,7 +5,7 @@
 // shape.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { serve, browser, screenshot, seedDatabase } from './harness.mjs';
+import { serve, browser, screenshot, seedDatabase, silentServer, TOWERS } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -260,3 +260,75 @@ test('a newer version of the app opening the database is not blocked by this one
     await close();
   }
 });
+
+test('leaving before the list of checks to run is saved is warned of; once it is saved, every check comes back with the app', async () => {
+  const provider = await silentServer();
+  const { context, page, errors, dialogs, close } = await browser();
+  try {
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
+    await page.locator(id('corpus-stored')).filter({ hasText: /^saved$/ }).waitFor({ timeout: 10000 });
+    await page.selectOption(id('provider-kind'), 'openai');
+    await page.selectOption(id('provider-preset'), 'custom');
+    await page.fill(id('provider-base-url'), `${provider.url}/v1`);
+    await page.fill(id('provider-model'), 'gpt-4o-mini');
+    // Another tab of the site holds a write on the store where the list of checks to run is
+    // kept: IndexedDB runs the engine's write of that list after it (the disk is slow).
+    const locker = await context.newPage();
+    await locker.goto(`${site.url}not-the-app`);
+    await locker.evaluate(() => new Promise((locked, fail) => {
+      const open = indexedDB.open('verity');
+      open.onerror = () => fail(open.error);
+      open.onsuccess = () => {
+        const store = open.result.transaction('kv', 'readwrite').objectStore('kv');
+        const spin = () => { if (!window.releaseLock) store.get('nothing').onsuccess = spin; };
+        spin();
+        locked();
+      };
+    }));
+    const cards = (tab) => tab.locator('[data-testid^="check-"][data-check-id]');
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.\nTokyo Tower is in Minato.\nThe Louvre is a museum.');
+    await page.click(id('run'));
+    await cards(page).nth(2).waitFor();
+    await page.locator(id('check-saving')).first().waitFor({ timeout: 10000 });
+    await screenshot(page, 'queue-saving');
+    // Closing the tab now would lose the checks not started: the browser asks first (the test's
+    // person leaves anyway).
+    await page.close({ runBeforeUnload: true });
+    await waitFor(() => page.isClosed(), 'the tab closes');
+    assert.deepEqual(dialogs, ['beforeunload'], 'the browser asked before leaving');
+    await locker.evaluate(() => { window.releaseLock = true; });
+    // Once the list is saved, leaving asks nothing, and the checks come back with the app.
+    const again = await context.newPage();
+    await again.goto(site.url);
+    await again.locator('.engine-ready').waitFor({ timeout: 60000 });
+    const before = await cards(again).count();
+    await again.fill(id('claims-input'), 'Big Ben is in London.\nThe Shard is in London.\nThe Atomium is in Brussels.');
+    await again.click(id('run'));
+    await cards(again).nth(before + 2).waitFor();
+    await again.locator(id('check-saving')).first().waitFor({ state: 'detached', timeout: 10000 });
+    await again.close({ runBeforeUnload: true });
+    await waitFor(() => again.isClosed(), 'the tab closes');
+    assert.deepEqual(dialogs, ['beforeunload'], 'nothing asked the second time');
+    const reopened = await context.newPage();
+    await reopened.goto(site.url);
+    await reopened.locator('.engine-ready').waitFor({ timeout: 60000 });
+    for (const claim of ['Big Ben', 'The Shard', 'The Atomium']) {
+      await cards(reopened).filter({ hasText: claim }).waitFor({ timeout: 10000 });
+    }
+    // The locker's page is not the app: the site answers it 404.
+    assert.deepEqual(errors.filter((error) => !/status of 404/.test(error)), []);
+  } finally {
+    await close();
+    await provider.close();
+  }
+});
+
+async function waitFor(condition, what, timeout = 10000) {
+  const end = Date.now() + timeout;
+  while (!(await condition())) {
+    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
+    await new Promise((done) => setTimeout(done, 50));
+  }
+}

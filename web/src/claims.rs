@@ -45,6 +45,20 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
         engine.run(claims, settings.with_untracked(for_check), concurrency.get_untracked());
         show_card(first);
     };
+    // Checks asked for and not yet in the saved list would be lost with the app's last tab.
+    let saving = move || {
+        engine
+            .checks
+            .with_untracked(|cards| cards.iter().any(|c| c.state.with_untracked(|s| s.saving)))
+    };
+    let warn = window_event_listener(leptos::ev::beforeunload, move |ev| {
+        if saving() {
+            // The browser shows its own words; setting the return value is what asks it to.
+            ev.prevent_default();
+            ev.set_return_value("Checks are still being saved.");
+        }
+    });
+    on_cleanup(move || warn.remove());
     let run_label = move || match claim_count() {
         0 | 1 => "Check claim".to_owned(),
         n => format!("Check {n} claims"),
@@ -242,6 +256,9 @@ fn CheckCardView(
                 <span class=move || format!("status status-{}", status().0)>{move || status().1}</span>
                 <Show when=move || state.with(|s| s.not_saved)>
                     <span class="status status-failed" data-testid="not-saved">"Not saved"</span>
+                </Show>
+                <Show when=move || state.with(|s| s.saving)>
+                    <span class="hint" data-testid="check-saving">"saving…"</span>
                 </Show>
                 <h3 id=title_id>{move || state.with(|s| s.claim.clone())}</h3>
                 <Show

@@ -105,6 +105,9 @@ pub struct CheckState {
     pub cancelling: bool,
     /// Storage was full: its progress or result is kept in memory only.
     pub not_saved: bool,
+    /// Asked for by this page and not yet in the saved list of checks to run
+    /// ([`FromWorker::Stored`]): closing the app's last tab now would lose it.
+    pub saving: bool,
     /// A model call is in flight (sent, not answered).
     pub awaiting: bool,
     /// Events so far (wrapping): each is a sign of life. The "stalled" notice is drawn anew
@@ -126,6 +129,7 @@ impl CheckState {
             calls: 0,
             cancelling: false,
             not_saved: false,
+            saving: false,
             awaiting: false,
             signs: 0,
         }
@@ -503,6 +507,7 @@ impl Engine {
                 Some(card) => card.state.update(|state| {
                     state.live.clear();
                     state.cancelling = false;
+                    state.saving = false;
                     state.phase = Phase::Finished(Box::new(result));
                 }),
                 None => {
@@ -532,6 +537,13 @@ impl Engine {
             FromWorker::Saved { id } => {
                 if let Some(card) = self.card(&id) {
                     card.state.update(|state| state.not_saved = false);
+                }
+            }
+            FromWorker::Stored { ids } => {
+                for id in ids {
+                    if let Some(card) = self.card(&id) {
+                        card.state.update(|state| state.saving = false);
+                    }
                 }
             }
             FromWorker::Markdown { text } => self.save("verity-results.md", "text/markdown", &text),
@@ -613,7 +625,9 @@ impl Engine {
             return;
         }
         for check in &checks {
-            self.add_card(CheckState::new(check.id.clone(), check.claim.clone(), Phase::Queued));
+            let mut state = CheckState::new(check.id.clone(), check.claim.clone(), Phase::Queued);
+            state.saving = true;
+            self.add_card(state);
         }
         self.send(ToWorker::Check {
             checks,
@@ -630,7 +644,9 @@ impl Engine {
         let id = self.new_check_id();
         let (old, claim) =
             card.state.with_untracked(|state| (state.id.clone(), state.claim.clone()));
-        card.state.set(CheckState::new(id.clone(), claim.clone(), Phase::Queued));
+        let mut state = CheckState::new(id.clone(), claim.clone(), Phase::Queued);
+        state.saving = true;
+        card.state.set(state);
         self.send(ToWorker::ForgetResult { id: old });
         self.send(ToWorker::Check {
             checks: vec![CheckRequest { id, claim }],

@@ -399,6 +399,14 @@ pub enum FromWorker {
         /// The check.
         id: String,
     },
+    /// The list of checks still to run is written with these in it (or storage refused it and
+    /// a [`FromWorker::NotSaved`] said so): until then, a tab closed with the app's last would
+    /// lose those not started, so a page warns on leaving (added after the first version of
+    /// this contract; a page that ignores it warns of nothing, as before).
+    Stored {
+        /// The checks, each named once in the engine's life.
+        ids: Vec<String>,
+    },
 }
 
 /// A line of a file that could not be read, and why.
@@ -917,6 +925,7 @@ mod tests {
             FromWorker::NotSaved { id: Some("c1".into()), message: "full".into() },
             FromWorker::NotSaved { id: None, message: "full".into() },
             FromWorker::Saved { id: "c1".into() },
+            FromWorker::Stored { ids: vec!["c1".into(), "c2".into()] },
             FromWorker::ResultsCleared,
         ]
     }

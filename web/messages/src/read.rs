@@ -228,6 +228,7 @@ impl FromJson for FromWorker {
                 FromWorker::NotSaved { id: f.opt_string("id")?, message: f.string("message")? }
             }
             "saved" => FromWorker::Saved { id: f.string("id")? },
+            "stored" => FromWorker::Stored { ids: f.strings("ids")? },
             other => return Err(format!("message: unknown type `{other}`")),
         })
     }

@@ -255,6 +255,7 @@ pub fn start() {
             next_order: Cell::new(0),
             corpus_saver: Rc::default(),
             unfinished: Rc::default(),
+            listed: std::cell::RefCell::default(),
         };
         let restored = match &db {
             Some(db) => restore(db, &host).await.unwrap_or_else(|why| {

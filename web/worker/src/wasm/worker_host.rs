@@ -1,6 +1,7 @@
 //! The engine's host in a browser worker: [`WorkerHost`], what the engine asks of the browser.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -34,12 +35,62 @@ pub(super) struct WorkerHost {
     /// The latest list of unfinished checks given to storage, as JSON: what a check's end
     /// writes when the write it was part of found storage full ([`end_in_full_storage`]).
     pub(super) unfinished: Rc<RefCell<String>>,
+    /// The unfinished checks a write of the list has named ([`FromWorker::Stored`] tells the
+    /// pages of each once that write is done); a check leaves it when its result is recorded.
+    pub(super) listed: RefCell<HashSet<String>>,
 }
 
 impl WorkerHost {
     /// IndexedDB, unless there is none or it was closed for a newer version.
     pub(super) fn db(&self) -> Option<&Rc<Database>> {
         self.db.as_ref().filter(|_| !CLOSED.with(Cell::get))
+    }
+
+    /// The checks of `unfinished` no write of the list has named yet, now named.
+    fn newly_listed(&self, unfinished: &Unfinished) -> Vec<String> {
+        let mut listed = self.listed.borrow_mut();
+        unfinished
+            .checks
+            .iter()
+            .filter(|meta| listed.insert(meta.check.id.clone()))
+            .map(|meta| meta.check.id.clone())
+            .collect()
+    }
+
+    /// Writes `writes`, of which the list `unfinished` is the last, in one transaction; once it
+    /// is done the pages are told of the checks it names first ([`FromWorker::Stored`]). When
+    /// it finds storage full, each of `if_full` is posted, and the checks `ended` are ended
+    /// without it ([`end_in_full_storage`]).
+    fn write_list(
+        &self,
+        mut writes: Vec<Write>,
+        unfinished: &Unfinished,
+        if_full: Vec<FromWorker>,
+        ended: Vec<String>,
+    ) {
+        let new = self.newly_listed(unfinished);
+        let stored = move || {
+            if !new.is_empty() {
+                post(&FromWorker::Stored { ids: new });
+            }
+        };
+        let Some(db) = self.db() else { return stored() };
+        let text = serde_json::to_string(unfinished).expect("serializes");
+        self.unfinished.replace(text.clone());
+        writes.push(Write::Put { store: KV, key: UNFINISHED.to_owned(), text });
+        let (db, latest) = (Rc::clone(db), Rc::clone(&self.unfinished));
+        let written = write(&db, writes);
+        wasm_bindgen_futures::spawn_local(async move {
+            let outcome = match written {
+                Ok(tx) => commit(tx).await,
+                Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
+            };
+            if !ended.is_empty() && matches!(outcome, Err(NotCommitted { full: true, .. })) {
+                end_in_full_storage(&db, &ended, &latest).await;
+            }
+            tell_outcome(outcome, if_full);
+            stored();
+        });
     }
 }
 
@@ -108,7 +159,13 @@ impl Host for WorkerHost {
     }
 
     fn record_results(&self, results: &[CheckResult], unfinished: &Unfinished) {
-        if let Some(db) = self.db() {
+        {
+            let mut listed = self.listed.borrow_mut();
+            for result in results {
+                listed.remove(&result.id);
+            }
+        }
+        if self.db().is_some() {
             let mut writes = Vec::with_capacity(2 * results.len() + 1);
             let mut if_full = Vec::with_capacity(results.len());
             for result in results {
@@ -123,22 +180,8 @@ impl Host for WorkerHost {
                     "It is shown until the last tab of the app closes.",
                 ));
             }
-            let text = serde_json::to_string(unfinished).expect("serializes");
-            self.unfinished.replace(text.clone());
-            writes.push(Write::Put { store: KV, key: UNFINISHED.to_owned(), text });
-            let ended: Vec<String> = results.iter().map(|result| result.id.clone()).collect();
-            let (db, latest) = (Rc::clone(db), Rc::clone(&self.unfinished));
-            let written = write(&db, writes);
-            wasm_bindgen_futures::spawn_local(async move {
-                let outcome = match written {
-                    Ok(tx) => commit(tx).await,
-                    Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
-                };
-                if matches!(outcome, Err(NotCommitted { full: true, .. })) {
-                    end_in_full_storage(&db, &ended, &latest).await;
-                }
-                tell_outcome(outcome, if_full);
-            });
+            let ended = results.iter().map(|result| result.id.clone()).collect();
+            self.write_list(writes, unfinished, if_full, ended);
         } else if CLOSED.with(Cell::get) {
             // Not silently: the card says "not saved", as for a full disk.
             for result in results {
@@ -164,11 +207,7 @@ impl Host for WorkerHost {
     }
 
     fn save_unfinished(&self, unfinished: &Unfinished) {
-        if let Some(db) = self.db() {
-            let text = serde_json::to_string(unfinished).expect("serializes");
-            self.unfinished.replace(text.clone());
-            put_later(db, KV, UNFINISHED, Some(text), Some(list_not_saved()));
-        }
+        self.write_list(Vec::new(), unfinished, vec![list_not_saved()], Vec::new());
     }
 }
 
