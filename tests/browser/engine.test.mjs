@@ -614,6 +614,22 @@ test('the VitaminC corpus loads and indexes while the page stays responsive', as
   const { page, errors, close } = await open();
   try {
     const started = Date.now();
+    // Every read of a file's bytes on the page's main thread is counted (the worker's own reads
+    // are in another realm).
+    await page.evaluate(() => {
+      window.__reads = [];
+      const count = (proto, names) => {
+        for (const name of names) {
+          const original = proto[name];
+          proto[name] = function (...args) {
+            window.__reads.push(`${proto.constructor.name}.${name}`);
+            return original.apply(this, args);
+          };
+        }
+      };
+      count(Blob.prototype, ['text', 'arrayBuffer', 'bytes', 'stream', 'slice']);
+      count(FileReader.prototype, ['readAsText', 'readAsArrayBuffer', 'readAsDataURL', 'readAsBinaryString']);
+    });
     await page.setInputFiles(id('corpus-file-input'), { name: 'corpus.jsonl', mimeType: 'text/plain', buffer: readFileSync(path) });
     // The page's longest main-thread task from then to searchable (from then: handing the test's
     // 5.4 MB buffer to the page is Playwright's own long task, not the page's).
@@ -630,7 +646,7 @@ test('the VitaminC corpus loads and indexes while the page stays responsive', as
     const typed = Date.now();
     await page.fill(id('claims-input'), 'typing works');
     const typing = Date.now() - typed;
-    const stillParsing = await parsing.count();
+    const stillParsing = (await parsing.count()) > 0;
     await page.locator(id('corpus-count')).filter({ hasText: '26,259' }).waitFor({ timeout: 120000 });
     await page.locator(id('corpus-index')).filter({ hasText: 'indexed' }).waitFor({ timeout: 120000 });
     const searchable = Date.now() - started;
@@ -641,8 +657,14 @@ test('the VitaminC corpus loads and indexes while the page stays responsive', as
     console.log(`VitaminC corpus (26,259 passages): searchable ${searchable} ms after the drop; typing during the `
       + `worker's parse answered in ${typing} ms (${stillParsing ? 'still parsing after it' : 'parse ended meanwhile'}); `
       + `longest main-thread task ${Math.round(longest)} ms`);
-    assert.ok(typing < 1000, `typing took ${typing} ms`);
-    assert.ok(longest < 500, `the page's main thread was blocked ${longest} ms`);
+    // Responsive by events, not by a clock: the typing was answered while the engine was still
+    // reading the file (which takes over a second); the page read the file once, as text, for
+    // the engine (a file under 8 MiB; larger ones it hands over unread), and parsed nothing of
+    // it; and it draws one page of the table, not 26,259 rows. The times above are printed, not
+    // bounded.
+    assert.ok(stillParsing, 'the page answered the typing before the engine had read the file');
+    assert.deepEqual(await page.evaluate(() => window.__reads), ['Blob.text'], 'the page read the file once, whole');
+    assert.ok(await page.locator(`${id('corpus-table')} tbody tr`).count() <= 50, 'one page of the table is drawn');
     await screenshot(page, 'vitaminc');
     assert.deepEqual(errors, []);
   } finally {
