@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer } from 'node:http';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
@@ -26,11 +27,12 @@ const ITEMS = [
   { id: 'height', text: 'Its antenna tops out at three hundred thirty-three metres, finished in 1958.' },
 ];
 
-/** Starts aimock's `llmock` on a free port, like `Aimock::start` in tests/src/http.rs. */
-function aimock(t, fixture) {
+/** Starts aimock's `llmock` on a free port, like `Aimock::start` in tests/src/http.rs, with
+ * `fixture` (a file of tests/fixtures/aimock, or an absolute path) and `extra` arguments. */
+function aimock(t, fixture, extra = []) {
   const bin = path.join(root, 'node_modules/.bin/llmock');
   const child = spawn(process.execPath, [bin, '--port', '0', '--host', '127.0.0.1', '--log-level', 'info',
-    '--fixtures', path.join(root, 'tests/fixtures/aimock', fixture)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    '--fixtures', path.resolve(root, 'tests/fixtures/aimock', fixture), ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
   t.after(() => child.kill());
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('aimock did not say where it listens within 30 s')), 30_000);
@@ -151,4 +153,70 @@ test('the verifier route through the component reads the server\'s probabilities
   assert.equal(report.assessment.verdict, 'supported');
   assert.equal(report.verifier.fallback, false, JSON.stringify(report.verifier));
   assert.ok(report.verifier.questions.every((q) => q.source === 'probabilities'));
+});
+
+for (const stream of [false, true]) {
+  test(`timeouts of u64::MAX neither fire at once nor throw: a server that answers after 300 ms is waited for${stream ? ', streaming' : ''}`, async (t) => {
+    // Node fires a timer longer than 2^31 - 1 ms after 1 ms (with a TimeoutOverflowWarning):
+    // uncapped, both clocks would abort every request long before the server's answer.
+    const url = await aimock(t, 'claim.json', ['--chaos-latency', '300']);
+    const warnings = [];
+    const warned = (warning) => warnings.push(`${warning.name}: ${warning.message}`);
+    process.on('warning', warned);
+    t.after(() => process.off('warning', warned));
+    const MAX = '18446744073709551615';
+    // As text: JSON.stringify cannot write u64::MAX (a JavaScript number rounds it up).
+    const provider = JSON.stringify(openai(url, stream)).replace(/}$/, `,"timeoutMs":${MAX},"idleTimeoutMs":${MAX}}`);
+    const started = Date.now();
+    const report = await checkClaim(engine, { provider, claim: 'The Eiffel Tower is in Paris.', items: ITEMS });
+    assert.equal(report.assessment.verdict, 'supported');
+    assert.equal(report.requests, 2);
+    assert.ok(Date.now() - started >= 600, 'both requests waited for the server\'s 300 ms');
+    // A warning is emitted on the next tick: let it come before looking.
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(warnings, []);
+  });
+}
+
+test('a retry wait past 2^31 - 1 ms does not fire at once: no request follows the 429 until the host cancels', async (t) => {
+  // The assessment is answered 429 with a Retry-After of 2^53 - 1 ms in seconds, which the
+  // job's retryAfterCapMs lets it wait for whole; a second request would be answered. Node
+  // fires a longer timer after 1 ms: uncapped, the retry would follow at once.
+  const dir = mkdtempSync(path.join(tmpdir(), 'verity-component-'));
+  const fixture = path.join(dir, 'retry-after.json');
+  const retryAfterSeconds = Math.floor(Number.MAX_SAFE_INTEGER / 1000);
+  const claim = JSON.parse(readFileSync(path.join(root, 'tests/fixtures/aimock/claim.json'), 'utf8'));
+  const limited = { match: { toolName: 'record_assessment', sequenceIndex: 0 }, response: {
+    error: { message: 'Rate limit reached for requests.', type: 'rate_limit_error' }, status: 429, retryAfter: retryAfterSeconds } };
+  writeFileSync(fixture, JSON.stringify({ fixtures: [limited, ...claim.fixtures] }));
+  const url = await aimock(t, fixture);
+  const requests = async () => {
+    const journal = await (await fetch(`${url}/__aimock/journal`)).json();
+    return (Array.isArray(journal) ? journal : journal.entries ?? []).length;
+  };
+  const warnings = [];
+  const warned = (warning) => warnings.push(`${warning.name}: ${warning.message}`);
+  process.on('warning', warned);
+  t.after(() => process.off('warning', warned));
+  const controller = new AbortController();
+  const events = [];
+  const checking = checkClaim(engine, {
+    provider: openai(url, false), claim: 'The Eiffel Tower is in Paris.', items: ITEMS,
+    retry: { maxRetries: 1, retryAfterCapMs: Number.MAX_SAFE_INTEGER }, signal: controller.signal,
+    onEvent: (event) => events.push(event),
+  });
+  const outcome = checking.then((report) => ({ report }), (error) => ({ error }));
+  const retried = () => events.find((event) => event.tag === 'retry');
+  for (let waited = 0; !retried() && waited < 10_000; waited += 20) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.equal(retried()?.val.delayMs, BigInt(retryAfterSeconds) * 1000n, JSON.stringify(events.map((e) => e.tag)));
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  assert.equal(await requests(), 1, 'a request followed the 429 before its wait ended');
+  controller.abort();
+  const { error } = await outcome;
+  assert.ok(error instanceof JobFailed, String(error));
+  assert.equal(error.kind, 'cancelled');
+  assert.equal(await requests(), 1);
+  assert.deepEqual(warnings, []);
 });

@@ -32,13 +32,13 @@ function networkFailure(error, clocks) {
   };
 }
 
+/** A timer's delay: Node fires a delay over 2^31 - 1 ms at once (1 ms), so it is capped. */
+const delayOf = (ms) => Math.min(Number(ms), 2_147_483_647);
+
 /**
  * The request's two clocks: the deadline of the whole exchange (`timeoutMs`) and the longest
  * wait for the next bytes (`idleTimeoutMs`, re-armed by `progress()`), both aborting `signal`.
  */
-/** A timer's delay: Node fires a delay over 2^31 - 1 ms at once (1 ms), so it is capped. */
-const delayOf = (ms) => Math.min(Number(ms), 2_147_483_647);
-
 function clocksOf(request) {
   const controller = new AbortController();
   const clocks = { signal: controller.signal, stalled: false, timedOut: false, idle: undefined };
@@ -122,16 +122,32 @@ async function exchange(fetch, codec, job, call, request, clocks) {
   }
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Resolves after `ms` (capped like the clocks: uncapped, a retry wait past 2^31 - 1 ms ended
+ * after 1 ms), or as soon as `signal` aborts. */
+function sleep(ms, signal) {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, delayOf(ms));
+    signal?.addEventListener('abort', done);
+  });
+}
 
 /**
  * Checks `claim` against `items` (`[{id, text}]`) with the model of `provider` (the app's
- * provider JSON). Returns the report; throws `JobFailed` with the kind and what was spent.
- * `onEvent` receives every event of the job (stages, model calls, streamed pieces, ...);
- * `assess` and `retriever` go into the claim job as they are.
+ * provider JSON, as an object or as its text: a number past 2^53, such as a `timeoutMs` of
+ * u64::MAX, survives only as text). Returns the report; throws `JobFailed` with the kind and
+ * what was spent. `onEvent` receives every event of the job (stages, model calls, streamed
+ * pieces, ...); `assess` and `retriever` go into the claim job as they are. `signal` cancels
+ * the check (the failure kind `cancelled`): it ends a retry wait at once and no request is
+ * made after it; a request in flight ends on its own clocks.
  */
-export async function checkClaim(engine, { provider, claim, items, retry, retriever = 'keyword', assess, fetch = globalThis.fetch, onEvent = () => {} }) {
-  const codec = engine.provider.Codec.open(JSON.stringify(provider));
+export async function checkClaim(engine, { provider, claim, items, retry, retriever = 'keyword', assess, signal, fetch = globalThis.fetch, onEvent = () => {} }) {
+  const codec = engine.provider.Codec.open(typeof provider === 'string' ? provider : JSON.stringify(provider));
   const corpus = new engine.corpus.Corpus();
   corpus.add(items);
   const config = { kind: 'claim', claim, corpus: corpus.id(), retriever };
@@ -150,7 +166,11 @@ export async function checkClaim(engine, { provider, claim, items, retry, retrie
         throw new Error(`the job answers its lookups itself, yet asked for ${output.val.calls.length} tool call(s)`);
       }
       const call = output.val;
-      if (call.delayMs > 0n) await sleep(Number(call.delayMs));
+      if (call.delayMs > 0n) await sleep(call.delayMs, signal);
+      if (signal?.aborted) {
+        job.handle({ tag: 'cancel', val: 'cancelled by the host' });
+        continue;
+      }
       const response = await send(fetch, codec, job, call);
       job.handle({ tag: 'model-response', val: { call: call.id, response } });
     }
