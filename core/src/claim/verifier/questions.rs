@@ -1,0 +1,120 @@
+//! Which questions the verifier route asks: the chunks of the best passages, and the
+//! calibration question before them ([`super`] step 1).
+
+use serde::{Deserialize, Serialize};
+
+use super::VerifierOptions;
+
+/// One question of the route: a chunk of an evidence item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Question {
+    /// The evidence item (its index in the evidence the assessment is given).
+    pub evidence: usize,
+    /// Which chunk of it, from 0.
+    pub chunk: usize,
+    /// How many chunks the item has (asked or not).
+    pub chunks: usize,
+    /// The chunk's byte range in the item's text.
+    pub start: usize,
+    /// The end of that range (exclusive).
+    pub end: usize,
+    /// The calibration question: the claim against an empty document (the model's prior);
+    /// the other fields are 0 and name no passage.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prior: bool,
+}
+
+impl Question {
+    /// The calibration question (see [`Question::prior`]).
+    #[must_use]
+    pub fn prior() -> Self {
+        Self { evidence: 0, chunk: 0, chunks: 0, start: 0, end: 0, prior: true }
+    }
+}
+
+/// The chunks of `text`, as byte ranges, each at most `chunk_chars` characters: a chunk ends
+/// at the last sentence end (`.`, `!`, `?` followed by whitespace, or a line break) in the
+/// second half of its window, else at the last whitespace there, else at the window's end;
+/// the whitespace between chunks and at the end belongs to none. A text that fits is one
+/// chunk; an empty text is one empty chunk.
+#[must_use]
+pub fn chunk_bounds(text: &str, chunk_chars: usize) -> Vec<(usize, usize)> {
+    let chunk_chars = chunk_chars.max(1);
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    loop {
+        let rest = &text[start..];
+        let Some((window_end, _)) = rest.char_indices().nth(chunk_chars) else {
+            chunks.push((start, start + rest.trim_end().len()));
+            return chunks;
+        };
+        let window = &rest[..window_end];
+        let half = window.char_indices().nth(chunk_chars / 2).map_or(0, |(at, _)| at);
+        let sentence = window
+            .char_indices()
+            .filter(|&(at, c)| {
+                at >= half
+                    && (c == '\n'
+                        || (matches!(c, '.' | '!' | '?')
+                            && rest[at + 1..].starts_with(char::is_whitespace)))
+            })
+            .map(|(at, c)| at + c.len_utf8())
+            .next_back();
+        let space = || {
+            window
+                .char_indices()
+                .filter(|&(at, c)| at >= half && at > 0 && c.is_whitespace())
+                .map(|(at, _)| at)
+                .next_back()
+        };
+        let cut = sentence.or_else(space).unwrap_or(window_end);
+        chunks.push((start, start + cut));
+        let next = &rest[cut..];
+        let skipped = next.len() - next.trim_start().len();
+        start += cut + skipped;
+        if start >= text.len() {
+            return chunks;
+        }
+    }
+}
+
+/// The questions about `items` (indices into `evidence`, best first): the first `k` items,
+/// each cut by [`chunk_bounds`]; the first chunk of each, then, when fewer than `k` items were
+/// asked about, the second chunk of the first item that has one; and before them, when
+/// `prior` (the first round) and `options.calibrate` and there is a passage to ask about, the
+/// calibration question ([`Question::prior`]). At most `k + 1` questions, in the order they
+/// are asked.
+#[must_use]
+pub fn plan(
+    evidence: &[String],
+    items: &[usize],
+    options: &VerifierOptions,
+    prior: bool,
+) -> Vec<Question> {
+    let mut questions = Vec::new();
+    let mut spare: Option<Question> = None;
+    for &index in items.iter().take(options.k) {
+        let Some(text) = evidence.get(index) else { continue };
+        let bounds = chunk_bounds(text, options.chunk_chars);
+        let question = |chunk: usize| Question {
+            evidence: index,
+            chunk,
+            chunks: bounds.len(),
+            start: bounds[chunk].0,
+            end: bounds[chunk].1,
+            prior: false,
+        };
+        questions.push(question(0));
+        if spare.is_none() && bounds.len() > 1 {
+            spare = Some(question(1));
+        }
+    }
+    if questions.len() < options.k {
+        questions.extend(spare);
+    }
+    if prior && options.calibrate && !questions.is_empty() {
+        questions.insert(0, Question::prior());
+    }
+    questions
+}
