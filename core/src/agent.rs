@@ -9,7 +9,6 @@
 use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::machine::{CallId, Input, Misuse, MisuseKind, ModelCall, Output, Settled, ToolBatch};
 use crate::message::{
@@ -18,7 +17,12 @@ use crate::message::{
 };
 use crate::request_failure::FailureClass;
 use crate::retry::{RetryPolicy, retry_delay};
-use crate::schema::{Schema, SchemaError};
+
+mod compaction;
+mod tool;
+
+pub use compaction::{Compaction, DROPPED, compact_oldest_tool_results};
+pub use tool::Tool;
 
 /// Result text for a call refused because the response hit the output-token limit.
 pub const REFUSED_LENGTH: &str =
@@ -32,123 +36,6 @@ pub const ABORTED: &str = "aborted: the run was cancelled before this call finis
 pub const MAX_TOOL_CALLS: usize = 64;
 /// Result text for a call beyond [`MAX_TOOL_CALLS`].
 pub const TOO_MANY_CALLS: &str = "not run: a response may make at most 64 tool calls";
-
-/// A tool the host runs: what the model sees, the compiled schema its arguments must satisfy,
-/// and how it may be scheduled. It serializes as its spec; deserializing compiles the schema.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "ToolRepr", into = "ToolRepr")]
-pub struct Tool {
-    spec: ToolSpec,
-    schema: Schema,
-    sequential: bool,
-    replay_safe: bool,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ToolRepr {
-    #[serde(flatten)]
-    spec: ToolSpec,
-    #[serde(default)]
-    sequential: bool,
-    #[serde(default)]
-    replay_safe: bool,
-}
-
-impl TryFrom<ToolRepr> for Tool {
-    type Error = SchemaError;
-    fn try_from(repr: ToolRepr) -> Result<Self, SchemaError> {
-        let mut tool = Tool::new(repr.spec.name, repr.spec.description, repr.spec.parameters)?;
-        // The narrower schema for constrained decoding survives a save and a restore.
-        tool.spec.constrained = repr.spec.constrained;
-        Ok(Self { sequential: repr.sequential, replay_safe: repr.replay_safe, ..tool })
-    }
-}
-
-impl From<Tool> for ToolRepr {
-    fn from(tool: Tool) -> Self {
-        Self { spec: tool.spec, sequential: tool.sequential, replay_safe: tool.replay_safe }
-    }
-}
-
-impl Tool {
-    /// A tool whose arguments must satisfy `parameters`.
-    ///
-    /// # Errors
-    /// When `parameters` is not a valid JSON Schema.
-    pub fn new(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        parameters: Value,
-    ) -> Result<Self, SchemaError> {
-        let schema = Schema::compile(parameters.clone())?;
-        Ok(Self {
-            spec: ToolSpec {
-                name: name.into(),
-                description: description.into(),
-                parameters,
-                constrained: None,
-            },
-            schema,
-            sequential: false,
-            replay_safe: false,
-        })
-    }
-
-    /// A narrower schema of the arguments for constrained decoding only
-    /// ([`ToolSpec::constrained`]); calls are still validated against the tool's own schema.
-    #[must_use]
-    pub fn constrained(mut self, schema: Value) -> Self {
-        self.spec.constrained = Some(schema);
-        self
-    }
-
-    /// Declares that running a call of this tool twice is harmless (it only reads), so a
-    /// durable host may run again a call whose result was lost in a crash.
-    #[must_use]
-    pub fn replay_safe(mut self) -> Self {
-        self.replay_safe = true;
-        self
-    }
-
-    /// Whether calls of this tool may be run again.
-    #[must_use]
-    pub fn is_replay_safe(&self) -> bool {
-        self.replay_safe
-    }
-
-    /// Declares that calls of this tool must run one at a time, in order, with the rest of
-    /// their batch.
-    #[must_use]
-    pub fn sequential(mut self) -> Self {
-        self.sequential = true;
-        self
-    }
-
-    /// Whether calls of this tool must run sequentially.
-    #[must_use]
-    pub fn is_sequential(&self) -> bool {
-        self.sequential
-    }
-
-    /// The tool's name.
-    #[must_use]
-    pub fn name(&self) -> &str {
-        &self.spec.name
-    }
-
-    /// What the model sees.
-    #[must_use]
-    pub fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    /// The compiled schema its arguments must satisfy.
-    #[must_use]
-    pub fn schema(&self) -> &Schema {
-        &self.schema
-    }
-}
 
 /// The core-side policy of a loop: which calls the core settles itself and when a response
 /// ends the run before its host calls run. `()` settles nothing.
@@ -335,62 +222,6 @@ pub struct Agent<H> {
 
 pub use crate::event::Event;
 
-/// The default compaction: after each seal, when the transcript holds more than `max_chars`
-/// characters, the oldest tool results are dropped (their text replaced by a notice) until it
-/// fits. The system prompt and the task are never touched, and no message is removed, so every
-/// call keeps its one result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Compaction {
-    /// The transcript's budget, in characters of message text.
-    pub max_chars: usize,
-}
-
-/// The text that replaces a dropped tool result.
-pub const DROPPED: &str = "[this tool result was dropped to fit the context window]";
-
-/// Drops the oldest tool results of `messages` until their text fits in `max_chars`; returns
-/// how many were dropped. The default compaction hook.
-pub fn compact_oldest_tool_results(messages: &mut [Message], max_chars: usize) -> usize {
-    let mut size: usize = messages.iter().map(message_chars).sum();
-    let mut dropped = 0;
-    for message in messages.iter_mut() {
-        if size <= max_chars {
-            break;
-        }
-        if let Message::ToolResult(result) = message {
-            let output = &mut result.output;
-            if output.content == DROPPED {
-                continue;
-            }
-            size -= output.content.chars().count();
-            size += DROPPED.chars().count();
-            output.content = DROPPED.to_owned();
-            output.details = Value::Null;
-            dropped += 1;
-        }
-    }
-    dropped
-}
-
-fn message_chars(message: &Message) -> usize {
-    match message {
-        Message::User { text } => text.chars().count(),
-        Message::ToolResult(result) => result.output.content.chars().count(),
-        Message::Assistant(response) => response
-            .content
-            .iter()
-            .map(|block| match block {
-                crate::message::ContentBlock::Text { text } => text.chars().count(),
-                crate::message::ContentBlock::Thinking { thinking, .. } => thinking.chars().count(),
-                crate::message::ContentBlock::ToolCall(call) => {
-                    call.name.len() + call.arguments.to_string().chars().count()
-                }
-            })
-            .sum(),
-    }
-}
-
 impl<H: Hooks> Agent<H> {
     /// A loop with `system`, a first user message `task`, `core_tools` settled by `hooks`,
     /// host `tools` and a turn bound (at least 1).
@@ -404,7 +235,7 @@ impl<H: Hooks> Agent<H> {
         hooks: H,
     ) -> Self {
         let mut specs = core_tools;
-        specs.extend(tools.iter().map(|tool| tool.spec.clone()));
+        specs.extend(tools.iter().map(|tool| tool.spec().clone()));
         Self {
             system: system.into(),
             messages: vec![Message::User { text: task.into() }],
@@ -620,11 +451,41 @@ impl<H: Hooks> Agent<H> {
         if self.retry_failure(&response) {
             return;
         }
+        let stop = response.stop_reason();
+        let Some(calls) = self.record_turn(response) else { return };
+        let mut judged = self.judge_calls(calls, stop);
+        let halt = self.hooks.halt();
+        if halt == Halt::BeforeTools {
+            judged.refuse_host_calls();
+        }
+        let halted = halt != Halt::No;
+        self.announce_calls(&judged);
+        let JudgedCalls { slots, host_calls, host_slots, host_replay_safe, sequential } = judged;
+        if host_calls.is_empty() {
+            self.seal(slots.into_iter().flatten().collect(), halted);
+        } else {
+            let batch = self.fresh_id();
+            self.phase = Phase::AwaitTools {
+                batch,
+                slots,
+                host_calls,
+                host_slots,
+                host_replay_safe,
+                sequential,
+                halted,
+            };
+        }
+    }
+
+    /// Counts a response that was not retried as a turn and adds it to the transcript.
+    /// Returns its tool calls, or `None` when it has none to judge: a failure (asked again
+    /// when the server could not read the model's output and the hooks allow it, else the
+    /// run ends) or a reply without calls (the run stops).
+    fn record_turn(&mut self, response: AssistantMessage) -> Option<Vec<ToolCall>> {
         self.spent.requests = self.spent.requests.saturating_add(1);
         self.spent.turns = self.spent.turns.saturating_add(1);
         self.spent.usage.add(&response.usage);
-        let stop = response.stop_reason();
-        let failure = stop.is_failure().then(|| response.failure_message());
+        let failure = response.stop_reason().is_failure().then(|| response.failure_message());
         let calls: Vec<ToolCall> =
             if failure.is_some() { Vec::new() } else { response.tool_calls().cloned().collect() };
         let unreadable = failure.is_some()
@@ -638,67 +499,74 @@ impl<H: Hooks> Agent<H> {
                 } else {
                     Phase::Ended(End::ProviderFailed { message })
                 };
-            return;
+            return None;
         }
         if calls.is_empty() {
             self.phase = Phase::Ended(End::Stopped);
-            return;
+            return None;
         }
+        Some(calls)
+    }
 
-        let mut slots = Vec::with_capacity(calls.len());
-        let mut host_calls = Vec::new();
-        let mut host_slots = Vec::new();
-        let mut host_replay_safe = Vec::new();
-        let mut sequential = false;
+    /// Judges a response's calls in the model's order (see [`Agent::route_call`]): a slot
+    /// for each, settled by the core or left open for the host call that fills it.
+    fn judge_calls(&mut self, calls: Vec<ToolCall>, stop: StopReason) -> JudgedCalls {
+        let mut judged = JudgedCalls {
+            slots: Vec::with_capacity(calls.len()),
+            host_calls: Vec::new(),
+            host_slots: Vec::new(),
+            host_replay_safe: Vec::new(),
+            sequential: false,
+        };
         for (position, call) in calls.into_iter().enumerate() {
-            let settled = if position >= MAX_TOOL_CALLS {
-                Some(ToolOutput::error(TOO_MANY_CALLS))
-            } else if stop == StopReason::Length {
-                self.hooks.refused(&call);
-                Some(ToolOutput::error(REFUSED_LENGTH))
-            } else if let Some(output) = self.hooks.settle(&call) {
-                Some(output)
-            } else if let Some(tool) = self.tools.iter().find(|tool| tool.spec.name == call.name) {
-                match tool.schema.check_arguments(&call.name, &call.arguments) {
-                    Ok(()) => {
-                        sequential |= tool.sequential;
-                        host_replay_safe.push(tool.replay_safe);
-                        None
-                    }
-                    Err(text) => Some(ToolOutput::error(text)),
-                }
-            } else {
-                Some(ToolOutput::error(format!(
-                    "unknown tool \"{}\": the available tools are {}",
-                    call.name,
-                    self.specs
-                        .iter()
-                        .map(|s| format!("\"{}\"", s.name))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )))
-            };
-            match settled {
-                Some(output) => slots.push(Some(result_for(&call, output))),
-                None => {
-                    host_slots.push(slots.len());
-                    slots.push(None);
-                    host_calls.push(call);
+            match self.route_call(position, &call, stop) {
+                Route::Core(output) => judged.slots.push(Some(result_for(&call, output))),
+                Route::Host { sequential, replay_safe } => {
+                    judged.sequential |= sequential;
+                    judged.host_replay_safe.push(replay_safe);
+                    judged.host_slots.push(judged.slots.len());
+                    judged.slots.push(None);
+                    judged.host_calls.push(call);
                 }
             }
         }
+        judged
+    }
 
-        let halt = self.hooks.halt();
-        if halt == Halt::BeforeTools {
-            for (call, slot) in host_calls.iter().zip(&host_slots) {
-                slots[*slot] = Some(result_for(call, ToolOutput::error(NOT_RUN_ENDING)));
-            }
-            host_calls.clear();
-            host_replay_safe.clear();
+    /// Who settles the call at `position` of a response that stopped for `stop`: the core,
+    /// for a call beyond [`MAX_TOOL_CALLS`], in a cut-off response, settled by the hooks, of
+    /// an unknown tool or with invalid arguments; else the host.
+    fn route_call(&mut self, position: usize, call: &ToolCall, stop: StopReason) -> Route {
+        if position >= MAX_TOOL_CALLS {
+            return Route::Core(ToolOutput::error(TOO_MANY_CALLS));
         }
-        let halted = halt != Halt::No;
-        let mut host = host_calls.iter();
-        for slot in &slots {
+        if stop == StopReason::Length {
+            self.hooks.refused(call);
+            return Route::Core(ToolOutput::error(REFUSED_LENGTH));
+        }
+        if let Some(output) = self.hooks.settle(call) {
+            return Route::Core(output);
+        }
+        let Some(tool) = self.tools.iter().find(|tool| tool.name() == call.name) else {
+            return Route::Core(ToolOutput::error(format!(
+                "unknown tool \"{}\": the available tools are {}",
+                call.name,
+                self.specs.iter().map(|s| format!("\"{}\"", s.name)).collect::<Vec<_>>().join(", ")
+            )));
+        };
+        match tool.schema().check_arguments(&call.name, &call.arguments) {
+            Ok(()) => {
+                Route::Host { sequential: tool.is_sequential(), replay_safe: tool.is_replay_safe() }
+            }
+            Err(text) => Route::Core(ToolOutput::error(text)),
+        }
+    }
+
+    /// The events of a judged response, in the model's order: each call, and the result of
+    /// each the core settled.
+    fn announce_calls(&mut self, judged: &JudgedCalls) {
+        let mut host = judged.host_calls.iter();
+        for slot in &judged.slots {
             match slot {
                 Some(result) => {
                     self.events.push(Event::ToolCall {
@@ -717,20 +585,6 @@ impl<H: Hooks> Agent<H> {
                     });
                 }
             }
-        }
-        if host_calls.is_empty() {
-            self.seal(slots.into_iter().flatten().collect(), halted);
-        } else {
-            let batch = self.fresh_id();
-            self.phase = Phase::AwaitTools {
-                batch,
-                slots,
-                host_calls,
-                host_slots,
-                host_replay_safe,
-                sequential,
-                halted,
-            };
         }
     }
 
@@ -831,6 +685,40 @@ impl<H: Hooks> Agent<H> {
                 Ok(())
             }
         }
+    }
+}
+
+/// Who settles a call of a response, as [`Agent::route_call`] judges it.
+enum Route {
+    /// The core, with this result.
+    Core(ToolOutput),
+    /// The host, with how its tool may be scheduled.
+    Host { sequential: bool, replay_safe: bool },
+}
+
+/// A response's calls once judged: one slot per call, in the model's order, settled by the
+/// core or open until the host call that fills it is sealed.
+struct JudgedCalls {
+    slots: Vec<Option<ToolResult>>,
+    /// The calls the host runs.
+    host_calls: Vec<ToolCall>,
+    /// For each host call, its slot.
+    host_slots: Vec<usize>,
+    /// For each host call, whether its tool is safe to run again.
+    host_replay_safe: Vec<bool>,
+    /// Whether a host call's tool must run sequentially.
+    sequential: bool,
+}
+
+impl JudgedCalls {
+    /// The run ends before the host calls run ([`Halt::BeforeTools`]): each is settled as not
+    /// run.
+    fn refuse_host_calls(&mut self) {
+        for (call, slot) in self.host_calls.iter().zip(&self.host_slots) {
+            self.slots[*slot] = Some(result_for(call, ToolOutput::error(NOT_RUN_ENDING)));
+        }
+        self.host_calls.clear();
+        self.host_replay_safe.clear();
     }
 }
 
