@@ -33,9 +33,13 @@ use super::http::{HttpRequest, HttpResponse};
 use super::price::Price;
 use super::sse::SseEvent;
 use crate::message::{
-    AssistantMessage, ContentBlock, Delta, FirstToken, Message, ModelRequest, TokenLogprob,
-    ToolCall, ToolSpec, Usage,
+    AssistantMessage, Delta, FirstToken, Message, ModelRequest, TokenLogprob, ToolSpec, Usage,
 };
+
+mod constrained;
+
+pub use constrained::{CONSTRAINED_CALL_ID, answer_schema};
+use constrained::{constrained_answer, constrained_system, read_answer};
 
 /// OpenAI's API base URL.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -266,29 +270,63 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
             }}),
         );
     } else if !request.tools.is_empty() {
-        let tools = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({"type": "function", "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                }})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        let choice = match &config.tool_choice {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::Required => json!("required"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-        };
-        body.insert("tool_choice".into(), choice);
-        if let Some(parallel) = config.parallel_tool_calls {
-            body.insert("parallel_tool_calls".into(), json!(parallel));
+        insert_tools(&mut body, request.tools, config);
+    }
+    insert_sampling(&mut body, request, config);
+    if let Some(cache) = config.cache_prompt {
+        body.insert("cache_prompt".into(), json!(cache));
+    }
+    // A probe is not streamed (see `insert_sampling`).
+    let stream = config.stream && request.probe.is_none();
+    if stream {
+        body.insert("stream".into(), json!(true));
+        if config.include_usage {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
         }
     }
+    HttpRequest {
+        method: "POST".to_owned(),
+        url: config.url(),
+        headers: headers(config, stream),
+        body: Value::Object(body).to_string(),
+        timeout_ms: Some(config.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+        idle_timeout_ms: Some(config.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)),
+    }
+}
+
+/// The native tool-calling fields of a turn with tools: `tools`, `tool_choice` and, when the
+/// configuration sets it, `parallel_tool_calls`.
+fn insert_tools(body: &mut Map<String, Value>, tools: &[ToolSpec], config: &OpenAiConfig) {
+    let tools = tools
+        .iter()
+        .map(|tool| {
+            json!({"type": "function", "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            }})
+        })
+        .collect();
+    body.insert("tools".into(), Value::Array(tools));
+    let choice = match &config.tool_choice {
+        ToolChoice::Auto => json!("auto"),
+        ToolChoice::Required => json!("required"),
+        ToolChoice::None => json!("none"),
+        ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+    };
+    body.insert("tool_choice".into(), choice);
+    if let Some(parallel) = config.parallel_tool_calls {
+        body.insert("parallel_tool_calls".into(), json!(parallel));
+    }
+}
+
+/// The fields that say how the answer is sampled: the output limit, the temperature, and
+/// either the probe's `logprobs` or the configuration's `reasoning_effort`.
+fn insert_sampling(
+    body: &mut Map<String, Value>,
+    request: &ModelRequest<'_>,
+    config: &OpenAiConfig,
+) {
     let field = match config.max_tokens_field {
         MaxTokensField::MaxTokens => "max_tokens",
         MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
@@ -310,16 +348,11 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
     } else if let Some(effort) = &config.reasoning_effort {
         body.insert("reasoning_effort".into(), json!(effort));
     }
-    if let Some(cache) = config.cache_prompt {
-        body.insert("cache_prompt".into(), json!(cache));
-    }
-    let stream = config.stream && probe.is_none();
-    if stream {
-        body.insert("stream".into(), json!(true));
-        if config.include_usage {
-            body.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-    }
+}
+
+/// The request's headers: JSON in, JSON or an event stream out, the key as a bearer token
+/// when there is one, then the configuration's own.
+fn headers(config: &OpenAiConfig, stream: bool) -> Vec<(String, String)> {
     let mut headers = vec![
         ("Content-Type".to_owned(), "application/json".to_owned()),
         (
@@ -331,14 +364,7 @@ pub fn encode(request: &ModelRequest<'_>, config: &OpenAiConfig) -> HttpRequest 
         headers.push(("Authorization".to_owned(), format!("Bearer {key}")));
     }
     headers.extend(config.headers.iter().cloned());
-    HttpRequest {
-        method: "POST".to_owned(),
-        url: config.url(),
-        headers,
-        body: Value::Object(body).to_string(),
-        timeout_ms: Some(config.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
-        idle_timeout_ms: Some(config.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)),
-    }
+    headers
 }
 
 /// The output limit a request carries: the configuration's `maxTokens`; else the call kind's
@@ -350,105 +376,6 @@ fn output_limit(request: &ModelRequest<'_>, config: &OpenAiConfig) -> u32 {
         Some(limit) if config.reasoning_effort.is_none() => limit,
         _ => DEFAULT_MAX_TOKENS,
     })
-}
-
-/// The schema a constrained turn's answer must follow: one object naming the tool it calls
-/// and that tool's arguments, `{"tool": name, "arguments": {...}}`, as a `oneOf` when the turn
-/// has several tools. With one tool the object is that tool's parameter schema under a fixed
-/// name (a `const` the grammar writes for the model). The answer names its tool in every case
-/// so that a response decodes without its request: the component's codec and a durable log
-/// replay decode a body alone.
-#[must_use]
-pub fn answer_schema(tools: &[ToolSpec]) -> Value {
-    let mut choices: Vec<Value> = tools
-        .iter()
-        .map(|tool| {
-            json!({
-                "type": "object",
-                "properties": {
-                    "tool": {"const": tool.name},
-                    "arguments": tool.constrained.as_ref().unwrap_or(&tool.parameters),
-                },
-                "required": ["tool", "arguments"],
-                "additionalProperties": false,
-            })
-        })
-        .collect();
-    if choices.len() == 1 { choices.remove(0) } else { json!({"oneOf": choices}) }
-}
-
-/// The system prompt of a constrained turn: the server is sent no tools, so it says how to
-/// answer and describes each tool.
-fn constrained_system(request: &ModelRequest<'_>) -> String {
-    let mut system = request.system.to_owned();
-    if !system.is_empty() {
-        system.push_str("\n\n");
-    }
-    system.push_str(
-        "Answer with one JSON object {\"tool\": <name>, \"arguments\": {...}} that calls one of \
-         these tools:",
-    );
-    for tool in request.tools {
-        system.push_str(&format!("\n- {}: {}", tool.name, tool.description));
-    }
-    system
-}
-
-/// An earlier response of a constrained conversation: its text and its calls as the JSON
-/// answers the model gave.
-fn constrained_answer(response: &AssistantMessage) -> Value {
-    let mut content = response.text_content();
-    for call in response.tool_calls() {
-        if !content.is_empty() {
-            content.push('\n');
-        }
-        let arguments = match &call.arguments {
-            // Arguments that were not JSON are kept as the text the model wrote.
-            Value::String(text) => serde_json::from_str(text).unwrap_or(json!(text)),
-            other => other.clone(),
-        };
-        content.push_str(&json!({"tool": call.name, "arguments": arguments}).to_string());
-    }
-    json!({"role": "assistant", "content": content})
-}
-
-/// The id given to the call read from a constrained answer (the wire has none).
-pub const CONSTRAINED_CALL_ID: &str = "answer";
-
-/// Reads a constrained answer: text that is exactly one `{"tool", "arguments"}` object becomes
-/// that tool call; anything else (prose, a cut-off object) stays text, for the loop to judge
-/// like any reply that made no call. The arguments are not checked here: the loop validates
-/// them like any other call's.
-fn read_answer(content: Vec<ContentBlock>) -> Vec<ContentBlock> {
-    if content.iter().any(|block| matches!(block, ContentBlock::ToolCall(_))) {
-        return content;
-    }
-    let text: String = content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    let Ok(Value::Object(mut answer)) = serde_json::from_str::<Value>(text.trim()) else {
-        return content;
-    };
-    let (Some(Value::String(name)), Some(arguments)) =
-        (answer.remove("tool"), answer.remove("arguments"))
-    else {
-        return content;
-    };
-    if !answer.is_empty() {
-        return content;
-    }
-    let mut out: Vec<ContentBlock> =
-        content.into_iter().filter(|block| !matches!(block, ContentBlock::Text { .. })).collect();
-    out.push(ContentBlock::ToolCall(ToolCall {
-        id: CONSTRAINED_CALL_ID.to_owned(),
-        name,
-        arguments,
-    }));
-    out
 }
 
 /// The wire conversation. A `constrained` turn (see [`OutputMode::JsonSchema`]) has its own
