@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::tokenize::{STOP_WORDS, for_each_term, for_each_word};
-use crate::corpus::{Chunk, Corpus};
+use crate::corpus::{Chunk, Corpus, Passage};
 
 /// BM25's term-frequency saturation.
 const K1: f32 = 1.2;
@@ -80,12 +80,23 @@ struct Segment {
     stop_words: Vec<Vec<u16>>,
 }
 
-impl Segment {
-    /// Indexes `chunk`, adding its new terms to `vocabulary`.
-    fn build(chunk: &Chunk, vocabulary: &mut Arc<Vocabulary>) -> Self {
-        let passages = chunk.passages();
+/// A chunk's passages, each as the terms it has: the forward index a segment's postings
+/// are inverted from.
+struct ForwardIndex {
+    /// Per passage, its (term, frequency) pairs, sorted by term.
+    pairs: Vec<(u32, u16)>,
+    /// Where each passage's pairs end in `pairs`.
+    pair_ends: Vec<usize>,
+    /// Each passage's length in terms.
+    lengths: Vec<u32>,
+    /// Per stop word: the passages that have it, ascending.
+    stop_words: Vec<Vec<u16>>,
+}
+
+impl ForwardIndex {
+    /// Reads the terms of `passages`, adding the new ones to `vocabulary`.
+    fn read(passages: &[Passage], vocabulary: &mut Arc<Vocabulary>) -> Self {
         let mut lengths: Vec<u32> = Vec::with_capacity(passages.len());
-        // Per passage, its (term, frequency) pairs, sorted by term.
         let mut pairs: Vec<(u32, u16)> = Vec::new();
         let mut pair_ends: Vec<usize> = Vec::with_capacity(passages.len());
         let mut term_ids: Vec<u32> = Vec::new();
@@ -123,6 +134,16 @@ impl Segment {
             }
             pair_ends.push(pairs.len());
         }
+        Self { pairs, pair_ends, lengths, stop_words }
+    }
+}
+
+impl Segment {
+    /// Indexes `chunk`, adding its new terms to `vocabulary`: its forward index
+    /// ([`ForwardIndex::read`]) inverted into one postings list per term.
+    fn build(chunk: &Chunk, vocabulary: &mut Arc<Vocabulary>) -> Self {
+        let ForwardIndex { pairs, pair_ends, lengths, stop_words } =
+            ForwardIndex::read(chunk.passages(), vocabulary);
         let mut terms: Vec<u32> = pairs.iter().map(|&(term, _)| term).collect();
         terms.sort_unstable();
         terms.dedup();
