@@ -1,7 +1,7 @@
 //! The Restate workflows: `ClaimCheck` drives one job durably, `Batch` fans claim checks (its
 //! parts' private `BatchCheck`s, the same job) out over a corpus with a bounded concurrency and answers a progress query.
 //!
-//! How the job protocol maps onto Restate's journal (see docs/design/restate.md): the core's [`Session`] tracks the machine; every answer it is given comes out
+//! How the job protocol maps onto Restate's journal (see docs/design/restate.md): the core's [`Session`](verity_core::Session) tracks the machine; every answer it is given comes out
 //! of a journaled side effect (`ctx.run`), so a replay after a crash feeds the machine the
 //! same answers without doing the work again:
 //!
@@ -10,313 +10,32 @@
 //! - a tool call is two: *started* (empty, journaled before the tool runs) and *settled* (the
 //!   tool's output). A replay that finds *started* in the journal but not *settled* knows the
 //!   call may have taken effect: the settled side effect then asks the core what to do
-//!   ([`verity_core::session::PendingCall::interrupted_outcome`], the rule [`Session`] applies when it resumes a
+//!   ([`verity_core::session::PendingCall::interrupted_outcome`], the rule `Session` applies when it resumes a
 //!   log): a replay-safe tool runs again, any other is settled as an unknown outcome;
 //! - the workflow's result is the value or the typed failure, with what was spent.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use verity_core::retry::RetryPolicy;
-use verity_core::{
-    AssistantMessage, Job, JobFailed, Session, SessionOutput, Spent, ToolCall, ToolOutput, Tools,
-};
 
 pub use crate::claims::ClaimRow;
 use crate::corpus::{CorpusFile, CorpusSource};
 use crate::host::Host;
-use crate::limiter::{self, RateRef, Window};
+use crate::limiter::{RateRef, Window};
 
-/// What a `ClaimCheck` workflow is given: a job configuration (the JSON of
-/// [`verity_core::JobConfig`]; a claim job's `corpus` field is filled in from `corpus`) and,
-/// for a claim job, where its corpus comes from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CheckInput {
-    /// The job configuration.
-    pub job: Value,
-    /// The claim's corpus.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub corpus: Option<CorpusSource>,
-    /// The rate limiter every model request of the check waits for (a batch's), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<RateRef>,
-}
+mod check;
 
-/// A check's outcome: the value (a claim's report, a step's submission) or the typed failure,
-/// and what was spent either way.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckResult {
-    /// The job's value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<Value>,
-    /// The job's failure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<JobFailed>,
-    /// Neither: the check ended with an error of its own (a worker refused its corpus, or it
-    /// was cancelled); the error. A batch records it as that claim's failure and goes on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refused: Option<String>,
-    /// Requests, turns, tokens and cost.
-    pub spent: Spent,
-}
+pub use check::{
+    BatchCheck, BatchCheckClient, BatchCheckIngressClient, CheckInput, CheckResult, ClaimCheck,
+    ClaimCheckClient, ClaimCheckIngressClient, build_job,
+};
 
-impl CheckResult {
-    /// The outcome of a finished job.
-    #[must_use]
-    pub fn of(outcome: Result<Value, JobFailed>, spent: Spent) -> Self {
-        match outcome {
-            Ok(value) => Self { value: Some(value), failure: None, refused: None, spent },
-            Err(failure) => {
-                Self { value: None, spent: failure.spent(), failure: Some(failure), refused: None }
-            }
-        }
-    }
-
-    /// A check that ended with `error` instead of an outcome.
-    #[must_use]
-    pub fn refused(error: impl std::fmt::Display) -> Self {
-        Self {
-            value: None,
-            failure: None,
-            refused: Some(error.to_string()),
-            spent: Spent::default(),
-        }
-    }
-
-    /// Whether the check failed (a typed failure or an error).
-    #[must_use]
-    pub fn is_failure(&self) -> bool {
-        self.value.is_none()
-    }
-
-    /// Whether the check ended without a verdict: a failure, but not one that leaves the
-    /// verdict `insufficient` ([`verity_core::JobFailureKind::is_insufficient`]), which every
-    /// host counts as that verdict.
-    #[must_use]
-    pub fn has_no_verdict(&self) -> bool {
-        self.value.is_none()
-            && !self.failure.as_ref().is_some_and(|failure| failure.kind().is_insufficient())
-    }
-}
-
-/// Builds the job of `input` on `host`: `Err(Ok(failure))` for a configuration the core
-/// refuses (a typed failure, the check's result), `Err(Err(message))` for a corpus the worker
-/// refuses (a terminal error). A corpus file is loaded inside a tokio runtime (see
-/// [`crate::corpus::Corpora::get`]); inline passages need none.
-///
-/// # Errors
-/// As above.
-pub async fn build_job(host: &Host, input: &CheckInput) -> Result<Job, Result<JobFailed, String>> {
-    let mut config = input.job.clone();
-    let kind = config.get("kind").and_then(Value::as_str).unwrap_or_default();
-    if kind != "claim" && !host.allow_steps {
-        return Err(Err(format!(
-            "this worker runs only claim jobs, not {kind:?} (its operator starts it with \
-             --allow-steps to run steps on its model)"
-        )));
-    }
-    let mut corpora = Vec::new();
-    if let Some(source) = &input.corpus {
-        let corpus = host.corpus(source).await.map_err(Err)?;
-        if let Value::Object(fields) = &mut config
-            && fields.get("kind").and_then(Value::as_str) == Some("claim")
-        {
-            fields.insert("corpus".to_owned(), Value::String(corpus.id().as_str().to_owned()));
-        }
-        corpora.push(corpus);
-    }
-    Job::from_json(&config.to_string(), &corpora).map_err(Ok)
-}
-
+/// A terminal error (Restate does not retry it) saying `message`.
 fn terminal(message: impl std::fmt::Display) -> HandlerError {
     TerminalError::new(message.to_string()).into()
-}
-
-/// Drives `job` to its end in the workflow `ctx`: see the module documentation.
-async fn drive_durably(
-    ctx: &WorkflowContext<'_>,
-    host: &Arc<Host>,
-    job: Job,
-    rate: Option<(&RateRef, u64)>,
-) -> Result<CheckResult, HandlerError> {
-    let check = ctx.key().to_owned();
-    let mut session = Session::start(job).map_err(terminal)?;
-    loop {
-        match session.poll() {
-            SessionOutput::CallModel(call) => {
-                let (id, delay_ms) = (call.id, call.delay_ms);
-                let request = call.request.to_owned_request();
-                if delay_ms > 0 {
-                    ctx.sleep(Duration::from_millis(delay_ms)).await?;
-                }
-                let slot = match rate {
-                    Some((rate, _)) => {
-                        Some(limiter::wait_for_slot(ctx, rate, &check, id.0, &request).await?)
-                    }
-                    None => None,
-                };
-                let host = Arc::clone(host);
-                let response: AssistantMessage = ctx
-                    .run(|| async move {
-                        Ok::<_, HandlerError>(Json(host.model.complete(request).await))
-                    })
-                    .name(format!("model {}", id.0))
-                    .await?
-                    .into_inner();
-                if let (Some((rate, cap)), Some(slot)) = (rate, slot) {
-                    limiter::report(ctx, rate, slot, id.0, &response, cap).await?;
-                }
-                session.record_response(id, response).map_err(terminal)?;
-            }
-            SessionOutput::RunTools { batch, pending, .. } => {
-                // One at a time, in the model's order: the journal's order is then the same
-                // on every replay.
-                // Each call with what the core's rule says of it should the attempt that
-                // started it die before its result was journaled.
-                let pending: Vec<(ToolCall, Option<ToolOutput>)> =
-                    pending.iter().map(|p| (p.call.clone(), p.interrupted_outcome())).collect();
-                for (call, interrupted) in pending {
-                    let fresh = Arc::new(AtomicBool::new(false));
-                    let started = Arc::clone(&fresh);
-                    ctx.run(|| async move {
-                        started.store(true, Ordering::SeqCst);
-                        Ok::<_, HandlerError>(())
-                    })
-                    .name(format!("tool started {} {}", batch.0, call.id))
-                    .await?;
-                    session.start_tool(batch, &call.id).map_err(terminal)?;
-                    let host = Arc::clone(host);
-                    let tool_call = call.clone();
-                    let output: ToolOutput = ctx
-                        .run(|| async move {
-                            // `started` came from the journal, not from this attempt: the
-                            // call ran (or began to) in an attempt that died before its
-                            // result was journaled. The core decides (`Session`'s rule).
-                            if !fresh.load(Ordering::SeqCst)
-                                && let Some(unknown) = interrupted
-                            {
-                                return Ok::<_, HandlerError>(Json(unknown));
-                            }
-                            Ok(Json(host.tools.run(&tool_call).await))
-                        })
-                        .name(format!("tool settled {} {}", batch.0, call.id))
-                        .await?
-                        .into_inner();
-                    session.settle_tool(batch, &call.id, output).map_err(terminal)?;
-                }
-            }
-            // Done (the enum is non-exhaustive: anything newer is not ours to drive).
-            _ => break,
-        }
-    }
-    let spent = session.machine().spent();
-    Ok(CheckResult::of(session.finish(), spent))
-}
-
-/// The `ClaimCheck` workflow: one job (a claim check, or a step with host tools), keyed by
-/// its check id.
-#[derive(Debug, Clone)]
-pub struct ClaimCheck {
-    host: Arc<Host>,
-}
-
-impl ClaimCheck {
-    /// The workflow over `host`.
-    #[must_use]
-    pub fn new(host: Arc<Host>) -> Self {
-        Self { host }
-    }
-}
-
-#[restate_sdk::workflow(
-    name = "ClaimCheck",
-    invocation_retry_policy(
-        initial_interval = "100ms",
-        factor = 2.0,
-        max_interval = "2s",
-        max_attempts = 10000,
-        on_max_attempts = "pause",
-    )
-)]
-impl ClaimCheck {
-    /// Runs the job; the result is its value or typed failure with what was spent. A corpus
-    /// the worker refuses (its hash does not match) ends the workflow with a terminal error.
-    #[handler]
-    async fn run(
-        &self,
-        ctx: WorkflowContext<'_>,
-        input: Json<CheckInput>,
-    ) -> Result<Json<CheckResult>, HandlerError> {
-        check(&ctx, &self.host, input.into_inner()).await.map(Json)
-    }
-}
-
-/// One job, run durably: what [`ClaimCheck`] and [`BatchCheck`] do.
-async fn check(
-    ctx: &WorkflowContext<'_>,
-    host: &Arc<Host>,
-    input: CheckInput,
-) -> Result<CheckResult, HandlerError> {
-    let job = match build_job(host, &input).await {
-        Ok(job) => job,
-        Err(Ok(failure)) => return Ok(CheckResult::of(Err(failure), Spent::default())),
-        Err(Err(refused)) => return Err(terminal(refused)),
-    };
-    // The job's own cap on a `Retry-After` (the config was just read, so it parses).
-    let retry_after_cap_ms = input
-        .job
-        .get("retry")
-        .and_then(|retry| serde_json::from_value::<RetryPolicy>(retry.clone()).ok())
-        .unwrap_or_default()
-        .retry_after_cap_ms;
-    let rate = input.rate.as_ref().map(|rate| (rate, retry_after_cap_ms));
-    drive_durably(ctx, host, job, rate).await
-}
-
-/// A batch's claim check: the job [`ClaimCheck`] runs, keyed `{batch}.{index}`, but private
-/// (Restate's `ingress_private`): only a batch part starts one. A public `ClaimCheck` with
-/// those keys would let a caller who knows a batch's id start `{batch}.{i}` first, with a job
-/// of their own, and have the batch take that result as its row.
-#[derive(Debug, Clone)]
-pub struct BatchCheck {
-    host: Arc<Host>,
-}
-
-impl BatchCheck {
-    /// The workflow over `host`.
-    #[must_use]
-    pub fn new(host: Arc<Host>) -> Self {
-        Self { host }
-    }
-}
-
-#[restate_sdk::workflow(
-    name = "BatchCheck",
-    invocation_retry_policy(
-        initial_interval = "100ms",
-        factor = 2.0,
-        max_interval = "2s",
-        max_attempts = 10000,
-        on_max_attempts = "pause",
-    )
-)]
-impl BatchCheck {
-    /// Runs the row's job (see [`ClaimCheck`]'s `run`).
-    #[handler(ingress_private)]
-    async fn run(
-        &self,
-        ctx: WorkflowContext<'_>,
-        input: Json<CheckInput>,
-    ) -> Result<Json<CheckResult>, HandlerError> {
-        check(&ctx, &self.host, input.into_inner()).await.map(Json)
-    }
 }
 
 /// How fast a batch may go.
@@ -544,6 +263,18 @@ pub fn check_key(batch: &str, index: usize) -> String {
 }
 
 impl Progress {
+    /// The counts of one finished check.
+    fn finished(result: &CheckResult) -> Self {
+        Progress {
+            done: 1,
+            failed: u64::from(result.has_no_verdict()),
+            requests: u64::from(result.spent.requests),
+            tokens: result.spent.usage.input.saturating_add(result.spent.usage.output),
+            cost: result.spent.usage.cost,
+            ..Progress::default()
+        }
+    }
+
     /// Adds `other`'s counts (not its total) to these, saturating.
     fn add(&mut self, other: &Progress) {
         self.done = self.done.saturating_add(other.done);
@@ -584,53 +315,19 @@ impl Batch {
         input: Json<BatchInput>,
     ) -> Result<Json<BatchProgress>, HandlerError> {
         let input = input.into_inner();
-        if let Some(file) = &input.corpus {
-            let host = Arc::clone(&self.host);
-            let source = CorpusSource::File(file.clone());
-            ctx.run(|| async move { host.corpus(&source).await.map(drop).map_err(terminal) })
-                .name("corpus")
-                .await?;
-        }
-        // The claim file's rows, counted (and checked to have a corpus) by a worker once.
-        let from_file: u64 = match &input.claims_file {
-            Some(file) => {
-                let (host, file, shared) =
-                    (Arc::clone(&self.host), file.clone(), input.corpus.is_some());
-                ctx.run(|| async move {
-                    let rows = host.claims(&file).await.map_err(terminal)?;
-                    if !shared && let Some(n) = rows.iter().position(|row| row.corpus.is_none()) {
-                        return Err(terminal(format!(
-                            "claim {} of the claim file has no corpus of its own and the batch \
-                             names none",
-                            n + 1
-                        )));
-                    }
-                    Ok(rows.len() as u64)
-                })
-                .name("claims")
-                .await?
-            }
-            None => 0,
-        };
-        if let Some(n) = input.claims.iter().position(|row| row.corpus.is_none())
-            && input.corpus.is_none()
-        {
-            return Err(terminal(format!(
-                "claim {} has no corpus of its own and the batch names none",
-                n + 1
-            )));
-        }
+        let from_file = check_sources(&ctx, &self.host, &input).await?;
         let inline = input.claims.len() as u64;
-        let total = inline + from_file;
-        let part_size = input.part_size.unwrap_or(DEFAULT_PART_SIZE).max(1);
-        // The inline rows' parts, then the claim file's.
-        let inline_parts = inline.div_ceil(part_size);
+        let plan = PartPlan {
+            inline,
+            from_file,
+            part_size: input.part_size.unwrap_or(DEFAULT_PART_SIZE).max(1),
+        };
         let key = ctx.key().to_owned();
         let rate = input.limits.window().map(|window| RateRef { key: key.clone(), window });
         let concurrency = input.limits.concurrency.max(1);
         let mut state = BatchState {
-            progress: Progress { total, ..Progress::default() },
-            parts: inline_parts + from_file.div_ceil(part_size),
+            progress: Progress { total: inline + from_file, ..Progress::default() },
+            parts: plan.parts(),
             ..BatchState::default()
         };
         ctx.set(STATE, Json(state.clone()));
@@ -648,17 +345,7 @@ impl Batch {
                 && let Some(slot) = free.pop()
             {
                 let n = state.started;
-                let (claims, offset) = if n < inline_parts {
-                    let start = n.saturating_mul(part_size);
-                    let end = (n + 1).saturating_mul(part_size).min(inline);
-                    (PartClaims::Rows(input.claims[start as usize..end as usize].to_vec()), start)
-                } else {
-                    let m = n - inline_parts;
-                    let start = m.saturating_mul(part_size);
-                    let end = (m + 1).saturating_mul(part_size).min(from_file);
-                    let file = input.claims_file.clone().expect("file parts come from a file");
-                    (PartClaims::File { file, start, end }, inline.saturating_add(start))
-                };
+                let (claims, offset) = plan.claims(n, &input);
                 let part = PartInput {
                     corpus: input.corpus.clone(),
                     claims,
@@ -724,6 +411,90 @@ impl Batch {
     }
 }
 
+/// Checks what a batch's claims need before any part starts, each a side effect run by a
+/// worker once: the shared corpus loads, the claim file's rows (counted, the count returned)
+/// and the inline rows each have a corpus. A terminal error otherwise.
+async fn check_sources(
+    ctx: &WorkflowContext<'_>,
+    host: &Arc<Host>,
+    input: &BatchInput,
+) -> Result<u64, HandlerError> {
+    if let Some(file) = &input.corpus {
+        let host = Arc::clone(host);
+        let source = CorpusSource::File(file.clone());
+        ctx.run(|| async move { host.corpus(&source).await.map(drop).map_err(terminal) })
+            .name("corpus")
+            .await?;
+    }
+    // The claim file's rows, counted (and checked to have a corpus) by a worker once.
+    let from_file: u64 = match &input.claims_file {
+        Some(file) => {
+            let (host, file, shared) = (Arc::clone(host), file.clone(), input.corpus.is_some());
+            ctx.run(|| async move {
+                let rows = host.claims(&file).await.map_err(terminal)?;
+                if !shared && let Some(n) = rows.iter().position(|row| row.corpus.is_none()) {
+                    return Err(terminal(format!(
+                        "claim {} of the claim file has no corpus of its own and the batch \
+                         names none",
+                        n + 1
+                    )));
+                }
+                Ok(rows.len() as u64)
+            })
+            .name("claims")
+            .await?
+        }
+        None => 0,
+    };
+    if let Some(n) = input.claims.iter().position(|row| row.corpus.is_none())
+        && input.corpus.is_none()
+    {
+        return Err(terminal(format!(
+            "claim {} has no corpus of its own and the batch names none",
+            n + 1
+        )));
+    }
+    Ok(from_file)
+}
+
+/// How a batch's claims are cut into parts of `part_size`: the inline rows' parts, then the
+/// claim file's.
+struct PartPlan {
+    /// Inline rows.
+    inline: u64,
+    /// Rows of the claim file.
+    from_file: u64,
+    /// Claims per part (at least 1).
+    part_size: u64,
+}
+
+impl PartPlan {
+    fn inline_parts(&self) -> u64 {
+        self.inline.div_ceil(self.part_size)
+    }
+
+    /// Parts in the batch.
+    fn parts(&self) -> u64 {
+        self.inline_parts() + self.from_file.div_ceil(self.part_size)
+    }
+
+    /// Part `n`'s claims and the batch index of its first.
+    fn claims(&self, n: u64, input: &BatchInput) -> (PartClaims, u64) {
+        let inline_parts = self.inline_parts();
+        if n < inline_parts {
+            let start = n.saturating_mul(self.part_size);
+            let end = (n + 1).saturating_mul(self.part_size).min(self.inline);
+            (PartClaims::Rows(input.claims[start as usize..end as usize].to_vec()), start)
+        } else {
+            let m = n - inline_parts;
+            let start = m.saturating_mul(self.part_size);
+            let end = (m + 1).saturating_mul(self.part_size).min(self.from_file);
+            let file = input.claims_file.clone().expect("file parts come from a file");
+            (PartClaims::File { file, start, end }, self.inline.saturating_add(start))
+        }
+    }
+}
+
 /// The `BatchPart` workflow: a slice of a batch.
 #[derive(Debug, Clone)]
 pub struct BatchPart {
@@ -759,20 +530,7 @@ impl BatchPart {
         input: Json<PartInput>,
     ) -> Result<Json<Progress>, HandlerError> {
         let input = input.into_inner();
-        let rows: Vec<ClaimRow> = match &input.claims {
-            PartClaims::Rows(rows) => rows.clone(),
-            PartClaims::File { file, start, end } => {
-                let (host, file, range) = (Arc::clone(&self.host), file.clone(), (*start, *end));
-                ctx.run(|| async move {
-                    let rows = host.claims(&file).await.map_err(terminal)?;
-                    let (start, end) = (range.0 as usize, (range.1 as usize).min(rows.len()));
-                    Ok(Json(rows.get(start..end).map(<[ClaimRow]>::to_vec).unwrap_or_default()))
-                })
-                .name("claims")
-                .await?
-                .into_inner()
-            }
-        };
+        let rows = part_rows(&ctx, &self.host, &input.claims).await?;
         let total = rows.len();
         let mut progress = Progress { total: total as u64, ..Progress::default() };
         ctx.set(PROGRESS, Json(progress));
@@ -783,27 +541,7 @@ impl BatchPart {
         while next < total || !in_flight.is_empty() {
             let mut launched = false;
             if next < total && in_flight.len() < concurrency {
-                let row = &rows[next];
-                let mut job = input.job.clone();
-                job.insert("kind".to_owned(), Value::from("claim"));
-                job.insert("claim".to_owned(), Value::from(row.claim.clone()));
-                let corpus = match &row.corpus {
-                    Some(passages) => CorpusSource::Passages(passages.clone()),
-                    None => match &input.corpus {
-                        Some(file) => CorpusSource::File(file.clone()),
-                        None => {
-                            return Err(terminal(format!(
-                                "claim {} has no corpus of its own and the batch names none",
-                                input.offset.saturating_add(next as u64 + 1)
-                            )));
-                        }
-                    },
-                };
-                let check = CheckInput {
-                    job: Value::Object(job),
-                    corpus: Some(corpus),
-                    rate: input.rate.clone(),
-                };
+                let check = row_check(&input, &rows[next], next)?;
                 let index =
                     usize::try_from(input.offset).unwrap_or(usize::MAX).saturating_add(next);
                 let future = ctx
@@ -828,14 +566,7 @@ impl BatchPart {
                 Err(error) => CheckResult::refused(error),
             };
             progress.running -= 1;
-            progress.add(&Progress {
-                done: 1,
-                failed: u64::from(result.has_no_verdict()),
-                requests: u64::from(result.spent.requests),
-                tokens: result.spent.usage.input.saturating_add(result.spent.usage.output),
-                cost: result.spent.usage.cost,
-                ..Progress::default()
-            });
+            progress.add(&Progress::finished(&result));
             ctx.set(PROGRESS, Json(progress));
             // Kept in the order they finished, for `finished` (results as they arrive).
             let finished = ClaimResult {
@@ -879,6 +610,49 @@ impl BatchPart {
             .unwrap_or_default()
             .into())
     }
+}
+
+/// A part's rows: its own, or its range of the claim file, read by a worker once.
+async fn part_rows(
+    ctx: &WorkflowContext<'_>,
+    host: &Arc<Host>,
+    claims: &PartClaims,
+) -> Result<Vec<ClaimRow>, HandlerError> {
+    Ok(match claims {
+        PartClaims::Rows(rows) => rows.clone(),
+        PartClaims::File { file, start, end } => {
+            let (host, file, range) = (Arc::clone(host), file.clone(), (*start, *end));
+            ctx.run(|| async move {
+                let rows = host.claims(&file).await.map_err(terminal)?;
+                let (start, end) = (range.0 as usize, (range.1 as usize).min(rows.len()));
+                Ok(Json(rows.get(start..end).map(<[ClaimRow]>::to_vec).unwrap_or_default()))
+            })
+            .name("claims")
+            .await?
+            .into_inner()
+        }
+    })
+}
+
+/// The check of `row`, the part's `local`-th: a claim job with the batch's other fields, over
+/// the row's corpus or else the batch's. A terminal error for a row with neither.
+fn row_check(input: &PartInput, row: &ClaimRow, local: usize) -> Result<CheckInput, HandlerError> {
+    let mut job = input.job.clone();
+    job.insert("kind".to_owned(), Value::from("claim"));
+    job.insert("claim".to_owned(), Value::from(row.claim.clone()));
+    let corpus = match &row.corpus {
+        Some(passages) => CorpusSource::Passages(passages.clone()),
+        None => match &input.corpus {
+            Some(file) => CorpusSource::File(file.clone()),
+            None => {
+                return Err(terminal(format!(
+                    "claim {} has no corpus of its own and the batch names none",
+                    input.offset.saturating_add(local as u64 + 1)
+                )));
+            }
+        },
+    };
+    Ok(CheckInput { job: Value::Object(job), corpus: Some(corpus), rate: input.rate.clone() })
 }
 
 #[cfg(test)]

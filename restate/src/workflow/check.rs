@@ -1,0 +1,303 @@
+//! One job, run durably: the `ClaimCheck` workflow and a batch's private `BatchCheck`, both
+//! driving the core's [`Session`] with every answer a journaled side effect (see the
+//! [`workflow`](super) docs).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use verity_core::retry::RetryPolicy;
+use verity_core::{
+    AssistantMessage, Job, JobFailed, Session, SessionOutput, Spent, ToolCall, ToolOutput, Tools,
+};
+
+use super::terminal;
+use crate::corpus::CorpusSource;
+use crate::host::Host;
+use crate::limiter::{self, RateRef};
+
+/// What a `ClaimCheck` workflow is given: a job configuration (the JSON of
+/// [`verity_core::JobConfig`]; a claim job's `corpus` field is filled in from `corpus`) and,
+/// for a claim job, where its corpus comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CheckInput {
+    /// The job configuration.
+    pub job: Value,
+    /// The claim's corpus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<CorpusSource>,
+    /// The rate limiter every model request of the check waits for (a batch's), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateRef>,
+}
+
+/// A check's outcome: the value (a claim's report, a step's submission) or the typed failure,
+/// and what was spent either way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckResult {
+    /// The job's value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    /// The job's failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<JobFailed>,
+    /// Neither: the check ended with an error of its own (a worker refused its corpus, or it
+    /// was cancelled); the error. A batch records it as that claim's failure and goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// Requests, turns, tokens and cost.
+    pub spent: Spent,
+}
+
+impl CheckResult {
+    /// The outcome of a finished job.
+    #[must_use]
+    pub fn of(outcome: Result<Value, JobFailed>, spent: Spent) -> Self {
+        match outcome {
+            Ok(value) => Self { value: Some(value), failure: None, refused: None, spent },
+            Err(failure) => {
+                Self { value: None, spent: failure.spent(), failure: Some(failure), refused: None }
+            }
+        }
+    }
+
+    /// A check that ended with `error` instead of an outcome.
+    #[must_use]
+    pub fn refused(error: impl std::fmt::Display) -> Self {
+        Self {
+            value: None,
+            failure: None,
+            refused: Some(error.to_string()),
+            spent: Spent::default(),
+        }
+    }
+
+    /// Whether the check failed (a typed failure or an error).
+    #[must_use]
+    pub fn is_failure(&self) -> bool {
+        self.value.is_none()
+    }
+
+    /// Whether the check ended without a verdict: a failure, but not one that leaves the
+    /// verdict `insufficient` ([`verity_core::JobFailureKind::is_insufficient`]), which every
+    /// host counts as that verdict.
+    #[must_use]
+    pub fn has_no_verdict(&self) -> bool {
+        self.value.is_none()
+            && !self.failure.as_ref().is_some_and(|failure| failure.kind().is_insufficient())
+    }
+}
+
+/// Builds the job of `input` on `host`: `Err(Ok(failure))` for a configuration the core
+/// refuses (a typed failure, the check's result), `Err(Err(message))` for a corpus the worker
+/// refuses (a terminal error). A corpus file is loaded inside a tokio runtime (see
+/// [`crate::corpus::Corpora::get`]); inline passages need none.
+///
+/// # Errors
+/// As above.
+pub async fn build_job(host: &Host, input: &CheckInput) -> Result<Job, Result<JobFailed, String>> {
+    let mut config = input.job.clone();
+    let kind = config.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if kind != "claim" && !host.allow_steps {
+        return Err(Err(format!(
+            "this worker runs only claim jobs, not {kind:?} (its operator starts it with \
+             --allow-steps to run steps on its model)"
+        )));
+    }
+    let mut corpora = Vec::new();
+    if let Some(source) = &input.corpus {
+        let corpus = host.corpus(source).await.map_err(Err)?;
+        if let Value::Object(fields) = &mut config
+            && fields.get("kind").and_then(Value::as_str) == Some("claim")
+        {
+            fields.insert("corpus".to_owned(), Value::String(corpus.id().as_str().to_owned()));
+        }
+        corpora.push(corpus);
+    }
+    Job::from_json(&config.to_string(), &corpora).map_err(Ok)
+}
+
+/// Drives `job` to its end in the workflow `ctx`: see the module documentation.
+async fn drive_durably(
+    ctx: &WorkflowContext<'_>,
+    host: &Arc<Host>,
+    job: Job,
+    rate: Option<(&RateRef, u64)>,
+) -> Result<CheckResult, HandlerError> {
+    let check = ctx.key().to_owned();
+    let mut session = Session::start(job).map_err(terminal)?;
+    loop {
+        match session.poll() {
+            SessionOutput::CallModel(call) => {
+                let (id, delay_ms) = (call.id, call.delay_ms);
+                let request = call.request.to_owned_request();
+                if delay_ms > 0 {
+                    ctx.sleep(Duration::from_millis(delay_ms)).await?;
+                }
+                let slot = match rate {
+                    Some((rate, _)) => {
+                        Some(limiter::wait_for_slot(ctx, rate, &check, id.0, &request).await?)
+                    }
+                    None => None,
+                };
+                let host = Arc::clone(host);
+                let response: AssistantMessage = ctx
+                    .run(|| async move {
+                        Ok::<_, HandlerError>(Json(host.model.complete(request).await))
+                    })
+                    .name(format!("model {}", id.0))
+                    .await?
+                    .into_inner();
+                if let (Some((rate, cap)), Some(slot)) = (rate, slot) {
+                    limiter::report(ctx, rate, slot, id.0, &response, cap).await?;
+                }
+                session.record_response(id, response).map_err(terminal)?;
+            }
+            SessionOutput::RunTools { batch, pending, .. } => {
+                // One at a time, in the model's order: the journal's order is then the same
+                // on every replay.
+                // Each call with what the core's rule says of it should the attempt that
+                // started it die before its result was journaled.
+                let pending: Vec<(ToolCall, Option<ToolOutput>)> =
+                    pending.iter().map(|p| (p.call.clone(), p.interrupted_outcome())).collect();
+                for (call, interrupted) in pending {
+                    let fresh = Arc::new(AtomicBool::new(false));
+                    let started = Arc::clone(&fresh);
+                    ctx.run(|| async move {
+                        started.store(true, Ordering::SeqCst);
+                        Ok::<_, HandlerError>(())
+                    })
+                    .name(format!("tool started {} {}", batch.0, call.id))
+                    .await?;
+                    session.start_tool(batch, &call.id).map_err(terminal)?;
+                    let host = Arc::clone(host);
+                    let tool_call = call.clone();
+                    let output: ToolOutput = ctx
+                        .run(|| async move {
+                            // `started` came from the journal, not from this attempt: the
+                            // call ran (or began to) in an attempt that died before its
+                            // result was journaled. The core decides (`Session`'s rule).
+                            if !fresh.load(Ordering::SeqCst)
+                                && let Some(unknown) = interrupted
+                            {
+                                return Ok::<_, HandlerError>(Json(unknown));
+                            }
+                            Ok(Json(host.tools.run(&tool_call).await))
+                        })
+                        .name(format!("tool settled {} {}", batch.0, call.id))
+                        .await?
+                        .into_inner();
+                    session.settle_tool(batch, &call.id, output).map_err(terminal)?;
+                }
+            }
+            // Done (the enum is non-exhaustive: anything newer is not ours to drive).
+            _ => break,
+        }
+    }
+    let spent = session.machine().spent();
+    Ok(CheckResult::of(session.finish(), spent))
+}
+
+/// The `ClaimCheck` workflow: one job (a claim check, or a step with host tools), keyed by
+/// its check id.
+#[derive(Debug, Clone)]
+pub struct ClaimCheck {
+    host: Arc<Host>,
+}
+
+impl ClaimCheck {
+    /// The workflow over `host`.
+    #[must_use]
+    pub fn new(host: Arc<Host>) -> Self {
+        Self { host }
+    }
+}
+
+#[restate_sdk::workflow(
+    name = "ClaimCheck",
+    invocation_retry_policy(
+        initial_interval = "100ms",
+        factor = 2.0,
+        max_interval = "2s",
+        max_attempts = 10000,
+        on_max_attempts = "pause",
+    )
+)]
+impl ClaimCheck {
+    /// Runs the job; the result is its value or typed failure with what was spent. A corpus
+    /// the worker refuses (its hash does not match) ends the workflow with a terminal error.
+    #[handler]
+    async fn run(
+        &self,
+        ctx: WorkflowContext<'_>,
+        input: Json<CheckInput>,
+    ) -> Result<Json<CheckResult>, HandlerError> {
+        check(&ctx, &self.host, input.into_inner()).await.map(Json)
+    }
+}
+
+/// One job, run durably: what [`ClaimCheck`] and [`BatchCheck`] do.
+async fn check(
+    ctx: &WorkflowContext<'_>,
+    host: &Arc<Host>,
+    input: CheckInput,
+) -> Result<CheckResult, HandlerError> {
+    let job = match build_job(host, &input).await {
+        Ok(job) => job,
+        Err(Ok(failure)) => return Ok(CheckResult::of(Err(failure), Spent::default())),
+        Err(Err(refused)) => return Err(terminal(refused)),
+    };
+    // The job's own cap on a `Retry-After` (the config was just read, so it parses).
+    let retry_after_cap_ms = input
+        .job
+        .get("retry")
+        .and_then(|retry| serde_json::from_value::<RetryPolicy>(retry.clone()).ok())
+        .unwrap_or_default()
+        .retry_after_cap_ms;
+    let rate = input.rate.as_ref().map(|rate| (rate, retry_after_cap_ms));
+    drive_durably(ctx, host, job, rate).await
+}
+
+/// A batch's claim check: the job [`ClaimCheck`] runs, keyed `{batch}.{index}`, but private
+/// (Restate's `ingress_private`): only a batch part starts one. A public `ClaimCheck` with
+/// those keys would let a caller who knows a batch's id start `{batch}.{i}` first, with a job
+/// of their own, and have the batch take that result as its row.
+#[derive(Debug, Clone)]
+pub struct BatchCheck {
+    host: Arc<Host>,
+}
+
+impl BatchCheck {
+    /// The workflow over `host`.
+    #[must_use]
+    pub fn new(host: Arc<Host>) -> Self {
+        Self { host }
+    }
+}
+
+#[restate_sdk::workflow(
+    name = "BatchCheck",
+    invocation_retry_policy(
+        initial_interval = "100ms",
+        factor = 2.0,
+        max_interval = "2s",
+        max_attempts = 10000,
+        on_max_attempts = "pause",
+    )
+)]
+impl BatchCheck {
+    /// Runs the row's job (see [`ClaimCheck`]'s `run`).
+    #[handler(ingress_private)]
+    async fn run(
+        &self,
+        ctx: WorkflowContext<'_>,
+        input: Json<CheckInput>,
+    ) -> Result<Json<CheckResult>, HandlerError> {
+        check(&ctx, &self.host, input.into_inner()).await.map(Json)
+    }
+}
