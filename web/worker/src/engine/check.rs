@@ -17,6 +17,7 @@ use verity_core::{
 use verity_messages::{CheckRequest, CheckResult, FromWorker, Outcome, ProviderChoice};
 
 use super::budget::{BUDGET_REACHED, Budgeted, RunBudget};
+use super::state::Phase;
 use super::{Engine, Host};
 use crate::corpus::CorpusState;
 
@@ -133,11 +134,15 @@ impl<H: Host> Engine<H> {
         }
         let id = check.id.clone();
         let host = &self.inner.host;
-        let live = &self.inner.live;
+        let state = &self.inner.state;
         let options = DriveOptions::new().cancel(cancel.clone()).events(move |event| {
             let event = serde_json::to_value(&event).expect("events serialize");
             // Kept until the check ends, so that a page connecting meanwhile sees its progress.
-            live.borrow_mut().entry(id.clone()).or_default().push(event.clone());
+            if let Some(check) = state.borrow_mut().check_mut(&id)
+                && let Phase::Running { events, .. } = &mut check.phase
+            {
+                events.push(event.clone());
+            }
             host.post(&FromWorker::Progress { id: id.clone(), event });
         });
         let driven = match provider {

@@ -18,7 +18,6 @@ mod schedule;
 mod state;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -28,10 +27,9 @@ use verity_core::{Cancel, Spent, ToolOutput};
 use verity_messages::{CheckResult, FromWorker, Outcome, ProviderChoice, StepOutcome, ToWorker};
 
 use crate::host::Host;
-use crate::saved::SessionMeta;
 
 use check::{cancelled, refused};
-use state::{Awaiting, Pending, State, Stranded};
+use state::{Check, Pending, Phase, State};
 
 /// The most checks that run at once, whatever a page asks for (the app's largest choice): each
 /// holds a model request and a session open, and a run's spending limit can be overshot by one
@@ -57,21 +55,7 @@ impl<H: Host> std::fmt::Debug for Engine<H> {
 
 struct Inner<H: Host> {
     host: H,
-    state: RefCell<State>,
-    /// Keyed checks resumed after a reload, waiting for [`ToWorker::Credentials`].
-    awaiting: RefCell<Vec<Awaiting<H::Store>>>,
-    /// Checks queued again after a reload (they had not started), in order, waiting for
-    /// [`ToWorker::Credentials`] when any of them needs a key. No queued check starts while any
-    /// check waits for them.
-    awaiting_queue: RefCell<Vec<SessionMeta>>,
-    /// The events of each running check so far, by id: replayed to a page that connects while
-    /// it runs ([`Engine::welcome`]).
-    live: RefCell<HashMap<String, Vec<Value>>>,
-    /// Checks a reload interrupted whose corpus has changed since: they wait for it.
-    stranded: RefCell<Vec<Stranded<H::Store>>>,
-    /// Checks whose session record could not be read (another version's, or damaged): kept
-    /// as they are, never started over; they end when the person cancels them.
-    unreadable: RefCell<Vec<SessionMeta>>,
+    state: RefCell<State<H::Store>>,
     /// The page's provider with its key, once [`ToWorker::Credentials`] came (`Some(None)`: the
     /// page has none), for stranded checks that resume later.
     credentials: RefCell<Option<Option<ProviderChoice>>>,
@@ -80,17 +64,8 @@ struct Inner<H: Host> {
 impl<H: Host> Engine<H> {
     /// An engine over `host` with an empty corpus; call [`start`](Self::start) next.
     pub fn new(host: H) -> Self {
-        let state = State { concurrency: 1, ..State::default() };
-        let inner = Inner {
-            host,
-            state: RefCell::new(state),
-            awaiting: RefCell::default(),
-            awaiting_queue: RefCell::default(),
-            live: RefCell::default(),
-            stranded: RefCell::default(),
-            unreadable: RefCell::default(),
-            credentials: RefCell::default(),
-        };
+        let inner =
+            Inner { host, state: RefCell::new(State::default()), credentials: RefCell::default() };
         Self { inner: Rc::new(inner) }
     }
 
@@ -113,37 +88,33 @@ impl<H: Host> Engine<H> {
     /// of the running checks so far, each through [`Host::reply`]. Later news reaches it with
     /// every other page's.
     pub fn welcome(&self) {
-        let ready = {
+        let (ready, live) = {
             let state = self.inner.state.borrow();
-            let awaiting = self.inner.awaiting.borrow();
-            let resumed = state
-                .running
+            let (resumed, queued) =
+                state.checks.iter().partition::<Vec<_>, _>(|check| check.phase.shown_running());
+            let requests = |checks: Vec<&Check<H::Store>>| {
+                checks.into_iter().map(|check| check.request.clone()).collect()
+            };
+            let live: Vec<(String, Vec<Value>)> = state
+                .checks
                 .iter()
-                .filter_map(|running| running.check.clone())
-                .chain(awaiting.iter().map(|waiting| waiting.meta.check.clone()))
+                .filter_map(|check| match &check.phase {
+                    Phase::Running { events, .. } => {
+                        Some((check.request.id.clone(), events.clone()))
+                    }
+                    _ => None,
+                })
                 .collect();
-            let queued = state
-                .queue
-                .iter()
-                .map(|pending| pending.check.clone())
-                .chain(self.inner.awaiting_queue.borrow().iter().map(|meta| meta.check.clone()))
-                .chain(
-                    self.inner.stranded.borrow().iter().map(|waiting| waiting.meta.check.clone()),
-                )
-                .chain(self.inner.unreadable.borrow().iter().map(|meta| meta.check.clone()))
-                .collect();
-            FromWorker::Ready {
+            let ready = FromWorker::Ready {
                 corpus: self.corpus_summary(),
                 results: state.results.clone(),
-                resumed,
-                queued,
-            }
+                resumed: requests(resumed),
+                queued: requests(queued),
+            };
+            (ready, live)
         };
         self.reply(&ready);
-        let running: Vec<String> =
-            self.inner.state.borrow().running.iter().map(|running| running.id.clone()).collect();
-        for id in running {
-            let events = self.inner.live.borrow().get(&id).cloned().unwrap_or_default();
+        for (id, events) in live {
             for event in events {
                 self.reply(&FromWorker::Progress { id: id.clone(), event });
             }
@@ -241,80 +212,73 @@ impl<H: Host> Engine<H> {
         }
     }
 
+    /// Cancels the check or step `id`: a running one through the core (what it spent is
+    /// reported), any other ends at once.
     fn cancel(&self, id: &str) {
-        let queued = {
+        let taken = {
             let mut state = self.inner.state.borrow_mut();
-            if let Some(running) = state.running.iter().find(|running| running.id == id) {
-                running.cancel.cancel("cancelled by the user");
+            if let Some((_, cancel)) = state.steps.iter().find(|(step, _)| step == id) {
+                cancel.cancel("cancelled by the user");
                 return;
             }
-            let position = state.queue.iter().position(|pending| pending.check.id == id);
-            position.and_then(|position| state.queue.remove(position))
+            let Some(check) = state.check_mut(id) else { return };
+            match &mut check.phase {
+                Phase::Running { cancel, .. } => {
+                    cancel.cancel("cancelled by the user");
+                    return;
+                }
+                Phase::AwaitingKey(_) => {
+                    // Ended through the core, so what its session had spent is reported.
+                    let Phase::AwaitingKey(resumed) =
+                        std::mem::replace(&mut check.phase, Phase::Held)
+                    else {
+                        unreachable!("matched above")
+                    };
+                    let meta = check.saved.clone().expect("a resumed check is saved");
+                    drop(state);
+                    let cancel = Cancel::new();
+                    cancel.cancel("cancelled by the user");
+                    let provider = meta.provider.clone();
+                    self.resume(meta, provider, cancel, resumed);
+                    return;
+                }
+                _ => {}
+            }
+            state.remove(id).expect("found above")
         };
-        let queued = queued.or_else(|| {
-            // Waiting for the page's credentials after a reload.
-            let mut awaiting = self.inner.awaiting_queue.borrow_mut();
-            let position = awaiting.iter().position(|meta| meta.check.id == id)?;
-            let meta = awaiting.remove(position);
-            Some(Pending { check: meta.check, provider: meta.provider, corpus: None, budget: None })
-        });
-        if queued.is_none() {
-            let stranded = {
-                let mut stranded = self.inner.stranded.borrow_mut();
-                let position = stranded.iter().position(|waiting| waiting.meta.check.id == id);
-                position.map(|position| stranded.remove(position))
-            };
-            let stranded = stranded.map(|Stranded { meta, .. }| meta).or_else(|| {
-                let mut unreadable = self.inner.unreadable.borrow_mut();
-                let position = unreadable.iter().position(|meta| meta.check.id == id)?;
-                Some(unreadable.remove(position))
-            });
-            if let Some(meta) = stranded {
-                // Its session cannot be opened (over this corpus, or by this version): what it
-                // spent is in its log.
+        let Check { request, saved, phase } = taken;
+        let (message, provider, corpus) = match phase {
+            Phase::Queued(Pending { provider, corpus, .. }) => {
+                let corpus = corpus.unwrap_or_else(|| self.corpus());
+                ("cancelled by the user before it started", provider, Some(corpus))
+            }
+            Phase::Requeued => {
+                let provider = saved.map(|meta| meta.provider).unwrap_or(ProviderChoice::Offline);
+                ("cancelled by the user before it started", provider, Some(self.corpus()))
+            }
+            // Its session cannot be opened (over this corpus, or by this version): what it spent
+            // is in its log.
+            _ => {
+                let provider = saved.map(|meta| meta.provider).unwrap_or(ProviderChoice::Offline);
                 let message = "cancelled by the user while it waited to resume (what it had \
                                spent is not counted here)";
-                self.finished(CheckResult {
-                    id: meta.check.id,
-                    claim: meta.check.claim,
-                    outcome: Outcome::Failed { failure: cancelled(message, Spent::default()) },
-                    cited: Vec::new(),
-                    provenance: self.provenance(&meta.provider, None),
-                });
-                return;
+                (message, provider, None)
             }
-            let resumed = {
-                let mut awaiting = self.inner.awaiting.borrow_mut();
-                let position = awaiting.iter().position(|waiting| waiting.meta.check.id == id);
-                position.map(|position| awaiting.remove(position))
-            };
-            if let Some(Awaiting { meta, store, session, corpus }) = resumed {
-                // Ended through the core, so what its session had spent is reported.
-                let cancel = Cancel::new();
-                cancel.cancel("cancelled by the user");
-                let provider = meta.provider.clone();
-                self.resume(meta, provider, cancel, store, session, corpus);
-            }
-        }
-        if let Some(Pending { check, provider, corpus, .. }) = queued {
-            let corpus = corpus.unwrap_or_else(|| self.corpus());
-            self.finished(CheckResult {
-                id: check.id,
-                claim: check.claim,
-                outcome: Outcome::Failed {
-                    failure: cancelled("cancelled by the user before it started", Spent::default()),
-                },
-                cited: Vec::new(),
-                provenance: self.provenance(&provider, Some(&corpus)),
-            });
-        }
+        };
+        self.finished(CheckResult {
+            id: request.id,
+            claim: request.claim,
+            outcome: Outcome::Failed { failure: cancelled(message, Spent::default()) },
+            cited: Vec::new(),
+            provenance: self.provenance(&provider, corpus.as_deref()),
+        });
     }
 
     /// How many checks run and wait (for tests and diagnostics).
     #[must_use]
     pub fn load(&self) -> (usize, usize) {
         let state = self.inner.state.borrow();
-        (state.running.len(), state.queue.len())
+        (state.running(), state.queued())
     }
 
     /// The current corpus.

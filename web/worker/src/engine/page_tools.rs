@@ -10,7 +10,6 @@ use verity_core::{
 use verity_messages::{FromWorker, ProviderChoice, StepOutcome};
 
 use super::check::{refused, to_value};
-use super::state::Running;
 use super::{Engine, Host};
 
 impl<H: Host> Engine<H> {
@@ -35,17 +34,13 @@ impl<H: Host> Engine<H> {
             }
         };
         let cancel = Cancel::new();
-        self.inner.state.borrow_mut().running.push(Running {
-            id: id.clone(),
-            cancel: cancel.clone(),
-            check: None,
-        });
+        self.inner.state.borrow_mut().steps.push((id.clone(), cancel.clone()));
         let engine = self.clone();
         self.inner.host.spawn(Box::pin(async move {
             let outcome = engine.drive_step(&id, job, &provider, cancel).await;
             {
                 let mut state = engine.inner.state.borrow_mut();
-                state.running.retain(|running| running.id != id);
+                state.steps.retain(|(step, _)| *step != id);
                 state.tool_calls.retain(|(step, _), _| *step != id);
             }
             engine.post(&FromWorker::StepFinished { id, outcome });

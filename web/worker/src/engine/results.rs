@@ -34,12 +34,7 @@ impl<H: Host> Engine<H> {
             self.finished(result);
             return;
         }
-        {
-            let mut state = self.inner.state.borrow_mut();
-            state.running.retain(|running| running.id != result.id);
-            state.unfinished.retain(|meta| meta.check.id != result.id);
-        }
-        self.inner.live.borrow_mut().remove(&result.id);
+        self.inner.state.borrow_mut().remove(&result.id);
         self.post(&FromWorker::Finished { result });
         self.pump();
     }
@@ -56,13 +51,7 @@ impl<H: Host> Engine<H> {
         let mut recorded = Vec::with_capacity(results.len());
         for result in results {
             let result = result.advised();
-            let id = result.id.clone();
-            {
-                let mut state = self.inner.state.borrow_mut();
-                state.running.retain(|running| running.id != id);
-                state.unfinished.retain(|meta| meta.check.id != id);
-            }
-            self.inner.live.borrow_mut().remove(&id);
+            self.inner.state.borrow_mut().remove(&result.id);
             self.post(&FromWorker::Finished { result: result.clone() });
             recorded.push(result);
         }

@@ -11,11 +11,11 @@ use verity_messages::{CheckResult, FromWorker, Outcome, ProviderChoice};
 
 use super::budget::RunBudget;
 use super::check::{CheckRun, cancelled};
-use super::state::{Awaiting, Pending, Running, Stranded};
+use super::state::{Check, Pending, Phase, Resumed};
 use super::{Engine, Host};
 use crate::corpus::CorpusState;
 use crate::host::{Restored, StoredSession};
-use crate::records::unreadable_notice;
+use crate::records::{Unreadable, unreadable_notice};
 use crate::saved::{SessionMeta, without_credentials};
 
 impl<H: Host> Engine<H> {
@@ -37,37 +37,71 @@ impl<H: Host> Engine<H> {
             unfinished.budgets.iter().map(|budget| budget.run.clone()).collect();
         let limit_lost =
             |meta: &SessionMeta| meta.run.as_deref().is_some_and(|run| !limited.contains(run));
-        let mut kept_without_limit: Vec<SessionMeta> = Vec::new();
-        let corpus = self.inner.state.borrow().corpus.current().clone();
         let with_session: HashSet<String> =
             sessions.iter().map(|stored| stored.meta.check.id.clone()).collect();
         let session_unreadable: HashSet<&str> =
             unreadable.iter().filter_map(|skipped| skipped.session_of.as_deref()).collect();
-        let mut requeued = Vec::new();
-        let mut kept_unreadable = Vec::new();
+        let mut waiting = Waiting::default();
         {
             let mut state = self.inner.state.borrow_mut();
             for meta in unfinished.checks {
                 let id = &meta.check.id;
-                if state.results.iter().any(|result| result.id == *id)
-                    || state.unfinished.iter().any(|kept| kept.check.id == *id)
-                {
+                if state.results.iter().any(|result| result.id == *id) || state.knows(id) {
                     continue;
                 }
-                if session_unreadable.contains(id.as_str()) {
+                let phase = if session_unreadable.contains(id.as_str()) {
                     // Started over, it would write over its record and pay again: it waits.
-                    kept_unreadable.push(meta.clone());
+                    waiting.unreadable.push(meta.clone());
+                    Phase::Held
                 } else if limit_lost(&meta) {
-                    kept_without_limit.push(meta.clone());
+                    waiting.without_limit.push(meta.clone());
+                    Phase::Held
                 } else if !with_session.contains(id) {
-                    requeued.push(meta.clone());
-                }
-                state.unfinished.push(meta);
+                    waiting.requeued.push(meta.clone());
+                    Phase::Requeued
+                } else {
+                    // Its session decides, below.
+                    Phase::Held
+                };
+                state.checks.push(Check { request: meta.check.clone(), saved: Some(meta), phase });
             }
         }
+        let resumed = self.open_sessions(sessions, &limit_lost, &mut waiting).await;
+        self.post_restored(&resumed, &waiting, &unreadable);
+        let requeued = waiting.requeued;
+        self.index();
+        for (meta, opened) in resumed {
+            if meta.credentials_removed {
+                // Its key was not stored: wait for the page's `Credentials`.
+                self.place(meta, Phase::AwaitingKey(opened));
+                continue;
+            }
+            let provider = meta.provider.clone();
+            self.resume(meta, provider, Cancel::new(), opened);
+        }
+        // When one needs a key, all of them wait (`Requeued`), so they keep their order once
+        // the key is there.
+        if !requeued.iter().any(|meta| meta.credentials_removed) {
+            for meta in requeued {
+                let budget = self.budget_of(&meta);
+                let pending = Pending { provider: meta.provider, corpus: None, budget };
+                self.set_phase(&meta.check.id, Phase::Queued(pending));
+            }
+        }
+        self.save_unfinished();
+        self.pump();
+    }
+
+    /// Opens the sessions storage held, over the current corpus: the ones that can go on, in
+    /// order; the others wait in the table (`waiting` names them) or end, saying why.
+    async fn open_sessions(
+        &self,
+        sessions: Vec<StoredSession<H::Store>>,
+        limit_lost: &impl Fn(&SessionMeta) -> bool,
+        waiting: &mut Waiting,
+    ) -> Vec<(SessionMeta, Resumed<H::Store>)> {
+        let corpus = self.corpus();
         let mut resumed = Vec::new();
-        let mut to_run = Vec::new();
-        let mut stranded = Vec::new();
         for StoredSession { meta, store } in sessions {
             let id = meta.check.id.clone();
             if self.inner.state.borrow().results.iter().any(|result| result.id == id) {
@@ -76,13 +110,10 @@ impl<H: Host> Engine<H> {
                 continue;
             }
             if limit_lost(&meta) {
-                if !kept_without_limit.iter().any(|kept| kept.check.id == id) {
-                    kept_without_limit.push(meta.clone());
+                if !waiting.without_limit.iter().any(|kept| kept.check.id == id) {
+                    waiting.without_limit.push(meta.clone());
                 }
-                let mut state = self.inner.state.borrow_mut();
-                if !state.unfinished.iter().any(|kept| kept.check.id == id) {
-                    state.unfinished.push(meta);
-                }
+                self.place(meta, Phase::Held);
                 continue;
             }
             // Over another corpus than its own (a record that does not say which: its log
@@ -91,30 +122,13 @@ impl<H: Host> Engine<H> {
                 meta.corpus.as_deref().is_some_and(|needs| needs != corpus.id().as_str());
             let waits = |why: &SessionError| why.to_string().contains("needs its corpus");
             let opened = if needs_other { None } else { Some(open_session(&store, &corpus).await) };
-            let opened = match opened {
-                Some(Ok(session)) => Ok(session),
-                Some(Err(why)) if !waits(&why) => Err(why),
-                _ => {
-                    let mut state = self.inner.state.borrow_mut();
-                    if !state.unfinished.iter().any(|kept| kept.check.id == id) {
-                        state.unfinished.push(meta.clone());
-                    }
-                    stranded.push(Stranded { meta, store });
-                    continue;
-                }
-            };
             match opened {
-                Ok(session) => {
-                    resumed.push(meta.check.clone());
-                    {
-                        let mut state = self.inner.state.borrow_mut();
-                        if !state.unfinished.iter().any(|kept| kept.check.id == id) {
-                            state.unfinished.push(meta.clone());
-                        }
-                    }
-                    to_run.push((meta, store, session));
+                Some(Ok(session)) => {
+                    self.place(meta.clone(), Phase::Held);
+                    let corpus = Arc::clone(&corpus);
+                    resumed.push((meta, Resumed { store, session, corpus }));
                 }
-                Err(why) => {
+                Some(Err(why)) if !waits(&why) => {
                     let result = CheckResult {
                         id: id.clone(),
                         claim: meta.check.claim.clone(),
@@ -127,75 +141,90 @@ impl<H: Host> Engine<H> {
                         cited: Vec::new(),
                         provenance: self.provenance(&meta.provider, Some(&corpus)),
                     };
-                    self.inner.state.borrow_mut().unfinished.retain(|meta| meta.check.id != id);
+                    self.inner.state.borrow_mut().remove(&id);
                     self.record_results(vec![result]);
+                }
+                _ => {
+                    waiting.stranded.push(meta.clone());
+                    self.place(meta, Phase::Stranded(store));
                 }
             }
         }
-        let summary = self.corpus_summary();
+        resumed
+    }
+
+    /// Posts `Ready` after a start (the checks that resume as `resumed`, the ones that wait as
+    /// `queued`), then a notice for each kind of wait and for the records that could not be
+    /// read.
+    fn post_restored(
+        &self,
+        resumed: &[(SessionMeta, Resumed<H::Store>)],
+        waiting: &Waiting,
+        unreadable: &[Unreadable],
+    ) {
         let results = self.inner.state.borrow().results.clone();
-        let queued = requeued
+        let queued = waiting
+            .requeued
             .iter()
-            .chain(stranded.iter().map(|waiting| &waiting.meta))
-            .chain(&kept_unreadable)
-            .chain(&kept_without_limit)
+            .chain(&waiting.stranded)
+            .chain(&waiting.unreadable)
+            .chain(&waiting.without_limit)
             .map(|meta| meta.check.clone())
             .collect();
-        self.post(&FromWorker::Ready { corpus: summary, results, resumed, queued });
-        if let Some(message) = unreadable_notice(&unreadable) {
+        let resumed = resumed.iter().map(|(meta, _)| meta.check.clone()).collect();
+        let corpus = self.corpus_summary();
+        self.post(&FromWorker::Ready { corpus, results, resumed, queued });
+        if let Some(message) = unreadable_notice(unreadable) {
             self.post(&FromWorker::Error { message });
         }
-        if !stranded.is_empty() {
-            self.post(&FromWorker::Error { message: stranded_notice(&stranded) });
+        if !waiting.stranded.is_empty() {
+            self.post(&FromWorker::Error { message: stranded_notice(&waiting.stranded) });
         }
-        if !kept_unreadable.is_empty() {
+        if !waiting.unreadable.is_empty() {
             self.post(&FromWorker::Error {
                 message: format!(
                     "What was saved of these unfinished checks cannot be read by this version of \
                      the page (see the records skipped), so they are kept as they are rather \
                      than started over and paid for again: {}. A newer version of the page may \
                      resume them; cancel them to drop what was saved and re-run them.",
-                    quoted_claims(&kept_unreadable)
+                    quoted_claims(&waiting.unreadable)
                 ),
             });
         }
-        if !kept_without_limit.is_empty() {
+        if !waiting.without_limit.is_empty() {
             self.post(&FromWorker::Error {
                 message: format!(
                     "The spending limit of the run of these unfinished checks could not be read \
                      (see the records skipped), so they wait rather than run without it: {}. \
                      Cancel them to drop what was saved, and re-run them with a limit.",
-                    quoted_claims(&kept_without_limit)
+                    quoted_claims(&waiting.without_limit)
                 ),
             });
         }
-        self.inner.unreadable.borrow_mut().extend(kept_unreadable);
-        self.inner.unreadable.borrow_mut().extend(kept_without_limit);
-        self.inner.stranded.borrow_mut().extend(stranded);
-        self.index();
-        for (meta, store, session) in to_run {
-            if meta.credentials_removed {
-                // Its key was not stored: wait for the page's `Credentials`.
-                let corpus = Arc::clone(&corpus);
-                self.inner.awaiting.borrow_mut().push(Awaiting { meta, store, session, corpus });
-                continue;
-            }
-            let provider = meta.provider.clone();
-            self.resume(meta, provider, Cancel::new(), store, session, Arc::clone(&corpus));
-        }
-        if requeued.iter().any(|meta| meta.credentials_removed) {
-            // All of them wait, so they keep their order once the key is there.
-            self.inner.awaiting_queue.borrow_mut().extend(requeued);
-        } else {
-            for meta in requeued {
-                let budget = self.budget_of(&meta);
-                let pending =
-                    Pending { check: meta.check, provider: meta.provider, corpus: None, budget };
-                self.inner.state.borrow_mut().queue.push_back(pending);
+    }
+
+    /// Puts `meta`'s check in `phase`, in the table at its place, or last if it is not there.
+    fn place(&self, meta: SessionMeta, phase: Phase<H::Store>) {
+        let mut state = self.inner.state.borrow_mut();
+        match state.check_mut(&meta.check.id) {
+            Some(check) => check.phase = phase,
+            None => {
+                state.checks.push(Check { request: meta.check.clone(), saved: Some(meta), phase })
             }
         }
-        self.save_unfinished();
-        self.pump();
+    }
+
+    /// Puts the check `id` in `phase` if it is still in the table (a cancel may have ended it
+    /// meanwhile); whether it was.
+    fn set_phase(&self, id: &str, phase: Phase<H::Store>) -> bool {
+        let mut state = self.inner.state.borrow_mut();
+        match state.check_mut(id) {
+            Some(check) => {
+                check.phase = phase;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Resumes the stranded checks whose corpus the current one is again (those whose record
@@ -203,59 +232,71 @@ impl<H: Host> Engine<H> {
     /// the page gave (or it ends saying why, as after a reload).
     pub(super) fn resume_stranded(&self) {
         let corpus = self.corpus();
-        let ready: Vec<Stranded<H::Store>> = {
-            let mut stranded = self.inner.stranded.borrow_mut();
-            let (ready, waiting): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut *stranded).into_iter().partition(|waiting| {
-                    waiting.meta.corpus.as_deref().is_none_or(|needs| needs == corpus.id().as_str())
-                });
-            *stranded = waiting;
+        let ready: Vec<(SessionMeta, H::Store)> = {
+            let mut state = self.inner.state.borrow_mut();
+            let mut ready = Vec::new();
+            for check in &mut state.checks {
+                let (Phase::Stranded(_), Some(meta)) = (&check.phase, &check.saved) else {
+                    continue;
+                };
+                if meta.corpus.as_deref().is_some_and(|needs| needs != corpus.id().as_str()) {
+                    continue;
+                }
+                // Held while its session opens: a cancel meanwhile ends it.
+                let Phase::Stranded(store) = std::mem::replace(&mut check.phase, Phase::Held)
+                else {
+                    unreachable!("matched above")
+                };
+                ready.push((meta.clone(), store));
+            }
             ready
         };
-        for Stranded { meta, store } in ready {
+        for (meta, store) in ready {
             let engine = self.clone();
             let corpus = Arc::clone(&corpus);
             self.inner.host.spawn(Box::pin(async move {
-                match open_session(&store, &corpus).await {
+                let opened = open_session(&store, &corpus).await;
+                let id = meta.check.id.clone();
+                match opened {
                     Ok(session) if meta.credentials_removed => {
-                        engine.inner.awaiting.borrow_mut().push(Awaiting {
-                            meta,
-                            store,
-                            session,
-                            corpus,
-                        });
-                        let given = engine.inner.credentials.borrow().clone();
-                        if let Some(given) = given {
-                            engine.credentials(given.as_ref());
+                        let resumed = Resumed { store, session, corpus };
+                        if engine.set_phase(&id, Phase::AwaitingKey(resumed)) {
+                            let given = engine.inner.credentials.borrow().clone();
+                            if let Some(given) = given {
+                                engine.credentials(given.as_ref());
+                            }
                         }
                     }
                     Ok(session) => {
-                        let provider = meta.provider.clone();
-                        engine.resume(meta, provider, Cancel::new(), store, session, corpus);
+                        if engine.inner.state.borrow().knows(&id) {
+                            let provider = meta.provider.clone();
+                            let resumed = Resumed { store, session, corpus };
+                            engine.resume(meta, provider, Cancel::new(), resumed);
+                        }
                     }
                     // Still not its corpus: it waits on.
-                    Err(_) => engine.inner.stranded.borrow_mut().push(Stranded { meta, store }),
+                    Err(_) => {
+                        engine.set_phase(&id, Phase::Stranded(store));
+                    }
                 }
             }));
         }
     }
 
+    /// Runs `meta`'s check from its resumed session (`resumed`), with `provider`, until it
+    /// ends; `cancel` may already be cancelled (it then ends at once, reporting what its
+    /// session had spent).
     pub(super) fn resume(
         &self,
         meta: SessionMeta,
         provider: ProviderChoice,
         cancel: Cancel,
-        store: H::Store,
-        session: Session<Job>,
-        corpus: Arc<IndexedCorpus>,
+        resumed: Resumed<H::Store>,
     ) {
-        self.inner.state.borrow_mut().running.push(Running {
-            id: meta.check.id.clone(),
-            cancel: cancel.clone(),
-            check: Some(meta.check.clone()),
-        });
+        self.place(meta.clone(), Phase::Running { cancel: cancel.clone(), events: Vec::new() });
         let engine = self.clone();
         let budget = self.budget_of(&meta);
+        let Resumed { store, session, corpus } = resumed;
         let run = CheckRun {
             check: meta.check,
             provider,
@@ -292,29 +333,46 @@ impl<H: Host> Engine<H> {
                  again"
             }
         };
-        let awaiting = std::mem::take(&mut *self.inner.awaiting.borrow_mut());
-        for Awaiting { meta, store, session, corpus } in awaiting {
+        let (awaiting, requeued) = {
+            let mut state = self.inner.state.borrow_mut();
+            let mut awaiting = Vec::new();
+            let mut requeued = Vec::new();
+            for check in &mut state.checks {
+                let Some(meta) = &check.saved else { continue };
+                match &check.phase {
+                    Phase::AwaitingKey(_) => {
+                        let Phase::AwaitingKey(resumed) =
+                            std::mem::replace(&mut check.phase, Phase::Held)
+                        else {
+                            unreachable!("matched above")
+                        };
+                        awaiting.push((meta.clone(), resumed));
+                    }
+                    Phase::Requeued => requeued.push(meta.clone()),
+                    _ => {}
+                }
+            }
+            (awaiting, requeued)
+        };
+        for (meta, resumed) in awaiting {
             let cancel = Cancel::new();
             let provider = matching(&meta).unwrap_or_else(|| {
                 cancel.cancel(not_resumed());
                 meta.provider.clone()
             });
-            self.resume(meta, provider, cancel, store, session, corpus);
+            self.resume(meta, provider, cancel, resumed);
         }
-        let awaiting_queue = std::mem::take(&mut *self.inner.awaiting_queue.borrow_mut());
-        for meta in awaiting_queue {
+        for meta in requeued {
             let budget = self.budget_of(&meta);
-            if !meta.credentials_removed {
-                let pending =
-                    Pending { check: meta.check, provider: meta.provider, corpus: None, budget };
-                self.inner.state.borrow_mut().queue.push_back(pending);
-                continue;
-            }
-            match matching(&meta) {
-                Some(given) => {
-                    let pending =
-                        Pending { check: meta.check, provider: given, corpus: None, budget };
-                    self.inner.state.borrow_mut().queue.push_back(pending);
+            let provider = if meta.credentials_removed {
+                matching(&meta)
+            } else {
+                Some(meta.provider.clone())
+            };
+            match provider {
+                Some(provider) => {
+                    let pending = Pending { provider, corpus: None, budget };
+                    self.set_phase(&meta.check.id, Phase::Queued(pending));
                 }
                 None => {
                     let provenance = self.provenance(&meta.provider, Some(&self.corpus()));
@@ -326,12 +384,26 @@ impl<H: Host> Engine<H> {
                         },
                         cited: Vec::new(),
                         provenance,
-                    })
+                    });
                 }
             }
         }
         self.pump();
     }
+}
+
+/// The checks a start found that wait (or are queued again), by why, for `Ready` and the
+/// notices.
+#[derive(Default)]
+struct Waiting {
+    /// Not started: queued again.
+    requeued: Vec<SessionMeta>,
+    /// Their corpus has changed since they started.
+    stranded: Vec<SessionMeta>,
+    /// Their session record cannot be read.
+    unreadable: Vec<SessionMeta>,
+    /// Their run's spending limit cannot be read.
+    without_limit: Vec<SessionMeta>,
 }
 
 /// What a person is told of checks that wait for their corpus.
@@ -342,7 +414,7 @@ fn quoted_claims<'a>(checks: impl IntoIterator<Item = &'a SessionMeta>) -> Strin
     claims.join(", ")
 }
 
-fn stranded_notice<S>(stranded: &[Stranded<S>]) -> String {
+fn stranded_notice(stranded: &[SessionMeta]) -> String {
     let (these, they, them) = if stranded.len() == 1 {
         ("This check was", "it", "it")
     } else {
@@ -353,7 +425,7 @@ fn stranded_notice<S>(stranded: &[Stranded<S>]) -> String {
          {they} cannot resume over it: {}. What {they} had received from the model is kept. Put \
          the corpus back as it was (add the removed items again, or remove the added ones) and \
          {they} will resume where {they} stopped; or cancel {them}.",
-        quoted_claims(stranded.iter().map(|waiting| &waiting.meta))
+        quoted_claims(stranded)
     )
 }
 

@@ -1,7 +1,6 @@
 //! The scheduler: queued checks start while fewer than the concurrency bound run, and the
 //! unfinished ones are saved so a reload re-queues them.
 
-use std::collections::VecDeque;
 use std::rc::Rc;
 
 use std::sync::Arc;
@@ -12,7 +11,7 @@ use verity_messages::{CheckRequest, CheckResult, FromWorker, Outcome, ProviderCh
 
 use super::budget::{self, RunBudget};
 use super::check::{CheckRun, refused, to_value};
-use super::state::{Pending, Running};
+use super::state::{Check, Pending, Phase};
 use super::{Engine, Host, MAX_CONCURRENCY};
 use crate::saved::{SessionMeta, Unfinished};
 
@@ -80,19 +79,23 @@ impl<H: Host> Engine<H> {
             state.concurrency = concurrency.clamp(1, MAX_CONCURRENCY);
             state.budgets.extend(budget.clone());
             for check in &checks {
-                state.queue.push_back(Pending {
-                    check: check.clone(),
+                // The named corpora live in memory: only the main corpus's checks outlive a
+                // reload.
+                let saved = named.is_none().then(|| {
+                    let mut meta = SessionMeta::new(check, &provider);
+                    meta.run = budget.as_ref().map(|budget| budget.run().to_owned());
+                    meta
+                });
+                let pending = Pending {
                     provider: provider.clone(),
                     corpus: named.clone(),
                     budget: budget.clone(),
+                };
+                state.checks.push(Check {
+                    request: check.clone(),
+                    saved,
+                    phase: Phase::Queued(pending),
                 });
-                // The named corpora live in memory: only the main corpus's checks outlive a
-                // reload.
-                if named.is_none() {
-                    let mut meta = SessionMeta::new(check, &provider);
-                    meta.run = budget.as_ref().map(|budget| budget.run().to_owned());
-                    state.unfinished.push(meta);
-                }
             }
         }
         self.save_unfinished();
@@ -127,21 +130,25 @@ impl<H: Host> Engine<H> {
     /// place among the running ones), then starts queued checks while fewer than the
     /// concurrency bound run.
     pub(super) fn pump(&self) {
-        if !self.inner.awaiting.borrow().is_empty()
-            || !self.inner.awaiting_queue.borrow().is_empty()
-        {
-            // Checks resumed after a reload wait for the page's credentials: starting others
-            // first could exceed the concurrency once they run.
-            return;
-        }
-        let over: VecDeque<Pending> = {
+        let over: Vec<(Check<H::Store>, Pending)> = {
             let mut state = self.inner.state.borrow_mut();
-            let (over, queue): (VecDeque<Pending>, VecDeque<Pending>) =
-                std::mem::take(&mut state.queue).into_iter().partition(|pending| {
+            if state.waits_for_key() {
+                return;
+            }
+            let reached = |check: &Check<H::Store>| match &check.phase {
+                Phase::Queued(pending) => {
                     pending.budget.as_ref().is_some_and(|budget| budget.reached())
-                });
-            state.queue = queue;
-            over
+                }
+                _ => false,
+            };
+            let (over, kept) = std::mem::take(&mut state.checks).into_iter().partition(reached);
+            state.checks = kept;
+            over.into_iter()
+                .map(|mut check| match std::mem::replace(&mut check.phase, Phase::Held) {
+                    Phase::Queued(pending) => (check, pending),
+                    _ => unreachable!("only queued checks reach their limit here"),
+                })
+                .collect()
         };
         self.start_queued();
         if over.is_empty() {
@@ -150,13 +157,13 @@ impl<H: Host> Engine<H> {
         // Saved together; the pump that follows finds none of them queued any more.
         let results = over
             .into_iter()
-            .map(|pending| {
+            .map(|(check, pending)| {
                 let message = pending.budget.as_ref().map(|budget| budget.message(0.0));
                 let failed = JobFailed::budget(message.unwrap_or_default(), Spent::default());
                 let corpus = pending.corpus.clone().unwrap_or_else(|| self.corpus());
                 CheckResult {
-                    id: pending.check.id,
-                    claim: pending.check.claim,
+                    id: check.request.id,
+                    claim: check.request.claim,
                     outcome: Outcome::Failed { failure: to_value(&failed) },
                     cited: Vec::new(),
                     provenance: self.provenance(&pending.provider, Some(&corpus)),
@@ -166,31 +173,35 @@ impl<H: Host> Engine<H> {
         self.all_finished(results);
     }
 
-    /// Starts queued checks while fewer than the concurrency bound run.
+    /// Starts queued checks, in the order they were asked for, while fewer than the
+    /// concurrency bound run.
     fn start_queued(&self) {
         loop {
-            let (pending, corpus, cancel) = {
+            let (check, pending, corpus, cancel) = {
                 let mut state = self.inner.state.borrow_mut();
-                if state.running.len() >= state.concurrency {
+                if state.running() >= state.concurrency {
                     return;
                 }
-                let Some(pending) = state.queue.pop_front() else { return };
+                let current = state.corpus.current().clone();
+                let Some(check) =
+                    state.checks.iter_mut().find(|check| matches!(check.phase, Phase::Queued(_)))
+                else {
+                    return;
+                };
                 let cancel = Cancel::new();
-                state.running.push(Running {
-                    id: pending.check.id.clone(),
-                    cancel: cancel.clone(),
-                    check: Some(pending.check.clone()),
-                });
-                let corpus =
-                    pending.corpus.clone().unwrap_or_else(|| state.corpus.current().clone());
-                (pending, corpus, cancel)
+                let running = Phase::Running { cancel: cancel.clone(), events: Vec::new() };
+                let Phase::Queued(pending) = std::mem::replace(&mut check.phase, running) else {
+                    unreachable!("found queued")
+                };
+                let corpus = pending.corpus.clone().unwrap_or(current);
+                (check.request.clone(), pending, corpus, cancel)
             };
-            let mut meta = SessionMeta::new(&pending.check, &pending.provider);
+            let mut meta = SessionMeta::new(&check, &pending.provider);
             meta.run = pending.budget.as_ref().map(|budget| budget.run().to_owned());
             meta.corpus = Some(corpus.id().to_string());
             let store = self.inner.host.new_session(&meta);
             let engine = self.clone();
-            let Pending { check, provider, budget, .. } = pending;
+            let Pending { provider, budget, .. } = pending;
             let run = CheckRun { check, provider, corpus, cancel, store, resumed: None, budget };
             self.inner.host.spawn(Box::pin(async move {
                 let ended = engine.run(run).await;
@@ -209,23 +220,21 @@ impl<H: Host> Engine<H> {
     /// The unfinished checks and the limits of their runs, as saved (a run none of whose
     /// checks is left is forgotten).
     pub(super) fn unfinished(&self) -> Unfinished {
-        {
-            let mut state = self.inner.state.borrow_mut();
-            let state = &mut *state;
-            let unfinished = &state.unfinished;
-            let queued = &state.queue;
-            state.budgets.retain(|budget| {
-                let run = Some(budget.run());
-                unfinished.iter().any(|meta| meta.run.as_deref() == run)
-                    || queued.iter().any(|pending| {
-                        pending.budget.as_ref().is_some_and(|queued| Rc::ptr_eq(queued, budget))
-                    })
-            });
-            Unfinished {
-                concurrency: state.concurrency,
-                checks: state.unfinished.clone(),
-                budgets: state.budgets.iter().map(|budget| budget.saved()).collect(),
-            }
+        let mut state = self.inner.state.borrow_mut();
+        let state = &mut *state;
+        let checks = &state.checks;
+        state.budgets.retain(|budget| {
+            let run = Some(budget.run());
+            checks.iter().any(|check| {
+                check.saved.as_ref().is_some_and(|meta| meta.run.as_deref() == run)
+                    || matches!(&check.phase, Phase::Queued(pending)
+                        if pending.budget.as_ref().is_some_and(|queued| Rc::ptr_eq(queued, budget)))
+            })
+        });
+        Unfinished {
+            concurrency: state.concurrency,
+            checks: state.saved(),
+            budgets: state.budgets.iter().map(|budget| budget.saved()).collect(),
         }
     }
 
