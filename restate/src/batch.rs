@@ -1,7 +1,7 @@
 //! `verity-restate batch`: a claim file checked as one durable batch on a local Restate
 //! server, with worker processes, a progress line, results as JSONL and the `eval` summary.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -10,14 +10,16 @@ use verity_core::corpus::Corpus;
 use verity_core::provider::Provider;
 
 pub use crate::claims::{Row, inline_rows, parse_claims, read_claims};
-use crate::cluster::{self, Outcome, Ports, Server, Workers};
+use crate::cluster::{self, Ports, Server, Workers};
 use crate::corpus::{
     CorpusFile, CorpusPolicy, DEFAULT_MAX_CORPUS_BYTES, is_url, load_bytes, parse, sha256_hex,
 };
 use crate::summary::{Tally, gold_text, retriever_of};
-use crate::workflow::{
-    BatchInput, BatchProgress, BatchResult, CheckResult, ClaimResult, Limits, part_key,
-};
+use crate::workflow::{BatchInput, BatchProgress, BatchResult, CheckResult, ClaimResult, Limits};
+
+mod watch;
+
+pub use watch::{Watch, batch_progress, results, wait};
 
 /// A provider configuration file (the JSON of [`Provider`]); its key, if the file has none,
 /// from `VERITY_API_KEY`.
@@ -242,42 +244,15 @@ pub fn run(options: &Options) -> Result<Value, String> {
         );
     }
     // A server and workers of its own, unless the batch goes to an existing cluster.
-    let mut local = if options.ingress.is_empty() {
-        let (ports, deployment) = Ports::kept(&options.data_dir);
-        let server = Server::start(&options.data_dir, ports)?;
-        let mut worker_args = corpus_worker_args(&input);
-        if let Some(path) = &options.provider {
-            worker_args.push("--provider".to_owned());
-            worker_args.push(path.display().to_string());
-        }
-        let workers =
-            Workers::start_at(&options.binary, options.workers, &worker_args, &[], deployment)?;
-        cluster::register(&server.admin_url(), &workers.url())?;
-        Some((server, workers))
-    } else {
-        None
-    };
+    let mut local =
+        if options.ingress.is_empty() { Some(start_local(options, &input)?) } else { None };
     let ingress = match &local {
         Some((server, _)) => vec![server.ingress_url()],
         None => options.ingress.clone(),
     };
     let started = Instant::now();
     let input = serde_json::to_value(&input).map_err(|e| e.to_string())?;
-    // Through the first node that answers: a submission that reached a node whose answer was
-    // lost is attached to on the next (the batch's key is its identity).
-    let mut refusals = Vec::new();
-    let submitted = ingress.iter().find_map(|url| {
-        match cluster::submit_or_attach(url, "Batch", &key, &input) {
-            Ok(attached) => Some(attached),
-            Err(error) => {
-                refusals.push(error);
-                None
-            }
-        }
-    });
-    let Some(attached) = submitted else {
-        return Err(format!("no ingress took the batch: {}", refusals.join("; ")));
-    };
+    let attached = submit_to_first(&ingress, &key, &input)?;
     if attached && options.progress {
         eprintln!("batch {key} was submitted before: attached to it (nothing is checked twice)");
     }
@@ -291,32 +266,11 @@ pub fn run(options: &Options) -> Result<Value, String> {
         show: options.progress,
         stall_after: options.stall_after,
     };
-    // With `measure_replay`: once half the claims are done, every worker is killed (-9) and
-    // started again; the time until the next claim finishes is the replay (the running parts'
-    // and the batch's journals read again by new workers) and the resumption.
-    let (mut replay_from, mut replay) = (None::<(Instant, u64)>, None::<Duration>);
-    let mut tick = |progress: &BatchProgress| -> Result<(), String> {
-        if !options.measure_replay || replay.is_some() {
-            return Ok(());
-        }
-        let done = progress.progress.done;
-        match replay_from {
-            None if done * 2 >= progress.progress.total && done < progress.progress.total => {
-                let Some((_, workers)) = &mut local else { return Ok(()) };
-                for worker in &mut workers.workers {
-                    worker.kill9();
-                }
-                for worker in &mut workers.workers {
-                    worker.restart()?;
-                }
-                replay_from = Some((Instant::now(), done));
-            }
-            Some((at, before)) if done > before => replay = Some(at.elapsed()),
-            _ => {}
-        }
-        Ok(())
-    };
-    let result = watch.wait_with(&key, &mut |finished| arrived.append(finished), &mut tick)?;
+    let mut replay = Replay::default();
+    let result =
+        watch.wait_with(&key, &mut |finished| arrived.append(finished), &mut |progress| {
+            if options.measure_replay { replay.tick(progress, &mut local) } else { Ok(()) }
+        })?;
     let elapsed = started.elapsed();
     let (mut workers_peak, mut server_peak) = (Vec::new(), None);
     if let Some((mut server, workers)) = local {
@@ -332,297 +286,129 @@ pub fn run(options: &Options) -> Result<Value, String> {
     };
     let mut summary =
         summarize(&options.claims, &rows, &result, &model, &options.job, shared.as_ref());
-    summary["batch"] = json!({
-        "key": key,
-        "workers": if options.ingress.is_empty() { json!(options.workers) } else { Value::Null },
-        "ingress": options.ingress,
-        "seconds": round(elapsed.as_secs_f64()),
-        "claims_per_second": round(rows.len() as f64 / elapsed.as_secs_f64().max(1e-9)),
-        "tokens": result.progress.tokens,
-        "cost": result.progress.cost,
-        "results": options.out.display().to_string(),
-        "parts": (rows.len() as u64)
-            .div_ceil(options.part_size.unwrap_or(crate::workflow::DEFAULT_PART_SIZE).max(1)),
-        "workers_peak_rss_mb": workers_peak.iter().map(|b| round(*b as f64 / 1e6)).collect::<Vec<_>>(),
-        "server_peak_rss_mb": server_peak.map(|b| round(b as f64 / 1e6)),
-        "replay_seconds": replay.map(|d| round(d.as_secs_f64())),
-    });
+    let figures = Figures { elapsed, workers_peak, server_peak, replay: replay.seconds };
+    summary["batch"] = batch_figures(options, &key, rows.len(), &result, &figures);
     let summary_path = options.out.with_extension("summary.json");
     std::fs::write(&summary_path, format!("{summary:#}\n"))
         .map_err(|e| format!("{}: {e}", summary_path.display()))?;
     Ok(summary)
 }
 
-/// Waits for batch `key`, printing its progress; the result.
+/// The batch's own server (on the ports its data directory kept) and workers, the workers
+/// registered with it.
 ///
 /// # Errors
-/// The batch's terminal error.
-pub fn wait(ingress: &str, key: &str, show: bool) -> Result<BatchResult, String> {
-    Watch::of(&[ingress.to_owned()], show).wait(key, &mut |_| Ok(()))
-}
-
-/// The results of batch `key` finished so far, from its parts, in the batch's order.
-///
-/// # Errors
-/// A server that does not answer.
-pub fn results(ingress: &str, key: &str) -> Result<Vec<ClaimResult>, String> {
-    let progress = batch_progress(ingress, key)?;
-    let mut results = Vec::new();
-    for n in 0..progress.started {
-        results.extend(part_results(ingress, key, n, 0)?);
+/// A process that does not start, or a registration refused.
+fn start_local(options: &Options, input: &BatchInput) -> Result<(Server, Workers), String> {
+    let (ports, deployment) = Ports::kept(&options.data_dir);
+    let server = Server::start(&options.data_dir, ports)?;
+    let mut worker_args = corpus_worker_args(input);
+    if let Some(path) = &options.provider {
+        worker_args.push("--provider".to_owned());
+        worker_args.push(path.display().to_string());
     }
-    results.sort_by_key(|result| result.index);
-    Ok(results)
+    let workers =
+        Workers::start_at(&options.binary, options.workers, &worker_args, &[], deployment)?;
+    cluster::register(&server.admin_url(), &workers.url())?;
+    Ok((server, workers))
 }
 
-/// The live progress of batch `key` (its `progress` handler).
+/// Submits batch `key` through the first node of `ingress` that answers: a submission that
+/// reached a node whose answer was lost is attached to on the next (the batch's key is its
+/// identity). Whether it was submitted before.
 ///
 /// # Errors
-/// A server that does not answer, or an answer that is not a batch's progress.
-pub fn batch_progress(ingress: &str, key: &str) -> Result<BatchProgress, String> {
-    let value = cluster::query_within(ingress, "Batch", key, "progress", None, QUERY_LIMIT)?;
-    serde_json::from_value(value).map_err(|e| format!("the batch's progress: {e}"))
+/// Every node refused, each refusal named.
+fn submit_to_first(ingress: &[String], key: &str, input: &Value) -> Result<bool, String> {
+    let mut refusals = Vec::new();
+    let submitted =
+        ingress.iter().find_map(|url| match cluster::submit_or_attach(url, "Batch", key, input) {
+            Ok(attached) => Some(attached),
+            Err(error) => {
+                refusals.push(error);
+                None
+            }
+        });
+    submitted.ok_or_else(|| format!("no ingress took the batch: {}", refusals.join("; ")))
 }
 
-/// How long a progress or results query may take: a shared handler runs on a worker, and
-/// with none reachable it would wait; the watch goes on (and notices the stall) instead.
-const QUERY_LIMIT: Duration = Duration::from_secs(5);
-
-/// The results part `n` of batch `key` finished, from its `from`-th on.
-fn part_results(ingress: &str, key: &str, n: u64, from: u64) -> Result<Vec<ClaimResult>, String> {
-    let (part, from) = (part_key(key, n), json!(from));
-    let value =
-        cluster::query_within(ingress, "BatchPart", &part, "finished", Some(&from), QUERY_LIMIT)?;
-    serde_json::from_value(value).map_err(|e| format!("part {n}'s results: {e}"))
+/// The replay figure (`measure_replay`): once half the claims are done, every worker is
+/// killed (-9) and started again; the time until the next claim finishes is the replay (the
+/// running parts' and the batch's journals read again by new workers) and the resumption.
+#[derive(Default)]
+struct Replay {
+    /// When the workers were restarted, and how many claims were done then.
+    from: Option<(Instant, u64)>,
+    /// The figure, once measured.
+    seconds: Option<Duration>,
 }
 
-/// How the CLI waits for a batch: where the server is, whether a person watches (a progress
-/// line, redrawn only on a terminal), and when silence means something is wrong.
-#[derive(Debug, Clone)]
-pub struct Watch {
-    /// The ingress URLs: the nodes of one cluster, any of which serves the batch. The first
-    /// is asked until it stops answering, then the next that answers (see
-    /// `Watch::ingress`).
-    pub ingress: Vec<String>,
-    /// The one that answered last (an index into `ingress`).
-    pub current: std::cell::Cell<usize>,
-    /// The admin URL: with it, a batch that has stopped moving is explained by the server's
-    /// own view of its invocations (paused, retrying, and the last error).
-    pub admin: Option<String>,
-    /// Print progress to stderr.
-    pub show: bool,
-    /// Give up (an error, so the command exits non-zero) after this long without progress.
-    pub stall_after: Option<Duration>,
-}
-
-impl Watch {
-    /// A watch of the server at `ingress` alone, no admin URL, no stall bound.
-    #[must_use]
-    pub fn of(ingress: &[String], show: bool) -> Self {
-        Self {
-            ingress: ingress.to_vec(),
-            current: std::cell::Cell::new(0),
-            admin: None,
-            show,
-            stall_after: None,
+impl Replay {
+    /// Looks at `progress`: restarts `local`'s workers at half way, or ends the measure.
+    fn tick(
+        &mut self,
+        progress: &BatchProgress,
+        local: &mut Option<(Server, Workers)>,
+    ) -> Result<(), String> {
+        if self.seconds.is_some() {
+            return Ok(());
         }
-    }
-
-    /// The ingress asked now.
-    fn ingress(&self) -> &str {
-        self.ingress.get(self.current.get()).or(self.ingress.first()).map_or("", String::as_str)
-    }
-
-    /// Batch `key`'s progress from the ingress asked now, or, when it does not answer (a node
-    /// down), from the next one that does, which is asked from then on.
-    fn progress(&self, key: &str) -> Option<BatchProgress> {
-        let n = self.ingress.len().max(1);
-        (0..n).find_map(|step| {
-            let at = (self.current.get() + step) % n;
-            let progress = batch_progress(self.ingress.get(at)?, key).ok()?;
-            self.current.set(at);
-            Some(progress)
-        })
-    }
-
-    /// Waits for batch `key`, handing `sink` the results as they finish (each once; the parts
-    /// in turn, each part's in the order they finished); the result, in the batch's order.
-    ///
-    /// # Errors
-    /// The batch's terminal error, a paused invocation or a stall (with what the server says),
-    /// or the sink's error.
-    pub fn wait(
-        &self,
-        key: &str,
-        sink: &mut dyn FnMut(&[ClaimResult]) -> Result<(), String>,
-    ) -> Result<BatchResult, String> {
-        self.wait_with(key, sink, &mut |_| Ok(()))
-    }
-
-    /// As [`Watch::wait`], handing `tick` each progress it reads.
-    ///
-    /// # Errors
-    /// As [`Watch::wait`], or `tick`'s error.
-    pub fn wait_with(
-        &self,
-        key: &str,
-        sink: &mut dyn FnMut(&[ClaimResult]) -> Result<(), String>,
-        tick: &mut dyn FnMut(&BatchProgress) -> Result<(), String>,
-    ) -> Result<BatchResult, String> {
-        let terminal = self.show && std::io::stderr().is_terminal();
-        let mut received: Vec<u64> = Vec::new();
-        let mut all: Vec<ClaimResult> = Vec::new();
-        let (mut last_line, mut last_printed) = (String::new(), Instant::now());
-        let (mut last_moved, mut last_seen) = (Instant::now(), (0u64, 0u64));
-        let mut last_server_check = Instant::now();
-        let end_line = |shown: bool| {
-            if shown && terminal {
-                eprintln!();
-            }
-        };
-        loop {
-            let progress = self.progress(key);
-            if let Some(progress) = &progress {
-                tick(progress)?;
-                received
-                    .resize(usize::try_from(progress.started).unwrap_or(0).max(received.len()), 0);
-                for (n, from) in received.iter_mut().enumerate() {
-                    if let Ok(finished) = part_results(self.ingress(), key, n as u64, *from)
-                        && !finished.is_empty()
-                    {
-                        sink(&finished)?;
-                        *from += finished.len() as u64;
-                        all.extend(finished);
-                    }
+        let done = progress.progress.done;
+        match self.from {
+            None if done * 2 >= progress.progress.total && done < progress.progress.total => {
+                let Some((_, workers)) = local else { return Ok(()) };
+                for worker in &mut workers.workers {
+                    worker.kill9();
                 }
-            }
-            match cluster::output(self.ingress(), "Batch", key) {
-                Outcome::Done(value) => {
-                    end_line(self.show);
-                    let done: BatchProgress = serde_json::from_value(value)
-                        .map_err(|e| format!("the batch's result: {e}"))?;
-                    // Whatever arrived after the last look.
-                    for n in 0..done.started {
-                        let from = received.get(n as usize).copied().unwrap_or(0);
-                        let finished = part_results(self.ingress(), key, n, from)?;
-                        sink(&finished)?;
-                        all.extend(finished);
-                    }
-                    all.sort_by_key(|result| result.index);
-                    return Ok(BatchResult { results: all, progress: done.progress });
+                for worker in &mut workers.workers {
+                    worker.restart()?;
                 }
-                Outcome::Failed(message) => {
-                    end_line(self.show);
-                    return Err(format!("the batch failed: {message}"));
-                }
-                Outcome::Pending => {}
+                self.from = Some((Instant::now(), done));
             }
-            let seen =
-                progress.as_ref().map_or(last_seen, |p| (p.progress.done, p.progress.tokens));
-            if seen != last_seen {
-                (last_moved, last_seen) = (Instant::now(), seen);
-            }
-            // The server's view, every few seconds: a paused invocation is an error at once.
-            if let Some(admin) = &self.admin
-                && last_server_check.elapsed() >= Duration::from_secs(5)
-            {
-                last_server_check = Instant::now();
-                if let Some(paused) = paused_invocations(admin, key) {
-                    end_line(self.show);
-                    return Err(format!("the batch is paused on the server: {paused}"));
-                }
-            }
-            if let Some(limit) = self.stall_after
-                && last_moved.elapsed() >= limit
-            {
-                end_line(self.show);
-                let said = self
-                    .admin
-                    .as_deref()
-                    .and_then(|admin| stuck_invocations(admin, key))
-                    .unwrap_or_else(|| "nothing (no invocation reports an error)".to_owned());
-                return Err(format!(
-                    "the batch has made no progress for {} s; the server says: {said}",
-                    limit.as_secs()
-                ));
-            }
-            if self.show
-                && let Some(progress) = &progress
-            {
-                let line = progress_line(progress);
-                if terminal && line != last_line {
-                    eprint!("\r{line}");
-                    std::io::stderr().flush().ok();
-                    last_line = line;
-                } else if !terminal && last_printed.elapsed() >= Duration::from_secs(10) {
-                    // In a log: a line now and then, not one per redraw.
-                    eprintln!("{line}");
-                    last_printed = Instant::now();
-                }
-            }
-            std::thread::sleep(Duration::from_millis(250));
+            Some((at, before)) if done > before => self.seconds = Some(at.elapsed()),
+            _ => {}
         }
+        Ok(())
     }
 }
 
-/// The invocations of batch `key` (its own, its parts', its checks') the server has paused,
-/// with their last error; `None` when there are none (or the server does not say).
-fn paused_invocations(admin: &str, key: &str) -> Option<String> {
-    let rows = cluster::admin_query(
-        admin,
-        &format!(
-            "SELECT target, last_failure FROM sys_invocation WHERE status = 'paused' AND \
-             (target_service_key = '{key}' OR target_service_key LIKE '{key}.%') LIMIT 5"
-        ),
-    )
-    .ok()?;
-    describe_invocations(&rows)
+/// What a run measured beyond the results.
+struct Figures {
+    /// From submission to the batch's result.
+    elapsed: Duration,
+    /// The workers' peak resident memory, in bytes (the batch's own workers).
+    workers_peak: Vec<u64>,
+    /// The server's (the batch's own).
+    server_peak: Option<u64>,
+    /// The replay figure, if measured.
+    replay: Option<Duration>,
 }
 
-/// The invocations of batch `key` that are retrying or paused, with their last error.
-fn stuck_invocations(admin: &str, key: &str) -> Option<String> {
-    let rows = cluster::admin_query(
-        admin,
-        &format!(
-            "SELECT target, status, last_failure FROM sys_invocation WHERE status <> 'completed' \
-             AND last_failure IS NOT NULL AND (target_service_key = '{key}' OR \
-             target_service_key LIKE '{key}.%') LIMIT 5"
-        ),
-    )
-    .ok()?;
-    describe_invocations(&rows)
-}
-
-fn describe_invocations(rows: &[Value]) -> Option<String> {
-    if rows.is_empty() {
-        return None;
-    }
-    Some(
-        rows.iter()
-            .map(|row| {
-                let text = |field: &str| row[field].as_str().unwrap_or_default().to_owned();
-                format!("{} {}: {}", text("target"), text("status"), text("last_failure"))
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-    )
-}
-
-fn progress_line(batch: &BatchProgress) -> String {
-    let progress = &batch.progress;
-    let total = progress.total.max(1);
-    let done = progress.done;
-    let width = 30;
-    let filled = usize::try_from(done * width / total).unwrap_or(0);
-    format!(
-        "batch [{}{}] {done}/{total} done, {} failed, {} running, {} tokens, ${:.4}",
-        "#".repeat(filled),
-        ".".repeat(usize::try_from(width).unwrap_or(30) - filled.min(30)),
-        progress.failed,
-        progress.running,
-        progress.tokens,
-        progress.cost
-    )
+/// The summary's `batch` section: the key, where it ran, how long and how fast, its tokens,
+/// cost and parts, and the figures.
+fn batch_figures(
+    options: &Options,
+    key: &str,
+    claims: usize,
+    result: &BatchResult,
+    figures: &Figures,
+) -> Value {
+    let elapsed = figures.elapsed.as_secs_f64();
+    json!({
+        "key": key,
+        "workers": if options.ingress.is_empty() { json!(options.workers) } else { Value::Null },
+        "ingress": options.ingress,
+        "seconds": round(elapsed),
+        "claims_per_second": round(claims as f64 / elapsed.max(1e-9)),
+        "tokens": result.progress.tokens,
+        "cost": result.progress.cost,
+        "results": options.out.display().to_string(),
+        "parts": (claims as u64)
+            .div_ceil(options.part_size.unwrap_or(crate::workflow::DEFAULT_PART_SIZE).max(1)),
+        "workers_peak_rss_mb": figures.workers_peak.iter().map(|b| round(*b as f64 / 1e6)).collect::<Vec<_>>(),
+        "server_peak_rss_mb": figures.server_peak.map(|b| round(b as f64 / 1e6)),
+        "replay_seconds": figures.replay.map(|d| round(d.as_secs_f64())),
+    })
 }
 
 /// The results file while a batch runs: one line per result as it finishes.
