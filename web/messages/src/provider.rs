@@ -243,61 +243,78 @@ impl ProviderSettings {
         let mut config = Map::new();
         match self.kind {
             ProviderKind::Offline => return Ok(ProviderChoice::Offline),
-            ProviderKind::OpenAi => {
-                let base_url = self.base_url.trim();
-                if base_url.is_empty() {
-                    return Err(
-                        "Enter the endpoint's base URL (for example https://api.openai.com/v1)."
-                            .into(),
-                    );
-                }
-                let web = base_url.starts_with("https://") || base_url.starts_with("http://");
-                if !(web || base_url == IN_TAB) {
-                    return Err("The base URL must start with https:// or http://.".into());
-                }
-                if self.openai_model.trim().is_empty() {
-                    return Err(if web {
-                        "Enter a model name."
-                    } else {
-                        "Give the model: the URL of a .gguf file, or pick one."
-                    }
-                    .into());
-                }
-                config.insert("api".into(), json!("openai"));
-                config.insert("baseUrl".into(), json!(base_url));
-                config.insert("model".into(), json!(self.openai_model.trim()));
-                if self.constrained {
-                    // Local presets: constrained output, and greedy sampling so a check's
-                    // verdict is reproducible; and the verifier route (a Yes/No question per
-                    // passage, read from the token probabilities): a small local model asked
-                    // for a 3-way verdict collapses onto one label.
-                    config.insert("output".into(), json!("json-schema"));
-                    config.insert("temperature".into(), json!(0));
-                    config.insert("assess".into(), json!("verifier"));
-                }
-            }
-            ProviderKind::Anthropic => {
-                if self.anthropic_model.trim().is_empty() {
-                    return Err("Enter an Anthropic model name.".into());
-                }
-                if key.is_empty() {
-                    return Err("Anthropic needs an API key.".into());
-                }
-                let base_url = self.anthropic_base_url.trim();
-                let web = base_url.starts_with("https://") || base_url.starts_with("http://");
-                if !(base_url.is_empty() || web) {
-                    return Err("The base URL must start with https:// or http://.".into());
-                }
-                config.insert("api".into(), json!("anthropic"));
-                if !base_url.is_empty() {
-                    config.insert("baseUrl".into(), json!(base_url));
-                }
-                config.insert("model".into(), json!(self.anthropic_model.trim()));
-            }
+            ProviderKind::OpenAi => self.openai_fields(&mut config)?,
+            ProviderKind::Anthropic => self.anthropic_fields(key, &mut config)?,
         }
         if !key.is_empty() {
             config.insert("apiKey".into(), json!(key));
         }
+        self.limit_fields(&mut config)?;
+        self.budget()?;
+        config.insert("stream".into(), json!(true));
+        Ok(ProviderChoice::Network { config: Value::Object(config) })
+    }
+
+    /// The fields of an OpenAI-compatible endpoint (the in-tab model's too), or what is
+    /// missing.
+    fn openai_fields(&self, config: &mut Map<String, Value>) -> Result<(), String> {
+        let base_url = self.base_url.trim();
+        if base_url.is_empty() {
+            return Err(
+                "Enter the endpoint's base URL (for example https://api.openai.com/v1).".into()
+            );
+        }
+        let web = base_url.starts_with("https://") || base_url.starts_with("http://");
+        if !(web || base_url == IN_TAB) {
+            return Err("The base URL must start with https:// or http://.".into());
+        }
+        if self.openai_model.trim().is_empty() {
+            return Err(if web {
+                "Enter a model name."
+            } else {
+                "Give the model: the URL of a .gguf file, or pick one."
+            }
+            .into());
+        }
+        config.insert("api".into(), json!("openai"));
+        config.insert("baseUrl".into(), json!(base_url));
+        config.insert("model".into(), json!(self.openai_model.trim()));
+        if self.constrained {
+            // Local presets: constrained output, and greedy sampling so a check's
+            // verdict is reproducible; and the verifier route (a Yes/No question per
+            // passage, read from the token probabilities): a small local model asked
+            // for a 3-way verdict collapses onto one label.
+            config.insert("output".into(), json!("json-schema"));
+            config.insert("temperature".into(), json!(0));
+            config.insert("assess".into(), json!("verifier"));
+        }
+        Ok(())
+    }
+
+    /// The fields of Anthropic's API (`key` is the one typed), or what is missing.
+    fn anthropic_fields(&self, key: &str, config: &mut Map<String, Value>) -> Result<(), String> {
+        if self.anthropic_model.trim().is_empty() {
+            return Err("Enter an Anthropic model name.".into());
+        }
+        if key.is_empty() {
+            return Err("Anthropic needs an API key.".into());
+        }
+        let base_url = self.anthropic_base_url.trim();
+        let web = base_url.starts_with("https://") || base_url.starts_with("http://");
+        if !(base_url.is_empty() || web) {
+            return Err("The base URL must start with https:// or http://.".into());
+        }
+        config.insert("api".into(), json!("anthropic"));
+        if !base_url.is_empty() {
+            config.insert("baseUrl".into(), json!(base_url));
+        }
+        config.insert("model".into(), json!(self.anthropic_model.trim()));
+        Ok(())
+    }
+
+    /// The limits typed (whole numbers, scaled by their unit) and the price, or what is
+    /// wrong with one.
+    fn limit_fields(&self, config: &mut Map<String, Value>) -> Result<(), String> {
         for ((field, label, _, unit), text) in LIMITS.iter().zip(&self.limits) {
             let Unit::Whole(unit) = unit else { continue };
             if text.trim().is_empty() {
@@ -321,9 +338,7 @@ impl ProviderSettings {
             let price = json!({"input": input.unwrap_or(0.0), "output": output.unwrap_or(0.0)});
             config.insert("price".into(), price);
         }
-        self.budget()?;
-        config.insert("stream".into(), json!(true));
-        Ok(ProviderChoice::Network { config: Value::Object(config) })
+        Ok(())
     }
 
     /// What may be stored: the key only when remembered.
