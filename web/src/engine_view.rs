@@ -200,26 +200,29 @@ impl CheckState {
             EventView::Retry { attempt, delay_ms, message } => {
                 self.push_log(format!("Retry {attempt} in {}: {message}", wait_text(delay_ms)))
             }
-            EventView::Delta { delta, .. } => {
-                // What the model writes as it streams: its text, or the JSON arguments of the
-                // tool call it is making (a claim check's answers are tool calls).
-                let field = match delta.get("type").and_then(Value::as_str) {
-                    Some("text") => "text",
-                    Some("toolCallArguments") => "arguments",
-                    _ => return,
-                };
-                if let Some(text) = delta.get(field).and_then(Value::as_str) {
-                    self.live.push_str(text);
-                    if self.live.len() > LIVE_LIMIT {
-                        let mut cut = self.live.len() - LIVE_LIMIT;
-                        while !self.live.is_char_boundary(cut) {
-                            cut += 1;
-                        }
-                        self.live.drain(..cut);
-                    }
-                }
-            }
+            EventView::Delta { delta, .. } => self.push_live(&delta),
             EventView::Other => {}
+        }
+    }
+
+    /// Takes in a streamed piece of the current model call's answer: its text, or the JSON
+    /// arguments of the tool call it is making (a claim check's answers are tool calls); the
+    /// newest [`LIVE_LIMIT`] bytes are kept.
+    fn push_live(&mut self, delta: &Value) {
+        let field = match delta.get("type").and_then(Value::as_str) {
+            Some("text") => "text",
+            Some("toolCallArguments") => "arguments",
+            _ => return,
+        };
+        if let Some(text) = delta.get(field).and_then(Value::as_str) {
+            self.live.push_str(text);
+            if self.live.len() > LIVE_LIMIT {
+                let mut cut = self.live.len() - LIVE_LIMIT;
+                while !self.live.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                self.live.drain(..cut);
+            }
         }
     }
 
@@ -426,51 +429,7 @@ impl Engine {
     pub fn apply(&self, message: FromWorker) {
         match message {
             FromWorker::Ready { corpus, results, resumed, queued } => {
-                if !resumed.is_empty() || !queued.is_empty() {
-                    // Keyed checks resume only with the key remembered on this device (the
-                    // worker never stores it); without one they end, saying so.
-                    let provider = remembered_provider();
-                    // Queued until the status is `Ready` below, then sent with the rest.
-                    self.send(ToWorker::Credentials { provider });
-                }
-                self.corpus.set(corpus);
-                for result in results {
-                    let id = result.id.clone();
-                    match self.card(&id) {
-                        // A check that ended while the engine was down (it was restarted).
-                        Some(card) => card.state.update(|state| {
-                            if state.is_active() {
-                                state.phase = Phase::Finished(Box::new(result));
-                            }
-                        }),
-                        None => self.add_card(CheckState::new(
-                            id,
-                            result.claim.clone(),
-                            Phase::Finished(Box::new(result)),
-                        )),
-                    }
-                }
-                for check in resumed {
-                    match self.card(&check.id) {
-                        Some(card) => card.state.update(|state| state.phase = Phase::Running),
-                        None => {
-                            self.add_card(CheckState::new(check.id, check.claim, Phase::Running))
-                        }
-                    }
-                }
-                for check in queued {
-                    if self.card(&check.id).is_none() {
-                        self.add_card(CheckState::new(check.id, check.claim, Phase::Queued));
-                    }
-                }
-                self.status.set(EngineStatus::Ready);
-                self.waiting.set(0);
-                let pending =
-                    self.outbox.try_update_value(|outbox| std::mem::take(&mut outbox.pending));
-                for message in pending.unwrap_or_default() {
-                    self.send(message);
-                }
-                self.request_items();
+                self.ready(corpus, results, resumed, queued);
             }
             FromWorker::Corpus { corpus } => {
                 self.parsing.set(0);
@@ -500,21 +459,7 @@ impl Engine {
                     card.state.update(|state| state.apply_event(&event));
                 }
             }
-            FromWorker::Finished { result } => match self.card(&result.id) {
-                // A check ends once; a late second end (a cancel racing the last answer) is
-                // not news.
-                Some(card) if !card.state.with_untracked(CheckState::is_active) => {}
-                Some(card) => card.state.update(|state| {
-                    state.live.clear();
-                    state.cancelling = false;
-                    state.saving = false;
-                    state.phase = Phase::Finished(Box::new(result));
-                }),
-                None => {
-                    let (id, claim) = (result.id.clone(), result.claim.clone());
-                    self.add_card(CheckState::new(id, claim, Phase::Finished(Box::new(result))));
-                }
-            },
+            FromWorker::Finished { result } => self.finished(result),
             // The demo corpus comes with claims to try: they fill an empty box.
             FromWorker::Demo { claims }
                 if self.claims.with_untracked(|text| text.trim().is_empty()) =>
@@ -550,6 +495,80 @@ impl Engine {
             FromWorker::Csv { text } => self.save("verity-results.csv", "text/csv", &text),
             FromWorker::ResultsCleared => self.drop_finished(),
             _ => {}
+        }
+    }
+
+    /// The worker is ready: it says which corpus it holds, the results it kept, the checks
+    /// it resumed and those still queued. Cards are made for the checks this page does not
+    /// show yet, and the messages that waited are sent.
+    fn ready(
+        &self,
+        corpus: CorpusSummary,
+        results: Vec<CheckResult>,
+        resumed: Vec<CheckRequest>,
+        queued: Vec<CheckRequest>,
+    ) {
+        if !resumed.is_empty() || !queued.is_empty() {
+            // Keyed checks resume only with the key remembered on this device (the
+            // worker never stores it); without one they end, saying so.
+            let provider = remembered_provider();
+            // Queued until the status is `Ready` below, then sent with the rest.
+            self.send(ToWorker::Credentials { provider });
+        }
+        self.corpus.set(corpus);
+        for result in results {
+            let id = result.id.clone();
+            match self.card(&id) {
+                // A check that ended while the engine was down (it was restarted).
+                Some(card) => card.state.update(|state| {
+                    if state.is_active() {
+                        state.phase = Phase::Finished(Box::new(result));
+                    }
+                }),
+                None => self.add_card(CheckState::new(
+                    id,
+                    result.claim.clone(),
+                    Phase::Finished(Box::new(result)),
+                )),
+            }
+        }
+        for check in resumed {
+            match self.card(&check.id) {
+                Some(card) => card.state.update(|state| state.phase = Phase::Running),
+                None => self.add_card(CheckState::new(check.id, check.claim, Phase::Running)),
+            }
+        }
+        for check in queued {
+            if self.card(&check.id).is_none() {
+                self.add_card(CheckState::new(check.id, check.claim, Phase::Queued));
+            }
+        }
+        self.status.set(EngineStatus::Ready);
+        self.waiting.set(0);
+        let pending = self.outbox.try_update_value(|outbox| std::mem::take(&mut outbox.pending));
+        for message in pending.unwrap_or_default() {
+            self.send(message);
+        }
+        self.request_items();
+    }
+
+    /// A check ended: its card shows the result (a new card for a check this page did not
+    /// show).
+    fn finished(&self, result: CheckResult) {
+        match self.card(&result.id) {
+            // A check ends once; a late second end (a cancel racing the last answer) is
+            // not news.
+            Some(card) if !card.state.with_untracked(CheckState::is_active) => {}
+            Some(card) => card.state.update(|state| {
+                state.live.clear();
+                state.cancelling = false;
+                state.saving = false;
+                state.phase = Phase::Finished(Box::new(result));
+            }),
+            None => {
+                let (id, claim) = (result.id.clone(), result.claim.clone());
+                self.add_card(CheckState::new(id, claim, Phase::Finished(Box::new(result))));
+            }
         }
     }
 
