@@ -59,10 +59,6 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
         }
     });
     on_cleanup(move || warn.remove());
-    let run_label = move || match claim_count() {
-        0 | 1 => "Check claim".to_owned(),
-        n => format!("Check {n} claims"),
-    };
     let why_disabled = move || {
         if !engine.is_ready() {
             "The engine is loading.".to_owned()
@@ -79,77 +75,108 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
     view! {
         <section class="panel" aria-labelledby="claims-title">
             <h2 id="claims-title">"Claims"</h2>
-            <div class="field">
-                <label for="claims-input">"Claims to check, one per line"</label>
-                <textarea
-                    id="claims-input"
-                    data-testid="claims-input"
-                    rows="3"
-                    placeholder="The Golden Gate Bridge opened in 1937."
-                    prop:value=move || text.get()
-                    on:input=move |ev| text.set(event_target_value(&ev))
-                    on:keydown=move |ev: leptos::ev::KeyboardEvent| {
-                        if ev.key() == "Enter" && (ev.ctrl_key() || ev.meta_key()) && why_disabled().is_empty() {
-                            ev.prevent_default();
-                            run();
-                        }
-                    }
-                ></textarea>
-                <input
-                    id="claims-file"
-                    class="visually-hidden"
-                    data-testid="claims-file"
-                    type="file"
-                    accept=".txt,.csv,.jsonl"
-                    on:change=move |ev| {
-                        let input = event_target::<web_sys::HtmlInputElement>(&ev);
-                        if let Some(files) = input.files() {
-                            crate::corpus::read_files(engine, files, false);
-                        }
-                        input.set_value("");
-                    }
-                />
-                <label for="claims-file" class="button small">"Read claims from a file…"</label>
-                <span class="hint" role="status" data-testid="claims-read">{move || engine.claims_read.get()}</span>
-            </div>
-            <div class="row controls">
-                <button
-                    type="button"
-                    class="button primary"
-                    data-testid="run"
-                    aria-describedby="run-why"
-                    disabled=move || !why_disabled().is_empty()
-                    on:click=move |_| run()
-                >
-                    {run_label}
-                </button>
-                <button
-                    type="button"
-                    class="button"
-                    data-testid="cancel-all"
-                    disabled=move || !engine.any_active()
-                    on:click=move |_| engine.cancel_all()
-                >
-                    "Cancel all"
-                </button>
-                <span class="concurrency">
-                    <label for="claims-concurrency" class="inline-label">"Checks at once"</label>
-                    <select
-                        id="claims-concurrency"
-                        data-testid="concurrency"
-                        prop:value=move || concurrency.get().to_string()
-                        on:change=move |ev| concurrency.set(event_target_value(&ev).parse().unwrap_or(2))
-                    >
-                        {CONCURRENCY
-                            .iter()
-                            .map(|n| view! { <option value=n.to_string()>{n.to_string()}</option> })
-                            .collect_view()}
-                    </select>
-                </span>
-            </div>
+            <ClaimsInput engine run why_disabled />
+            <RunControls engine concurrency run why_disabled />
             <p class="hint" id="run-why">{why_disabled}" "<span class="kbd-hint">"Ctrl+Enter runs."</span></p>
         </section>
         <ChecksList engine settings concurrency />
+    }
+}
+
+/// The claims box (Ctrl+Enter runs them when nothing `why_disabled` says stands in the way)
+/// and the claims file.
+#[component]
+fn ClaimsInput(
+    engine: Engine,
+    run: impl Fn() + Copy + Send + Sync + 'static,
+    why_disabled: impl Fn() -> String + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let text = engine.claims;
+    view! {
+        <div class="field">
+            <label for="claims-input">"Claims to check, one per line"</label>
+            <textarea
+                id="claims-input"
+                data-testid="claims-input"
+                rows="3"
+                placeholder="The Golden Gate Bridge opened in 1937."
+                prop:value=move || text.get()
+                on:input=move |ev| text.set(event_target_value(&ev))
+                on:keydown=move |ev: leptos::ev::KeyboardEvent| {
+                    if ev.key() == "Enter" && (ev.ctrl_key() || ev.meta_key()) && why_disabled().is_empty() {
+                        ev.prevent_default();
+                        run();
+                    }
+                }
+            ></textarea>
+            <input
+                id="claims-file"
+                class="visually-hidden"
+                data-testid="claims-file"
+                type="file"
+                accept=".txt,.csv,.jsonl"
+                on:change=move |ev| {
+                    let input = event_target::<web_sys::HtmlInputElement>(&ev);
+                    if let Some(files) = input.files() {
+                        crate::corpus::read_files(engine, files, false);
+                    }
+                    input.set_value("");
+                }
+            />
+            <label for="claims-file" class="button small">"Read claims from a file…"</label>
+            <span class="hint" role="status" data-testid="claims-read">{move || engine.claims_read.get()}</span>
+        </div>
+    }
+}
+
+/// Run (disabled while `why_disabled` says why), Cancel all, and the checks at once.
+#[component]
+fn RunControls(
+    engine: Engine,
+    concurrency: RwSignal<usize>,
+    run: impl Fn() + Copy + Send + Sync + 'static,
+    why_disabled: impl Fn() -> String + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let run_label = move || match engine.claims.with(|text| claims_of(text).len()) {
+        0 | 1 => "Check claim".to_owned(),
+        n => format!("Check {n} claims"),
+    };
+    view! {
+        <div class="row controls">
+            <button
+                type="button"
+                class="button primary"
+                data-testid="run"
+                aria-describedby="run-why"
+                disabled=move || !why_disabled().is_empty()
+                on:click=move |_| run()
+            >
+                {run_label}
+            </button>
+            <button
+                type="button"
+                class="button"
+                data-testid="cancel-all"
+                disabled=move || !engine.any_active()
+                on:click=move |_| engine.cancel_all()
+            >
+                "Cancel all"
+            </button>
+            <span class="concurrency">
+                <label for="claims-concurrency" class="inline-label">"Checks at once"</label>
+                <select
+                    id="claims-concurrency"
+                    data-testid="concurrency"
+                    prop:value=move || concurrency.get().to_string()
+                    on:change=move |ev| concurrency.set(event_target_value(&ev).parse().unwrap_or(2))
+                >
+                    {CONCURRENCY
+                        .iter()
+                        .map(|n| view! { <option value=n.to_string()>{n.to_string()}</option> })
+                        .collect_view()}
+                </select>
+            </span>
+        </div>
     }
 }
 
