@@ -181,89 +181,88 @@ fn stand_in(
         let engine = engine.borrow().expect("the engine is set before messages flow");
         let items = Rc::clone(&items);
         let message = message.clone();
-        set_timeout(
-            move || {
-                let answer = |message| engine.apply(message);
-                match message {
-                    ToWorker::ListItems { query, offset, limit } => {
-                        let needle = query.to_lowercase();
-                        let matching: Vec<Item> = items
-                            .borrow()
-                            .iter()
-                            .filter(|item| {
-                                item.id.to_lowercase().contains(&needle)
-                                    || item.text.to_lowercase().contains(&needle)
-                            })
-                            .cloned()
-                            .collect();
-                        answer(FromWorker::Items {
-                            query,
-                            offset,
-                            total: matching.len(),
-                            items: matching.into_iter().skip(offset).take(limit).collect(),
-                        });
-                    }
-                    ToWorker::LoadDemo => {
-                        *items.borrow_mut() = demo_items();
-                        answer(FromWorker::Corpus { corpus: summary(&items.borrow()) });
-                    }
-                    ToWorker::RemoveItems { ids } => {
-                        items.borrow_mut().retain(|item| !ids.contains(&item.id));
-                        answer(FromWorker::Corpus { corpus: summary(&items.borrow()) });
-                    }
-                    ToWorker::ClearCorpus => {
-                        items.borrow_mut().clear();
-                        answer(FromWorker::Corpus { corpus: summary(&items.borrow()) });
-                    }
-                    ToWorker::AddFiles { files } => {
-                        for file in files {
-                            answer(FromWorker::FileRejected {
-                                file: file.name,
-                                line: Some(1),
-                                message: "the preview reads no files".into(),
-                            });
-                        }
-                    }
-                    ToWorker::Check { checks, .. } => {
-                        for check in checks {
-                            let result = CheckResult {
-                                id: check.id.clone(),
-                                claim: check.claim.clone(),
-                                outcome: report(
-                                    &check.claim,
-                                    "insufficient",
-                                    0.5,
-                                    &[],
-                                    "A preview answer.",
-                                ),
-                                cited: Vec::new(),
-                                provenance: None,
-                            };
-                            answer(FromWorker::Queued { check });
-                            set_timeout(
-                                move || engine.apply(FromWorker::Finished { result }),
-                                Duration::from_millis(1500),
-                            );
-                        }
-                    }
-                    ToWorker::Cancel { id } => answer(FromWorker::Finished {
-                        result: CheckResult {
-                            id,
-                            claim: String::new(),
-                            outcome: Outcome::Failed {
-                                failure: json!({"kind": "cancelled", "message": "cancelled by the page"}),
-                            },
-                            cited: Vec::new(),
-                            provenance: None,
-                        },
-                    }),
-                    _ => {}
-                }
-            },
-            Duration::from_millis(30),
-        );
+        set_timeout(move || reply(engine, &items, message), Duration::from_millis(30));
         Ok(())
     }
+}
+
+/// The stand-in's answer to one message, over the canned `items`.
+fn reply(engine: Engine, items: &RefCell<Vec<Item>>, message: ToWorker) {
+    let answer = |message| engine.apply(message);
+    match message {
+        ToWorker::ListItems { query, offset, limit } => {
+            answer(items_page(&items.borrow(), query, offset, limit));
+        }
+        ToWorker::LoadDemo => {
+            *items.borrow_mut() = demo_items();
+            answer(FromWorker::Corpus { corpus: summary(&items.borrow()) });
+        }
+        ToWorker::RemoveItems { ids } => {
+            items.borrow_mut().retain(|item| !ids.contains(&item.id));
+            answer(FromWorker::Corpus { corpus: summary(&items.borrow()) });
+        }
+        ToWorker::ClearCorpus => {
+            items.borrow_mut().clear();
+            answer(FromWorker::Corpus { corpus: summary(&items.borrow()) });
+        }
+        ToWorker::AddFiles { files } => {
+            for file in files {
+                answer(FromWorker::FileRejected {
+                    file: file.name,
+                    line: Some(1),
+                    message: "the preview reads no files".into(),
+                });
+            }
+        }
+        ToWorker::Check { checks, .. } => {
+            for check in checks {
+                preview_check(engine, check);
+            }
+        }
+        ToWorker::Cancel { id } => answer(FromWorker::Finished {
+            result: CheckResult {
+                id,
+                claim: String::new(),
+                outcome: Outcome::Failed {
+                    failure: json!({"kind": "cancelled", "message": "cancelled by the page"}),
+                },
+                cited: Vec::new(),
+                provenance: None,
+            },
+        }),
+        _ => {}
+    }
+}
+
+/// The page of `items` whose id or text holds `query` (any case), from `offset`.
+fn items_page(items: &[Item], query: String, offset: usize, limit: usize) -> FromWorker {
+    let needle = query.to_lowercase();
+    let matching: Vec<Item> = items
+        .iter()
+        .filter(|item| {
+            item.id.to_lowercase().contains(&needle) || item.text.to_lowercase().contains(&needle)
+        })
+        .cloned()
+        .collect();
+    FromWorker::Items {
+        query,
+        offset,
+        total: matching.len(),
+        items: matching.into_iter().skip(offset).take(limit).collect(),
+    }
+}
+
+/// A check in the preview: queued at once, and `insufficient` a moment later.
+fn preview_check(engine: Engine, check: CheckRequest) {
+    let result = CheckResult {
+        id: check.id.clone(),
+        claim: check.claim.clone(),
+        outcome: report(&check.claim, "insufficient", 0.5, &[], "A preview answer."),
+        cited: Vec::new(),
+        provenance: None,
+    };
+    engine.apply(FromWorker::Queued { check });
+    set_timeout(move || engine.apply(FromWorker::Finished { result }), Duration::from_millis(1500));
 }
 
 fn main() {
