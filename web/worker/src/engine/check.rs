@@ -99,35 +99,10 @@ impl<H: Host> Engine<H> {
         let failed = |failure: Value| (Outcome::Failed { failure }, false);
         let mut session = match resumed {
             Some(session) => session,
-            None => {
-                // The assess route the provider's configuration chooses (the local presets:
-                // the verifier route); a route the core does not know refuses the check.
-                let assess = match provider {
-                    ProviderChoice::Network { config: provider } => match provider.get("assess") {
-                        Some(assess) => match AssessMode::deserialize(assess) {
-                            Ok(assess) => assess,
-                            Err(error) => return failed(refused(format!("assess: {error}"))),
-                        },
-                        None => AssessMode::default(),
-                    },
-                    _ => AssessMode::default(),
-                };
-                let config = ClaimConfig {
-                    retry: RetryPolicy::with_retries(MAX_RETRIES),
-                    assess,
-                    ..ClaimConfig::new(check.claim.clone(), corpus.id().clone())
-                };
-                let job = match Job::new(JobConfig::Claim(config), std::slice::from_ref(corpus)) {
-                    Ok(job) => job,
-                    Err(failed_job) => return failed(to_value(&failed_job)),
-                };
-                match Session::start(job) {
-                    Ok(session) => session,
-                    Err(error) => {
-                        return failed(refused(error.to_string()));
-                    }
-                }
-            }
+            None => match new_session(check, provider, corpus) {
+                Ok(session) => session,
+                Err(failure) => return failed(failure),
+            },
         };
         if let Some(budget) = budget {
             budget.started(&check.id, &session.machine().spent());
@@ -181,22 +156,54 @@ impl<H: Host> Engine<H> {
                 }
             };
         }
-        match session.finish() {
-            Ok(report) => (Outcome::Report { report }, false),
-            Err(failed_job) => match budget {
-                // Cancelled by its run's limit, not by a person: the typed `budget` failure.
-                Some(budget)
-                    if failed_job.kind() == verity_core::JobFailureKind::Cancelled
-                        && cancel.reason().as_deref() == Some(BUDGET_REACHED) =>
-                {
-                    let spent = failed_job.spent();
-                    let message = budget.message(spent.usage.cost);
-                    failed(to_value(&JobFailed::budget(message, spent)))
-                }
-                _ => failed(to_value(&failed_job)),
-            },
-        }
+        (finished(session, budget, cancel), false)
     }
+}
+
+/// A new session of `check`'s claim job over `corpus`, with the assess route `provider`'s
+/// configuration chooses (the local presets: the verifier route); a route the core does not
+/// know, or a job it refuses, is the check's failure.
+fn new_session(
+    check: &CheckRequest,
+    provider: &ProviderChoice,
+    corpus: &Arc<IndexedCorpus>,
+) -> Result<Session<Job>, Value> {
+    let assess = match provider {
+        ProviderChoice::Network { config } => match config.get("assess") {
+            Some(assess) => AssessMode::deserialize(assess)
+                .map_err(|error| refused(format!("assess: {error}")))?,
+            None => AssessMode::default(),
+        },
+        _ => AssessMode::default(),
+    };
+    let config = ClaimConfig {
+        retry: RetryPolicy::with_retries(MAX_RETRIES),
+        assess,
+        ..ClaimConfig::new(check.claim.clone(), corpus.id().clone())
+    };
+    let job = Job::new(JobConfig::Claim(config), std::slice::from_ref(corpus))
+        .map_err(|failed_job| to_value(&failed_job))?;
+    Session::start(job).map_err(|error| refused(error.to_string()))
+}
+
+/// The outcome of a session driven to its end: its report, or its typed failure (a cancel by
+/// its run's limit, not by a person, is the `budget` failure).
+fn finished(session: Session<Job>, budget: Option<&RunBudget>, cancel: &Cancel) -> Outcome {
+    let failure = match session.finish() {
+        Ok(report) => return Outcome::Report { report },
+        Err(failed_job) => match budget {
+            Some(budget)
+                if failed_job.kind() == verity_core::JobFailureKind::Cancelled
+                    && cancel.reason().as_deref() == Some(BUDGET_REACHED) =>
+            {
+                let spent = failed_job.spent();
+                let message = budget.message(spent.usage.cost);
+                to_value(&JobFailed::budget(message, spent))
+            }
+            _ => to_value(&failed_job),
+        },
+    };
+    Outcome::Failed { failure }
 }
 
 impl<H: Host> Engine<H> {

@@ -28,26 +28,8 @@ impl<H: Host> Engine<H> {
         corpus: Option<String>,
         budget: Option<f64>,
     ) {
-        // The app's settings carry the run's limit; a page that sends its provider as JSON
-        // gives it in the message.
-        let limit = match budget {
-            Some(limit) if !(limit.is_finite() && limit > 0.0) => {
-                Err(format!("budget: an amount in dollars above 0, not {limit}"))
-            }
-            Some(limit) => Ok(Some(limit)),
-            None => provider.budget(),
-        };
-        // The app sends its Provider section as it is: what it lacks fails the checks, and
-        // so does a limit the engine could not enforce.
-        let resolved = limit.clone().and_then(|limit| {
-            let provider = provider.clone().resolved()?;
-            if limit.is_some() {
-                budget::enforceable(&provider)?;
-            }
-            Ok(provider)
-        });
-        let provider = match resolved {
-            Ok(provider) => provider,
+        let (provider, limit) = match resolve_run(provider, budget) {
+            Ok(resolved) => resolved,
             Err(message) => {
                 let corpus = self.corpus();
                 return self.refuse_checks(checks, &message, provider, Some(&corpus));
@@ -71,7 +53,7 @@ impl<H: Host> Engine<H> {
             }
         };
         let budget = match (limit, checks.first()) {
-            (Ok(Some(limit)), Some(first)) => Some(RunBudget::new(first.id.clone(), limit)),
+            (Some(limit), Some(first)) => Some(RunBudget::new(first.id.clone(), limit)),
             _ => None,
         };
         {
@@ -243,4 +225,26 @@ impl<H: Host> Engine<H> {
         let run = meta.run.as_deref()?;
         self.inner.state.borrow().budgets.iter().find(|budget| budget.run() == run).cloned()
     }
+}
+
+/// The provider a run's checks use and its spending limit, if any. The app's settings carry
+/// the run's limit (`budget` is a page's that sends its provider as JSON); the app sends its
+/// Provider section as it is, so what it lacks is refused here, and so is a limit the engine
+/// could not enforce (no price, no cost reported).
+fn resolve_run(
+    provider: &ProviderChoice,
+    budget: Option<f64>,
+) -> Result<(ProviderChoice, Option<f64>), String> {
+    let limit = match budget {
+        Some(limit) if !(limit.is_finite() && limit > 0.0) => {
+            return Err(format!("budget: an amount in dollars above 0, not {limit}"));
+        }
+        Some(limit) => Some(limit),
+        None => provider.budget()?,
+    };
+    let provider = provider.clone().resolved()?;
+    if limit.is_some() {
+        budget::enforceable(&provider)?;
+    }
+    Ok((provider, limit))
 }

@@ -196,92 +196,108 @@ pub fn start() {
     let engine: Shared = Rc::new(RefCell::new(None));
     let global = js_sys::global();
     if Reflect::has(&global, &JsValue::from_str("onconnect")).unwrap_or(false) {
-        let early = Reflect::get(&global, &JsValue::from_str("verityConnected"))
-            .ok()
-            .filter(|early| early.is_instance_of::<js_sys::Array>())
-            .map(|early| early.unchecked_into::<js_sys::Array>());
-        for port in early.iter().flat_map(|early| early.iter()) {
+        listen_as_shared(&global, &pending, &engine);
+    } else {
+        listen_as_dedicated(&pending, &engine);
+    }
+    wasm_bindgen_futures::spawn_local(run_engine(pending, engine));
+}
+
+/// As a shared worker: connects the ports of the pages that connected before the wasm ran, and
+/// every page that connects later.
+fn listen_as_shared(global: &JsValue, pending: &Pending, engine: &Shared) {
+    let early = Reflect::get(global, &JsValue::from_str("verityConnected"))
+        .ok()
+        .filter(|early| early.is_instance_of::<js_sys::Array>())
+        .map(|early| early.unchecked_into::<js_sys::Array>());
+    for port in early.iter().flat_map(|early| early.iter()) {
+        if let Ok(port) = port.dyn_into::<MessagePort>() {
+            connect(port, pending, engine);
+        }
+    }
+    let (pending, engine) = (Rc::clone(pending), Rc::clone(engine));
+    let on_connect = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+        for port in event.ports().iter() {
             if let Ok(port) = port.dyn_into::<MessagePort>() {
                 connect(port, &pending, &engine);
             }
         }
-        let (pending, engine) = (Rc::clone(&pending), Rc::clone(&engine));
-        let on_connect = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
-            for port in event.ports().iter() {
+    });
+    let _ = Reflect::set(global, &JsValue::from_str("onconnect"), on_connect.as_ref());
+    on_connect.forget();
+}
+
+/// As a dedicated worker: the page is the worker's own scope, and a message carrying ports
+/// connects each of them as a page.
+fn listen_as_dedicated(pending: &Pending, engine: &Shared) {
+    let page = JsValue::from(scope());
+    PAGES.with(|pages| pages.borrow_mut().push(page.clone()));
+    let (pending, engine) = (Rc::clone(pending), Rc::clone(engine));
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+        // Ports passed on by the page (`web/boot.js`'s leader tab: one per other tab of the
+        // app, when the browser has no shared workers) connect pages; the message that carries
+        // them is nothing else.
+        let ports = event.ports();
+        if ports.length() > 0 {
+            for port in ports.iter() {
                 if let Ok(port) = port.dyn_into::<MessagePort>() {
                     connect(port, &pending, &engine);
                 }
             }
-        });
-        let _ = Reflect::set(&global, &JsValue::from_str("onconnect"), on_connect.as_ref());
-        on_connect.forget();
-    } else {
-        let page = JsValue::from(scope());
-        PAGES.with(|pages| pages.borrow_mut().push(page.clone()));
-        let (pending, engine) = (Rc::clone(&pending), Rc::clone(&engine));
-        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
-            // Ports passed on by the page (`web/boot.js`'s leader tab: one per other tab of
-            // the app, when the browser has no shared workers) connect pages; the message
-            // that carries them is nothing else.
-            let ports = event.ports();
-            if ports.length() > 0 {
-                for port in ports.iter() {
-                    if let Ok(port) = port.dyn_into::<MessagePort>() {
-                        connect(port, &pending, &engine);
-                    }
-                }
-                return;
-            }
-            receive(&page, &event.data(), &pending, &engine);
-        });
-        scope().set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-        on_message.forget();
-    }
-    wasm_bindgen_futures::spawn_local(async move {
-        // `verity-worker_loader.js?storage=memory` (the embedding module): nothing is read
-        // from or written to the page origin's IndexedDB, so an embedded check never touches
-        // the app's corpus, results or sessions.
-        let memory = scope().location().search().contains("storage=memory");
-        let (db, storage_error) = if memory {
-            (None, None)
-        } else {
-            match open_database().await {
-                Ok(db) => (Some(Rc::new(db)), None),
-                Err(why) => (None, Some(why)),
-            }
-        };
-        let host = WorkerHost {
-            db: db.clone(),
-            next_order: Cell::new(0),
-            corpus_saver: Rc::default(),
-            unfinished: Rc::default(),
-            listed: std::cell::RefCell::default(),
-        };
-        let restored = match &db {
-            Some(db) => restore(db, &host).await.unwrap_or_else(|why| {
-                host.post(&FromWorker::Error {
-                    message: format!("the saved corpus and results could not be read: {why}"),
-                });
-                Restored::default()
-            }),
-            None => Restored::default(),
-        };
-        let new_engine = Engine::new(host);
-        *engine.borrow_mut() = Some(new_engine.clone());
-        new_engine.start(restored).await;
-        if let Some(why) = storage_error {
-            new_engine.host().post(&FromWorker::Error {
-                message: format!(
-                    "this browser's storage (IndexedDB) is unavailable, so nothing is kept after \
-                     a reload: {why}"
-                ),
-            });
+            return;
         }
-        let queued = pending.borrow_mut().take().unwrap_or_default();
-        for (page, text) in queued {
-            asking(&page, || new_engine.handle_json(&text));
-        }
+        receive(&page, &event.data(), &pending, &engine);
     });
+    scope().set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    on_message.forget();
+}
+
+/// Opens storage, restores what it holds, starts the engine (it posts `Ready`), then hands it
+/// the messages that came meanwhile.
+async fn run_engine(pending: Pending, engine: Shared) {
+    // `verity-worker_loader.js?storage=memory` (the embedding module): nothing is read from or
+    // written to the page origin's IndexedDB, so an embedded check never touches the app's
+    // corpus, results or sessions.
+    let memory = scope().location().search().contains("storage=memory");
+    let (db, storage_error) = if memory {
+        (None, None)
+    } else {
+        match open_database().await {
+            Ok(db) => (Some(Rc::new(db)), None),
+            Err(why) => (None, Some(why)),
+        }
+    };
+    let host = WorkerHost {
+        db: db.clone(),
+        next_order: Cell::new(0),
+        corpus_saver: Rc::default(),
+        unfinished: Rc::default(),
+        listed: RefCell::default(),
+    };
+    let restored = match &db {
+        Some(db) => restore(db, &host).await.unwrap_or_else(|why| {
+            host.post(&FromWorker::Error {
+                message: format!("the saved corpus and results could not be read: {why}"),
+            });
+            Restored::default()
+        }),
+        None => Restored::default(),
+    };
+    let new_engine = Engine::new(host);
+    *engine.borrow_mut() = Some(new_engine.clone());
+    new_engine.start(restored).await;
+    if let Some(why) = storage_error {
+        new_engine.host().post(&FromWorker::Error {
+            message: format!(
+                "this browser's storage (IndexedDB) is unavailable, so nothing is kept after a \
+                 reload: {why}"
+            ),
+        });
+    }
+    let queued = pending.borrow_mut().take().unwrap_or_default();
+    for (page, text) in queued {
+        asking(&page, || new_engine.handle_json(&text));
+    }
 }
 
 /// Milliseconds on the worker's monotonic clock.

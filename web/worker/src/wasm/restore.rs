@@ -55,32 +55,56 @@ async fn restore_corpus(
             None
         }
     };
+    match order {
+        Some(order) => read_parts(db, host, &order, keys, recovered, unreadable).await,
+        None => move_first_layout(db, host, keys, unreadable).await,
+    }
+}
+
+/// Reads the corpus's parts in `order` (a part that cannot be read is skipped, named in
+/// `unreadable`, and kept in storage until the corpus next changes), deletes the stored parts
+/// it does not name (`keys` are all of them) and the first layout's record (unless the order
+/// was `recovered` from the parts themselves).
+async fn read_parts(
+    db: &Rc<Database>,
+    host: &WorkerHost,
+    order: &CorpusOrder,
+    keys: Vec<String>,
+    recovered: bool,
+    unreadable: &mut Vec<Unreadable>,
+) -> Result<Vec<Passage>, String> {
     let mut items = Vec::new();
     let mut stored = HashSet::new();
-    if let Some(order) = order {
-        for key in &order.parts {
-            let text = get_raw(db, CORPUS, key).await?;
-            // A part that cannot be read stays until the corpus next changes.
-            stored.insert(key.clone());
-            if let Some(passages) = skip(
-                read_corpus_part(key, text.as_ref().map(Option::as_deref)).map(Some),
-                unreadable,
-            ) {
-                items.extend(passages);
-            }
+    for key in &order.parts {
+        let text = get_raw(db, CORPUS, key).await?;
+        stored.insert(key.clone());
+        if let Some(passages) =
+            skip(read_corpus_part(key, text.as_ref().map(Option::as_deref)).map(Some), unreadable)
+        {
+            items.extend(passages);
         }
-        let stale: Vec<Write> = keys
-            .into_iter()
-            .filter(|key| !stored.contains(key))
-            .map(|key| Write::Delete { store: CORPUS, key })
-            .collect();
-        // The first layout's record is gone once an order names the parts (recovered: no
-        // order does, so it is left as it is).
-        let blob = (!recovered).then(|| Write::Delete { store: KV, key: CORPUS_BLOB.to_owned() });
-        write_later(db, stale.into_iter().chain(blob).collect(), Vec::new());
-        *host.corpus_saver.stored.borrow_mut() = stored;
-        return Ok(items);
     }
+    let stale: Vec<Write> = keys
+        .into_iter()
+        .filter(|key| !stored.contains(key))
+        .map(|key| Write::Delete { store: CORPUS, key })
+        .collect();
+    let blob = (!recovered).then(|| Write::Delete { store: KV, key: CORPUS_BLOB.to_owned() });
+    write_later(db, stale.into_iter().chain(blob).collect(), Vec::new());
+    *host.corpus_saver.stored.borrow_mut() = stored;
+    Ok(items)
+}
+
+/// Reads the first layout's one record of the corpus, if there is one, and moves it to parts
+/// (in one transaction, awaited: if it fails, the record stays and is read again at the next
+/// start, and the pages are told).
+async fn move_first_layout(
+    db: &Rc<Database>,
+    host: &WorkerHost,
+    keys: Vec<String>,
+    unreadable: &mut Vec<Unreadable>,
+) -> Result<Vec<Passage>, String> {
+    let mut items = Vec::new();
     let blob = get_raw(db, KV, CORPUS_BLOB).await?;
     let Some(passages) = skip(
         read_json::<Vec<Passage>>("the corpus", blob.as_ref().map(Option::as_deref)),
