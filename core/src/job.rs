@@ -228,6 +228,16 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl JobConfig {
+    /// The job's retry policy (a host's own waits, such as a rate limiter's hold after a
+    /// `Retry-After`, keep to its cap).
+    #[must_use]
+    pub fn retry(&self) -> &RetryPolicy {
+        match self {
+            Self::Step(config) => &config.retry,
+            Self::Claim(config) => &config.retry,
+        }
+    }
+
     /// Reads a configuration from JSON text.
     ///
     /// # Errors
@@ -645,11 +655,42 @@ impl Machine for Job {
     }
 
     fn finish(self) -> Result<Value, JobFailed> {
+        self.finish_typed().map(JobValue::into_value)
+    }
+}
+
+/// What a finished [`Job`] gives, typed: a step's value, or a claim check's report.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobValue {
+    /// A step's value (valid against its schema).
+    Step(Value),
+    /// A claim check's report.
+    Report(Box<crate::Report>),
+}
+
+impl JobValue {
+    /// As JSON (what [`Machine::finish`] gives for a job).
+    #[must_use]
+    pub fn into_value(self) -> Value {
+        match self {
+            Self::Step(value) => value,
+            Self::Report(report) => serde_json::to_value(report).expect("a report serializes"),
+        }
+    }
+}
+
+impl Job {
+    /// Ends the job: its value typed (a host that reads the report, as the browser's engine
+    /// does for its citations, need not parse JSON the job made), or its failure.
+    ///
+    /// # Errors
+    /// The job's typed failure.
+    pub fn finish_typed(self) -> Result<JobValue, JobFailed> {
         match self.work {
-            Work::Step { step } => step.finish().map_err(JobFailed::from),
+            Work::Step { step } => step.finish().map(JobValue::Step).map_err(JobFailed::from),
             Work::Claim { check } => check
                 .finish()
-                .map(|report| serde_json::to_value(report).expect("a report serializes"))
+                .map(|report| JobValue::Report(Box::new(report)))
                 .map_err(JobFailed::from),
         }
     }

@@ -138,7 +138,8 @@ pub use drive::{
 pub use event::{ClaimStage, Event};
 pub use indexed::IndexedCorpus;
 pub use job::{
-    ClaimConfig, ConfigError, Job, JobConfig, JobFailed, JobFailureKind, RestoreError, StepConfig,
+    ClaimConfig, ConfigError, Job, JobConfig, JobFailed, JobFailureKind, JobValue, RestoreError,
+    StepConfig,
 };
 pub use log::{Entry, Lease, Log, SessionError};
 pub use machine::{

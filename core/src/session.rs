@@ -719,4 +719,11 @@ where
     pub fn finish(self) -> Result<M::Value, M::Error> {
         self.machine.finish()
     }
+
+    /// The machine, to end it another way than [`finish`](Self::finish) (a [`crate::Job`]'s
+    /// typed value: [`crate::Job::finish_typed`]).
+    #[must_use]
+    pub fn into_machine(self) -> M {
+        self.machine
+    }
 }

@@ -177,6 +177,29 @@ fn a_claim_job_runs_with_no_host_tools_and_reports_its_spend() {
     assert_eq!(typed.requests, 5);
     assert_eq!(typed.assessment.citations, ["An April audit found every account record intact."]);
     assert!(verity_core::Report::from_job_value(&json!({"answer": 42})).is_none());
+    // Or typed from the start: a host ends the session's job with `finish_typed`, and the report
+    // is the one the JSON says.
+    use verity_core::session::{MemoryStore, Session};
+    let job = Job::from_json(
+        &claim_config(&corpus, json!({"retry": {"maxRetries": 2}})),
+        &[Arc::clone(&corpus)],
+    )
+    .unwrap();
+    let mut session = Session::start(job).unwrap();
+    let model = ScriptedModel::new(escalation_script());
+    pollster::block_on(verity_core::drive_session(
+        &mut session,
+        &MemoryStore::new(),
+        &model,
+        &NoTools,
+    ))
+    .unwrap();
+    match session.into_machine().finish_typed().unwrap() {
+        verity_core::JobValue::Report(report) => assert_eq!(*report, typed),
+        other => panic!("a claim job ends with a report, not {other:?}"),
+    }
+    let config = JobConfig::from_json(&claim_config(&corpus, json!({"retry": {"maxRetries": 2}})));
+    assert_eq!(config.unwrap().retry().max_retries, 2);
 
     // A failed check says what it cost: research stops without new evidence here.
     let job = Job::from_json(&claim_config(&corpus, json!({})), &[Arc::clone(&corpus)]).unwrap();

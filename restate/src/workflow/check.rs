@@ -9,9 +9,10 @@ use std::time::Duration;
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use verity_core::retry::RetryPolicy;
+use verity_core::indexed::IndexedCorpus;
 use verity_core::{
-    AssistantMessage, Job, JobFailed, Session, SessionOutput, Spent, ToolCall, ToolOutput, Tools,
+    AssistantMessage, Job, JobConfig, JobFailed, Session, SessionOutput, Spent, ToolCall,
+    ToolOutput, Tools,
 };
 
 use super::terminal;
@@ -101,6 +102,16 @@ impl CheckResult {
 /// # Errors
 /// As above.
 pub async fn build_job(host: &Host, input: &CheckInput) -> Result<Job, Result<JobFailed, String>> {
+    let (config, corpora) = job_config(host, input).await?;
+    Job::new(config, &corpora).map_err(Ok)
+}
+
+/// The typed configuration of `input`'s job, read once from its JSON, with the corpora it
+/// names loaded; errors as [`build_job`]'s.
+async fn job_config(
+    host: &Host,
+    input: &CheckInput,
+) -> Result<(JobConfig, Vec<Arc<IndexedCorpus>>), Result<JobFailed, String>> {
     let mut config = input.job.clone();
     let kind = config.get("kind").and_then(Value::as_str).unwrap_or_default();
     if kind != "claim" && !host.allow_steps {
@@ -119,7 +130,9 @@ pub async fn build_job(host: &Host, input: &CheckInput) -> Result<Job, Result<Jo
         }
         corpora.push(corpus);
     }
-    Job::from_json(&config.to_string(), &corpora).map_err(Ok)
+    let config =
+        JobConfig::from_value(config).map_err(|error| Ok(JobFailed::config(error.to_string())))?;
+    Ok((config, corpora))
 }
 
 /// Drives `job` to its end in the workflow `ctx`: see the module documentation.
@@ -247,18 +260,18 @@ async fn check(
     host: &Arc<Host>,
     input: CheckInput,
 ) -> Result<CheckResult, HandlerError> {
-    let job = match build_job(host, &input).await {
-        Ok(job) => job,
-        Err(Ok(failure)) => return Ok(CheckResult::of(Err(failure), Spent::default())),
-        Err(Err(refused)) => return Err(terminal(refused)),
+    let refused = |failure| Ok(CheckResult::of(Err(failure), Spent::default()));
+    let (config, corpora) = match job_config(host, &input).await {
+        Ok(read) => read,
+        Err(Ok(failure)) => return refused(failure),
+        Err(Err(message)) => return Err(terminal(message)),
     };
-    // The job's own cap on a `Retry-After` (the config was just read, so it parses).
-    let retry_after_cap_ms = input
-        .job
-        .get("retry")
-        .and_then(|retry| serde_json::from_value::<RetryPolicy>(retry.clone()).ok())
-        .unwrap_or_default()
-        .retry_after_cap_ms;
+    // The job's own cap on a `Retry-After`.
+    let retry_after_cap_ms = config.retry().retry_after_cap_ms;
+    let job = match Job::new(config, &corpora) {
+        Ok(job) => job,
+        Err(failure) => return refused(failure),
+    };
     let rate = input.rate.as_ref().map(|rate| (rate, retry_after_cap_ms));
     drive_durably(ctx, host, job, rate).await
 }

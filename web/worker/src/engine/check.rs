@@ -10,7 +10,7 @@ use verity_core::claim::AssessMode;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::provider::offline::OfflineModel;
 use verity_core::{
-    Cancel, ClaimConfig, DriveOptions, Job, JobConfig, JobFailed, NoTools, Provider,
+    Cancel, ClaimConfig, DriveOptions, Job, JobConfig, JobFailed, JobValue, NoTools, Provider,
     ProviderTransport, Report, RetryPolicy, Session, SessionError, Spent, Store, Transport,
     drive_session_with,
 };
@@ -69,14 +69,14 @@ impl<H: Host> Engine<H> {
         if let Some(budget) = budget {
             budget.ended(&check.id);
         }
-        let cited = match &outcome {
-            Outcome::Report { report } => {
-                let citations = Report::from_job_value(report)
-                    .map(|report| report.assessment.citations)
-                    .unwrap_or_default();
-                CorpusState::cited(corpus, &citations)
+        // The report is typed until the message is made.
+        let (outcome, cited) = match outcome {
+            Driven::Report(report) => {
+                let cited = CorpusState::cited(corpus, &report.assessment.citations);
+                let report = serde_json::to_value(&report).expect("a report serializes");
+                (Outcome::Report { report }, cited)
             }
-            Outcome::Failed { .. } => Vec::new(),
+            Driven::Failed(failure) => (Outcome::Failed { failure }, Vec::new()),
         };
         let result = CheckResult {
             id: check.id.clone(),
@@ -93,10 +93,10 @@ impl<H: Host> Engine<H> {
         &self,
         run: &CheckRun<H::Store>,
         resumed: Option<Session<Job>>,
-    ) -> (Outcome, bool) {
+    ) -> (Driven, bool) {
         let CheckRun { check, provider, corpus, cancel, store, budget, .. } = run;
         let budget = budget.as_deref();
-        let failed = |failure: Value| (Outcome::Failed { failure }, false);
+        let failed = |failure: Value| (Driven::Failed(failure), false);
         let mut session = match resumed {
             Some(session) => session,
             None => match new_session(check, provider, corpus) {
@@ -149,7 +149,7 @@ impl<H: Host> Engine<H> {
             return match error {
                 SessionError::StaleLease { .. } => {
                     let message = "the check was taken over by another tab of this page";
-                    (Outcome::Failed { failure: cancelled(message, spent) }, true)
+                    (Driven::Failed(cancelled(message, spent)), true)
                 }
                 other => {
                     failed(cancelled(format!("the check's durable session failed: {other}"), spent))
@@ -188,9 +188,11 @@ fn new_session(
 
 /// The outcome of a session driven to its end: its report, or its typed failure (a cancel by
 /// its run's limit, not by a person, is the `budget` failure).
-fn finished(session: Session<Job>, budget: Option<&RunBudget>, cancel: &Cancel) -> Outcome {
-    let failure = match session.finish() {
-        Ok(report) => return Outcome::Report { report },
+fn finished(session: Session<Job>, budget: Option<&RunBudget>, cancel: &Cancel) -> Driven {
+    let failure = match session.into_machine().finish_typed() {
+        Ok(JobValue::Report(report)) => return Driven::Report(report),
+        // Only a forged saved record resumes another kind of job as a check.
+        Ok(JobValue::Step(_)) => refused("the saved check is not a claim check"),
         Err(failed_job) => match budget {
             Some(budget)
                 if failed_job.kind() == verity_core::JobFailureKind::Cancelled
@@ -203,7 +205,14 @@ fn finished(session: Session<Job>, budget: Option<&RunBudget>, cancel: &Cancel) 
             _ => to_value(&failed_job),
         },
     };
-    Outcome::Failed { failure }
+    Driven::Failed(failure)
+}
+
+/// How a driven check ended: its report, typed until the message is made, or its failure in
+/// the core's shape.
+enum Driven {
+    Report(Box<Report>),
+    Failed(Value),
 }
 
 impl<H: Host> Engine<H> {
