@@ -46,11 +46,27 @@ pub(super) struct Ended {
     pub(super) taken_over: bool,
 }
 
+/// What runs a check's requests, read once from its provider's JSON: for all the checks of a
+/// page's message, or for a check resumed from storage.
+#[derive(Debug, Clone)]
+pub(super) enum Model {
+    /// The offline baseline.
+    Offline,
+    /// A provider over the network, and the assess route its configuration chooses (the local
+    /// presets: the verifier route).
+    Network { provider: Provider, assess: AssessMode },
+    /// The provider cannot run (a field the core refuses, a key that would go in the clear, a
+    /// forged saved record): its checks end refused, saying why, before anything is sent.
+    Refused(String),
+}
+
 /// One check to run: what it is, with which model, over which corpus, how it is cancelled,
 /// where its session is kept, and under which run's spending limit.
 pub(super) struct CheckRun<S> {
     pub(super) check: CheckRequest,
+    /// The provider as the page gave it (what the result's provenance names).
     pub(super) provider: ProviderChoice,
+    pub(super) model: Model,
     pub(super) corpus: Arc<IndexedCorpus>,
     pub(super) cancel: Cancel,
     pub(super) store: S,
@@ -94,12 +110,15 @@ impl<H: Host> Engine<H> {
         run: &CheckRun<H::Store>,
         resumed: Option<Session<Job>>,
     ) -> (Driven, bool) {
-        let CheckRun { check, provider, corpus, cancel, store, budget, .. } = run;
+        let CheckRun { check, model, corpus, cancel, store, budget, .. } = run;
         let budget = budget.as_deref();
         let failed = |failure: Value| (Driven::Failed(failure), false);
+        if let Model::Refused(why) = model {
+            return failed(refused(why.clone()));
+        }
         let mut session = match resumed {
             Some(session) => session,
-            None => match new_session(check, provider, corpus) {
+            None => match new_session(check, model, corpus) {
                 Ok(session) => session,
                 Err(failure) => return failed(failure),
             },
@@ -120,15 +139,11 @@ impl<H: Host> Engine<H> {
             }
             host.post(&FromWorker::Progress { id: id.clone(), event });
         });
-        let driven = match provider {
-            ProviderChoice::Offline => drive_on(&mut session, store, &OfflineModel, options).await,
-            ProviderChoice::Network { config } => {
-                let provider = match self.network_provider(config) {
-                    Ok(provider) => provider,
-                    Err(why) => return failed(refused(why)),
-                };
-                let transport =
-                    ProviderTransport::new(provider, host.client()).with_cancel(cancel.clone());
+        let driven = match model {
+            Model::Offline => drive_on(&mut session, store, &OfflineModel, options).await,
+            Model::Network { provider, .. } => {
+                let transport = ProviderTransport::new(provider.clone(), host.client())
+                    .with_cancel(cancel.clone());
                 match budget {
                     Some(budget) => {
                         let check = check.id.as_str();
@@ -139,10 +154,7 @@ impl<H: Host> Engine<H> {
                     None => drive_on(&mut session, store, &transport, options).await,
                 }
             }
-            // Settings are resolved when a message arrives; only a forged saved record holds them.
-            ProviderChoice::Settings { .. } => {
-                return failed(refused("the saved check names no provider the engine can run"));
-            }
+            Model::Refused(why) => return failed(refused(why.clone())),
         };
         if let Err(error) = driven {
             let spent = session.machine().spent();
@@ -160,20 +172,15 @@ impl<H: Host> Engine<H> {
     }
 }
 
-/// A new session of `check`'s claim job over `corpus`, with the assess route `provider`'s
-/// configuration chooses (the local presets: the verifier route); a route the core does not
-/// know, or a job it refuses, is the check's failure.
+/// A new session of `check`'s claim job over `corpus`, with the assess route `model` chooses;
+/// a job the core refuses is the check's failure.
 fn new_session(
     check: &CheckRequest,
-    provider: &ProviderChoice,
+    model: &Model,
     corpus: &Arc<IndexedCorpus>,
 ) -> Result<Session<Job>, Value> {
-    let assess = match provider {
-        ProviderChoice::Network { config } => match config.get("assess") {
-            Some(assess) => AssessMode::deserialize(assess)
-                .map_err(|error| refused(format!("assess: {error}")))?,
-            None => AssessMode::default(),
-        },
+    let assess = match model {
+        Model::Network { assess, .. } => *assess,
         _ => AssessMode::default(),
     };
     let config = ClaimConfig {
@@ -216,6 +223,29 @@ enum Driven {
 }
 
 impl<H: Host> Engine<H> {
+    /// `choice` read once into what runs its checks ([`Model`]).
+    pub(super) fn model(&self, choice: &ProviderChoice) -> Model {
+        match choice {
+            ProviderChoice::Offline => Model::Offline,
+            ProviderChoice::Network { config } => {
+                let assess = match config.get("assess").map(AssessMode::deserialize) {
+                    None => AssessMode::default(),
+                    Some(Ok(assess)) => assess,
+                    Some(Err(error)) => return Model::Refused(format!("assess: {error}")),
+                };
+                match self.network_provider(config) {
+                    Ok(provider) => Model::Network { provider, assess },
+                    Err(why) => Model::Refused(why),
+                }
+            }
+            // Settings are resolved when a message arrives; only a forged saved record holds
+            // them.
+            ProviderChoice::Settings { .. } => {
+                Model::Refused("the saved check names no provider the engine can run".to_owned())
+            }
+        }
+    }
+
     /// A network provider from its JSON, refused before anything is sent when it would send
     /// its key over plain HTTP to a host that is not loopback (the URL read as the host's
     /// client reads it; the client refuses such a request again, each time).

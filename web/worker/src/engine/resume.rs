@@ -84,7 +84,8 @@ impl<H: Host> Engine<H> {
         if !requeued.iter().any(|meta| meta.credentials_removed) {
             for meta in requeued {
                 let budget = self.budget_of(&meta);
-                let pending = Pending { provider: meta.provider, corpus: None, budget };
+                let model = self.model(&meta.provider);
+                let pending = Pending { provider: meta.provider, model, corpus: None, budget };
                 self.set_phase(&meta.check.id, Phase::Queued(pending));
             }
         }
@@ -299,6 +300,7 @@ impl<H: Host> Engine<H> {
         let Resumed { store, session, corpus } = resumed;
         let run = CheckRun {
             check: meta.check,
+            model: self.model(&provider),
             provider,
             corpus,
             cancel,
@@ -371,7 +373,8 @@ impl<H: Host> Engine<H> {
             };
             match provider {
                 Some(provider) => {
-                    let pending = Pending { provider, corpus: None, budget };
+                    let model = self.model(&provider);
+                    let pending = Pending { provider, model, corpus: None, budget };
                     self.set_phase(&meta.check.id, Phase::Queued(pending));
                 }
                 None => {

@@ -10,7 +10,7 @@ use verity_core::{Cancel, JobFailed, Spent};
 use verity_messages::{CheckRequest, CheckResult, FromWorker, Outcome, ProviderChoice};
 
 use super::budget::{self, RunBudget};
-use super::check::{CheckRun, refused, to_value};
+use super::check::{CheckRun, Model, refused, to_value};
 use super::state::{Check, Pending, Phase};
 use super::{Engine, Host, MAX_CONCURRENCY};
 use crate::saved::{SessionMeta, Unfinished};
@@ -35,6 +35,12 @@ impl<H: Host> Engine<H> {
                 return self.refuse_checks(checks, &message, provider, Some(&corpus));
             }
         };
+        // Read once for all of them.
+        let model = self.model(&provider);
+        if let Model::Refused(why) = &model {
+            let corpus = self.corpus();
+            return self.refuse_checks(checks, why, &provider, Some(&corpus));
+        }
         let named = match corpus {
             None => None,
             Some(name) => {
@@ -70,6 +76,7 @@ impl<H: Host> Engine<H> {
                 });
                 let pending = Pending {
                     provider: provider.clone(),
+                    model: model.clone(),
                     corpus: named.clone(),
                     budget: budget.clone(),
                 };
@@ -183,8 +190,9 @@ impl<H: Host> Engine<H> {
             meta.corpus = Some(corpus.id().to_string());
             let store = self.inner.host.new_session(&meta);
             let engine = self.clone();
-            let Pending { provider, budget, .. } = pending;
-            let run = CheckRun { check, provider, corpus, cancel, store, resumed: None, budget };
+            let Pending { provider, model, budget, .. } = pending;
+            let run =
+                CheckRun { check, provider, model, corpus, cancel, store, resumed: None, budget };
             self.inner.host.spawn(Box::pin(async move {
                 let ended = engine.run(run).await;
                 engine.ended(ended);

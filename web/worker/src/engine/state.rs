@@ -11,6 +11,7 @@ use verity_core::{Cancel, Job, Session, ToolOutput};
 use verity_messages::{CheckRequest, CheckResult, ProviderChoice};
 
 use super::budget::RunBudget;
+use super::check::Model;
 use crate::corpus::CorpusState;
 use crate::saved::SessionMeta;
 
@@ -53,6 +54,8 @@ pub(super) enum Phase<S> {
 #[derive(Debug)]
 pub(super) struct Pending {
     pub(super) provider: ProviderChoice,
+    /// `provider` read once (for all the checks of a message).
+    pub(super) model: Model,
     /// A named corpus (taken when the check was asked for); `None`: the main corpus.
     pub(super) corpus: Option<Arc<IndexedCorpus>>,
     /// Its run's spending limit, if the run has one.
