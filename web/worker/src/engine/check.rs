@@ -54,7 +54,7 @@ pub(super) enum Model {
     Offline,
     /// A provider over the network, and the assess route its configuration chooses (the local
     /// presets: the verifier route).
-    Network { provider: Provider, assess: AssessMode },
+    Network { provider: Rc<Provider>, assess: AssessMode },
     /// The provider cannot run (a field the core refuses, a key that would go in the clear, a
     /// forged saved record): its checks end refused, saying why, before anything is sent.
     Refused(String),
@@ -142,7 +142,7 @@ impl<H: Host> Engine<H> {
         let driven = match model {
             Model::Offline => drive_on(&mut session, store, &OfflineModel, options).await,
             Model::Network { provider, .. } => {
-                let transport = ProviderTransport::new(provider.clone(), host.client())
+                let transport = ProviderTransport::new(Provider::clone(provider), host.client())
                     .with_cancel(cancel.clone());
                 match budget {
                     Some(budget) => {
@@ -234,7 +234,7 @@ impl<H: Host> Engine<H> {
                     Some(Err(error)) => return Model::Refused(format!("assess: {error}")),
                 };
                 match self.network_provider(config) {
-                    Ok(provider) => Model::Network { provider, assess },
+                    Ok(provider) => Model::Network { provider: Rc::new(provider), assess },
                     Err(why) => Model::Refused(why),
                 }
             }
