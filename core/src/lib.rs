@@ -102,28 +102,35 @@
 //! At any point the host may serialize the machine (serde) and resume later, or send
 //! `Input::Cancel` to stop it: no further model call is made and every open call is recorded as
 //! aborted.
+//!
+//! The surface: the items above are at the crate's root; modules are public only where a host
+//! reaches a family of items by path (`claim`, `corpus`, `indexed`, `provider`, `retrieve`,
+//! `session`, `log`, `files`, `agent`, `retry`). The machines' plumbing (`drive`, `event`,
+//! `job`, `machine`, `message`, `step`, `schema`, the failure kinds, the scripted model) lives
+//! in private modules whose public items are re-exported here, so a module can be split or
+//! renamed without breaking a host.
 #![deny(missing_docs)]
 
 pub mod agent;
 pub mod claim;
 pub mod corpus;
-pub mod drive;
-pub mod event;
+mod drive;
+mod event;
 pub mod files;
 pub mod indexed;
-pub mod job;
+mod job;
 pub mod log;
-pub mod machine;
-pub mod message;
+mod machine;
+mod message;
 pub mod provider;
-pub mod request_failure;
+mod request_failure;
 pub mod retrieve;
 pub mod retry;
-pub mod run_failure;
-pub mod schema;
-pub mod scripted;
+mod run_failure;
+mod schema;
+mod scripted;
 pub mod session;
-pub mod step;
+mod step;
 
 pub use agent::{Agent, Compaction, End, Halt, Hooks, Spent, Tool};
 pub use claim::{
@@ -138,8 +145,8 @@ pub use drive::{
 pub use event::{ClaimStage, Event};
 pub use indexed::IndexedCorpus;
 pub use job::{
-    ClaimConfig, ConfigError, Job, JobConfig, JobFailed, JobFailureKind, JobValue, RestoreError,
-    StepConfig,
+    ClaimConfig, ConfigError, DEFAULT_STEP_SYSTEM, Job, JobConfig, JobFailed, JobFailureKind,
+    JobValue, RestoreError, StepConfig,
 };
 pub use log::{Entry, Lease, Log, SessionError};
 pub use machine::{

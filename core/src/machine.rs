@@ -218,7 +218,7 @@ pub trait Machine {
     /// [`Misuse`] for an input that does not answer the current output; the state is unchanged.
     fn handle_input(&mut self, input: Input) -> Result<(), Misuse>;
 
-    /// The events since the last drain (see [`crate::event`]); machines without any return
+    /// The events since the last drain (see [`crate::Event`]); machines without any return
     /// none.
     fn drain_events(&mut self) -> Vec<crate::event::Event> {
         Vec::new()

@@ -1,7 +1,7 @@
 //! The one retry layer: which failed requests are worth trying again, and when.
 //!
 //! Classification reads what the provider sent (status, error type, message, `Retry-After`);
-//! the codecs fill a failed response's [`ProviderError`] with it (see [`crate::request_failure`]).
+//! the codecs fill a failed response's [`ProviderError`] with it (see [`crate::FailureClass`]).
 //! Backoff is a pure function of the attempt, the caller's policy and a seed the caller passes:
 //! the core never reads a clock or draws randomness, and the host sleeps.
 //!
