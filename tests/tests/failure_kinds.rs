@@ -1,7 +1,7 @@
 //! One list of failure kinds: the core's (`JobFailureKind::ALL`). The WIT interface names them
 //! in its own enum (`wit/types.wit`, `failure-kind`), by hand; this test pins that list to the
 //! core's, so a kind added to one cannot be missing from the other. (The messages crate's
-//! advice per kind is pinned in `web/worker/tests/engine.rs`.)
+//! advice per kind is pinned in `web/worker/tests/results.rs`.)
 #![cfg(not(target_arch = "wasm32"))]
 
 use verity_core::JobFailureKind;
