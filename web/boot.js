@@ -259,7 +259,7 @@ function showStorage() {
   };
   const changed = (news) => {
     if (news?.type === "notSaved") refused = true;
-    if (news?.type === "resultsCleared") refused = false;
+    if (news?.type === "resultsCleared" || news?.type === "saved") refused = false;
     if (pending) return;
     pending = true;
     setTimeout(() => { pending = false; read().catch(() => {}); }, 1000);

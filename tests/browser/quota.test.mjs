@@ -233,13 +233,15 @@ test('once the disk has room again, a check\'s progress is saved again: a crash 
     await page.click(id('run'));
     await waitUntil(() => provider.held() === 1, 'the second request is asked');
     await page.locator(id('notice')).filter({ hasText: 'not saved' }).first().waitFor({ timeout: 10000 });
+    await page.locator(id('storage')).filter({ hasText: 'refused the last save' }).waitFor({ timeout: 10000 });
     const mark = page.locator(id('check-1')).locator(id('not-saved'));
     await mark.waitFor({ timeout: 10000 });
     await freeDisk(page);
     provider.release();
     await waitUntil(() => provider.bodies.length === 3 && provider.held() === 1, 'the third request is asked');
-    // Saved again: the card no longer says otherwise.
+    // Saved again: the card no longer says otherwise, nor does the storage line.
     await mark.waitFor({ state: 'detached', timeout: 10000 });
+    await page.locator(id('storage')).filter({ hasNotText: 'refused the last save' }).waitFor({ timeout: 10000 });
     const third = provider.bodies[2];
     const { other } = await closeTheApp(context, page);
     provider.release(10);
