@@ -68,7 +68,6 @@ function engineAt(url) {
 function runsModels(url) {
   let listener = null;
   const handlers = {};
-  const storageChanged = showStorage();
   let engine = null;
   let differs = false;
   let crashes = [];
@@ -90,7 +89,6 @@ function runsModels(url) {
       }
       if (data?.verityEngine === "crashed") return restart(data.message);
       if (differs) return;
-      storageChanged(data);
       if (data?.verityModel === "call" && event.ports?.[0]) {
         const port = event.ports[0];
         import("./verity-in-tab.js")
@@ -227,45 +225,6 @@ function showModelState() {
       failed: () => `The model ${name} could not be loaded in this tab: ${detail.message}`,
     }[detail.state]?.() ?? "";
   });
-}
-
-/** How much of this browser's storage the page uses, how much it may use, and whether the
- * browser keeps it (navigator.storage): a line at the foot of the page, read again a second
- * after the engine's news (it saves the corpus, results and sessions as they change). A full
- * disk (the estimate near the quota, or the engine told that a write was refused: the estimate
- * does not always know) says what to free. Returns what to call with the engine's news. */
-function showStorage() {
-  if (!navigator.storage?.estimate) return () => {};
-  const size = (bytes) => bytes >= 1e9 ? `${(bytes / 1e9).toFixed(1)} GB`
-    : bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${Math.ceil(bytes / 1e3)} KB`;
-  const line = document.createElement("p");
-  line.className = "storage-state";
-  line.dataset.testid = "storage";
-  let pending = false;
-  let refused = false;
-  const read = async () => {
-    const [{ usage = 0, quota = 0 }, kept] = await Promise.all([
-      navigator.storage.estimate(),
-      navigator.storage.persisted?.() ?? false,
-    ]);
-    const full = refused || (quota > 0 && usage >= quota * 0.95);
-    line.dataset.state = full ? "full" : kept ? "kept" : "best-effort";
-    const used = `${size(usage)} used of the ${size(quota)} this browser allows this page`;
-    const free = "new results are kept only until the page closes. Export the ones you want to keep, then clear old results or the corpus, or free space in the browser's settings.";
-    line.textContent = refused ? `Storage: the browser refused the last save (${used}): ${free}`
-      : full ? `Storage: ${used}. It is full: ${free}`
-      : `Storage: ${used}; ` + (kept ? "the browser keeps it." : "the browser may clear it if the disk runs low on space.");
-    if (!line.isConnected) document.body.append(line);
-  };
-  const changed = (news) => {
-    if (news?.type === "notSaved") refused = true;
-    if (news?.type === "resultsCleared" || news?.type === "saved") refused = false;
-    if (pending) return;
-    pending = true;
-    setTimeout(() => { pending = false; read().catch(() => {}); }, 1000);
-  };
-  changed();
-  return changed;
 }
 
 /** The engine of the tab that holds the lock "verity-engine" (the leader); every other tab

@@ -333,6 +333,8 @@ pub struct Engine {
     pub claims: RwSignal<String>,
     /// What the worker said of the last claims file read.
     pub claims_read: RwSignal<String>,
+    /// The storage line at the foot of the page.
+    pub storage: crate::storage::StorageLine,
     counter: StoredValue<u64>,
     prefix: StoredValue<String>,
     outbox: StoredValue<Outbox, LocalStorage>,
@@ -377,6 +379,7 @@ impl Engine {
             parsing: RwSignal::new(0),
             claims: RwSignal::new(String::new()),
             claims_read: RwSignal::new(String::new()),
+            storage: crate::storage::StorageLine::default(),
             counter: StoredValue::new(0),
             prefix: StoredValue::new(id_prefix.into()),
             outbox: StoredValue::new_local(Outbox { send: Rc::new(send), pending: Vec::new() }),

@@ -27,6 +27,7 @@ pub mod js;
 pub mod progress;
 pub mod provider;
 pub mod results;
+pub mod storage;
 
 use leptos::prelude::*;
 
@@ -63,6 +64,7 @@ pub fn App(engine: Engine) -> impl IntoView {
                 <ClaimsSection engine settings />
             </div>
         </main>
+        <crate::storage::StorageView line=engine.storage />
     }
 }
 
@@ -78,7 +80,10 @@ pub fn start() {
     );
     let engine = Engine::new(prefix, |_| Err("the engine worker is not running".to_owned()));
     match bridge::WorkerBridge::start(
-        move |message| engine.apply(message),
+        move |message| {
+            engine.storage.news(&message);
+            engine.apply(message);
+        },
         move |error| engine.failed(error),
     ) {
         Ok(worker) => {
@@ -87,5 +92,6 @@ pub fn start() {
         }
         Err(error) => engine.failed(error),
     }
+    engine.storage.read_soon();
     leptos::mount::mount_to_body(move || view! { <App engine /> });
 }
