@@ -112,6 +112,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod answer;
 pub mod claim;
 pub mod corpus;
 mod drive;

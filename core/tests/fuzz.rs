@@ -409,3 +409,26 @@ fn corpus_files_never_panic() {
         }
     });
 }
+
+#[test]
+fn answers_split_into_exact_spans_or_a_typed_refusal() {
+    let samples = [
+        "The tower is 330 m tall. It opened in 1889! Is it in Paris?".to_owned(),
+        "Zürich 🗼 café\u{301}.\r\n- Pa\u{200b}ris \u{202e}x\u{202c}.\n<b>Bold</b>: 3.5%.".to_owned(),
+        "In summary:\n\n1. One two three.\n2. Four five six.".to_owned(),
+    ];
+    fuzz("answers", &samples, 1_000, |bytes| {
+        let answer = String::from_utf8_lossy(bytes);
+        let Ok(sentences) = verity_core::answer::sentences(&answer) else { return };
+        let units: Vec<u16> = answer.encode_utf16().collect();
+        let mut last = 0;
+        for sentence in sentences {
+            let span = sentence.span;
+            assert!(span.start >= last, "sentences in order, not overlapping");
+            assert_eq!(answer[span.start..span.end], sentence.text);
+            let utf16 = String::from_utf16(&units[span.start_utf16..span.end_utf16]).unwrap();
+            assert_eq!(utf16, sentence.text);
+            last = span.end;
+        }
+    });
+}

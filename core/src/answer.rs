@@ -1,0 +1,304 @@
+//! An answer split into sentences, the first piece of checking a whole answer rather than one
+//! claim: Unicode's sentence boundaries (UAX #29, through the `unicode-segmentation` crate, so
+//! abbreviations, decimals, lists and line breaks are cut as that standard cuts them), each
+//! sentence with its offsets into the answer in UTF-8 bytes and in UTF-16 code units (what
+//! JavaScript's strings index), and whether it has anything to check.
+//!
+//! The answer is text: markup is not interpreted (an HTML tag is characters like any other),
+//! and bidi controls, zero-width characters, emoji and combining marks keep their exact offsets.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use unicode_segmentation::UnicodeSegmentation;
+
+/// The most characters an answer may have.
+pub const MAX_ANSWER_CHARS: usize = 50_000;
+/// The most sentences an answer may have.
+pub const MAX_SENTENCES: usize = 200;
+/// The most characters a sentence may have: past this, the text has no sentence boundary a
+/// check could use.
+pub const MAX_SENTENCE_CHARS: usize = 2_000;
+/// The fewest words a sentence needs to be checked (a greeting, "Sure.", "Thanks!" have
+/// fewer).
+const MIN_WORDS: usize = 3;
+
+/// Where a piece of text sits in the text it was cut from: `start..end` in UTF-8 bytes (Rust's
+/// `str` indices) and `start_utf16..end_utf16` in UTF-16 code units (JavaScript's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Span {
+    /// First byte.
+    pub start: usize,
+    /// One past the last byte.
+    pub end: usize,
+    /// First UTF-16 code unit.
+    pub start_utf16: usize,
+    /// One past the last UTF-16 code unit.
+    pub end_utf16: usize,
+}
+
+/// One sentence of an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sentence {
+    /// Its text, without the whitespace around it.
+    pub text: String,
+    /// Where it is in the answer.
+    pub span: Span,
+    /// Whether it states something to check: not a question, not a lead-in that ends with a
+    /// colon ("In summary:"), and at least three words (not "Sure." or "Thanks!").
+    pub checkable: bool,
+}
+
+/// Why an answer cannot be split into sentences to check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerError {
+    /// Nothing but whitespace.
+    Empty,
+    /// More characters than [`MAX_ANSWER_CHARS`].
+    TooLong {
+        /// How many it has.
+        chars: usize,
+    },
+    /// More sentences than [`MAX_SENTENCES`].
+    TooManySentences {
+        /// How many it has.
+        count: usize,
+    },
+    /// A sentence longer than [`MAX_SENTENCE_CHARS`]: no sentence boundary where one was due.
+    NoBoundary {
+        /// Where that sentence starts.
+        span: Span,
+        /// How many characters it has.
+        chars: usize,
+    },
+}
+
+impl fmt::Display for AnswerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => write!(f, "the answer is empty"),
+            Self::TooLong { chars } => write!(
+                f,
+                "the answer has {chars} characters, more than the {MAX_ANSWER_CHARS} an answer \
+                 may have"
+            ),
+            Self::TooManySentences { count } => write!(
+                f,
+                "the answer has {count} sentences, more than the {MAX_SENTENCES} an answer may have"
+            ),
+            Self::NoBoundary { span, chars } => write!(
+                f,
+                "the text from byte {} has no sentence boundary within {MAX_SENTENCE_CHARS} \
+                 characters ({chars} in one sentence)",
+                span.start
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AnswerError {}
+
+/// Splits `answer` into its sentences, in order, each trimmed of the whitespace around it;
+/// text that is only whitespace is no sentence.
+///
+/// # Errors
+/// An [`AnswerError`] for an empty answer, one over a cap, or a run of text with no sentence
+/// boundary.
+pub fn sentences(answer: &str) -> Result<Vec<Sentence>, AnswerError> {
+    let chars = answer.chars().count();
+    if chars > MAX_ANSWER_CHARS {
+        return Err(AnswerError::TooLong { chars });
+    }
+    let mut offsets = Utf16Offsets::new(answer);
+    let mut found = Vec::new();
+    for (at, piece) in answer.split_sentence_bound_indices() {
+        let trimmed = piece.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        let start = at + (piece.len() - piece.trim_start().len());
+        let end = start + trimmed.len();
+        let span = Span { start, end, start_utf16: offsets.at(start), end_utf16: offsets.at(end) };
+        let chars = trimmed.chars().count();
+        if chars > MAX_SENTENCE_CHARS {
+            return Err(AnswerError::NoBoundary { span, chars });
+        }
+        found.push(Sentence { text: trimmed.to_owned(), span, checkable: checkable(trimmed) });
+    }
+    if found.is_empty() {
+        return Err(AnswerError::Empty);
+    }
+    if found.len() > MAX_SENTENCES {
+        return Err(AnswerError::TooManySentences { count: found.len() });
+    }
+    Ok(found)
+}
+
+/// Where `quote` first occurs verbatim in `passage`, or `None` (a quote not found verbatim is
+/// not a citation).
+#[must_use]
+pub fn quote_span(passage: &str, quote: &str) -> Option<Span> {
+    if quote.is_empty() {
+        return None;
+    }
+    let start = passage.find(quote)?;
+    let end = start + quote.len();
+    let mut offsets = Utf16Offsets::new(passage);
+    Some(Span { start, end, start_utf16: offsets.at(start), end_utf16: offsets.at(end) })
+}
+
+/// Whether a sentence states something to check (see [`Sentence::checkable`]).
+fn checkable(sentence: &str) -> bool {
+    let last = sentence.trim_end_matches(|c: char| c.is_whitespace() || c == '"' || c == ')');
+    if last.ends_with(['?', ':']) {
+        return false;
+    }
+    let words = sentence.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty());
+    words.count() >= MIN_WORDS
+}
+
+/// UTF-16 offsets of byte offsets taken in increasing order (one pass over the text).
+struct Utf16Offsets<'a> {
+    text: &'a str,
+    byte: usize,
+    utf16: usize,
+}
+
+impl<'a> Utf16Offsets<'a> {
+    fn new(text: &'a str) -> Self {
+        Self { text, byte: 0, utf16: 0 }
+    }
+
+    /// The UTF-16 offset of `byte` (a char boundary, at or after the last one asked for).
+    fn at(&mut self, byte: usize) -> usize {
+        if byte < self.byte {
+            // Asked out of order: count again from the start.
+            self.byte = 0;
+            self.utf16 = 0;
+        }
+        self.utf16 += self.text[self.byte..byte].chars().map(char::len_utf16).sum::<usize>();
+        self.byte = byte;
+        self.utf16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(answer: &str) -> Vec<String> {
+        sentences(answer).unwrap().into_iter().map(|sentence| sentence.text).collect()
+    }
+
+    /// Each span's UTF-8 offsets cut the sentence's text out of the answer, and its UTF-16
+    /// offsets cut the same text out of the answer's UTF-16 code units.
+    fn assert_spans_exact(answer: &str) {
+        let units: Vec<u16> = answer.encode_utf16().collect();
+        for sentence in sentences(answer).unwrap() {
+            let Span { start, end, start_utf16, end_utf16 } = sentence.span;
+            assert_eq!(&answer[start..end], sentence.text);
+            assert_eq!(String::from_utf16(&units[start_utf16..end_utf16]).unwrap(), sentence.text);
+        }
+    }
+
+    #[test]
+    fn an_answer_is_cut_at_unicode_sentence_boundaries() {
+        assert_eq!(
+            texts("The tower is 330 m tall. It opened in 1889! Is it in Paris? Yes."),
+            ["The tower is 330 m tall.", "It opened in 1889!", "Is it in Paris?", "Yes."]
+        );
+        // A decimal is no boundary; line breaks and list items are.
+        assert_eq!(
+            texts("Revenue grew 3.5 percent.\n- Paris has the tower\n- Rome has the Colosseum"),
+            ["Revenue grew 3.5 percent.", "- Paris has the tower", "- Rome has the Colosseum"]
+        );
+        // CR LF and blank lines leave no empty sentence.
+        assert_eq!(
+            texts("One two three.\r\n\r\nFour five six."),
+            ["One two three.", "Four five six."]
+        );
+    }
+
+    #[test]
+    fn offsets_are_exact_in_utf8_and_utf16_whatever_the_characters() {
+        // Multi-byte letters, an emoji outside the BMP (a surrogate pair in UTF-16), a
+        // combining mark, a zero-width space, bidi controls, CR LF, markup.
+        let answer = "Zürich liegt am See. The 🗼 is in Paris, café au lait.\r\n\
+                      Pa\u{200b}ris is \u{202e}reversed\u{202c} text.\n<b>Bold</b> claims stay text.";
+        assert_spans_exact(answer);
+        let found = sentences(answer).unwrap();
+        assert_eq!(found.len(), 4);
+        let emoji = &found[1];
+        assert_eq!(emoji.text, "The 🗼 is in Paris, café au lait.");
+        // The emoji is 4 bytes and 2 UTF-16 units, "ü" 2 bytes and 1 unit.
+        assert_eq!(emoji.span.start - emoji.span.start_utf16, 1);
+        assert_eq!(emoji.span.end - emoji.span.end_utf16, 1 + 2 + 1);
+        assert_eq!(found[3].text, "<b>Bold</b> claims stay text.");
+        let combining = "Cafe\u{301} prices rose. They fell.";
+        assert_spans_exact(combining);
+    }
+
+    #[test]
+    fn questions_lead_ins_and_greetings_are_not_checked() {
+        let answer =
+            "Hello! In summary: The tower is in Paris. Is it tall? Sure. It has three levels.";
+        let marks: Vec<(String, bool)> = sentences(answer)
+            .unwrap()
+            .into_iter()
+            .map(|sentence| (sentence.text, sentence.checkable))
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                ("Hello!".to_owned(), false),
+                ("In summary: The tower is in Paris.".to_owned(), true),
+                ("Is it tall?".to_owned(), false),
+                ("Sure.".to_owned(), false),
+                ("It has three levels.".to_owned(), true),
+            ]
+        );
+        let lead_in = sentences("In summary:\nThe tower is in Paris.").unwrap();
+        assert!(!lead_in[0].checkable && lead_in[1].checkable);
+    }
+
+    #[test]
+    fn bad_answers_get_typed_errors_that_name_the_cap() {
+        assert_eq!(sentences(""), Err(AnswerError::Empty));
+        assert_eq!(sentences(" \n\t "), Err(AnswerError::Empty));
+        let long = "a".repeat(MAX_ANSWER_CHARS + 1);
+        let error = sentences(&long).unwrap_err();
+        assert_eq!(error, AnswerError::TooLong { chars: MAX_ANSWER_CHARS + 1 });
+        assert!(error.to_string().contains("50000"));
+        let many = "It is so. ".repeat(MAX_SENTENCES + 1);
+        assert_eq!(
+            sentences(&many),
+            Err(AnswerError::TooManySentences { count: MAX_SENTENCES + 1 })
+        );
+        let run_on = "word ".repeat(MAX_SENTENCE_CHARS);
+        match sentences(&run_on) {
+            Err(AnswerError::NoBoundary { span, chars }) => {
+                assert_eq!(span.start, 0);
+                assert!(chars > MAX_SENTENCE_CHARS);
+            }
+            other => panic!("a run-on answer is refused, not {other:?}"),
+        }
+        // At the caps exactly, accepted.
+        assert_eq!(sentences(&"It is so. ".repeat(MAX_SENTENCES)).unwrap().len(), MAX_SENTENCES);
+    }
+
+    #[test]
+    fn a_quote_is_found_verbatim_with_its_offsets_or_not_at_all() {
+        let passage = "Le café 🗼 ferme à 18 h. The tower closes at 6 pm.";
+        let span = quote_span(passage, "The tower closes at 6 pm.").unwrap();
+        assert_eq!(&passage[span.start..span.end], "The tower closes at 6 pm.");
+        let units: Vec<u16> = passage.encode_utf16().collect();
+        assert_eq!(
+            String::from_utf16(&units[span.start_utf16..span.end_utf16]).unwrap(),
+            "The tower closes at 6 pm."
+        );
+        assert_eq!(quote_span(passage, "the tower closes"), None, "case differs: not verbatim");
+        assert_eq!(quote_span(passage, ""), None);
+    }
+}
