@@ -414,7 +414,8 @@ fn corpus_files_never_panic() {
 fn answers_split_into_exact_spans_or_a_typed_refusal() {
     let samples = [
         "The tower is 330 m tall. It opened in 1889! Is it in Paris?".to_owned(),
-        "Zürich 🗼 café\u{301}.\r\n- Pa\u{200b}ris \u{202e}x\u{202c}.\n<b>Bold</b>: 3.5%.".to_owned(),
+        "Zürich 🗼 café\u{301}.\r\n- Pa\u{200b}ris \u{202e}x\u{202c}.\n<b>Bold</b>: 3.5%."
+            .to_owned(),
         "In summary:\n\n1. One two three.\n2. Four five six.".to_owned(),
     ];
     fuzz("answers", &samples, 1_000, |bytes| {
