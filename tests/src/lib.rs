@@ -5,6 +5,7 @@
 //! `lookup_seq`, `finish`, `explode`, `lookup_evidence`) are implemented here as a host would
 //! implement them, and everything else (the loop, validation, budgets, endings) is the core's.
 
+pub mod answers;
 pub mod cli;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod http;

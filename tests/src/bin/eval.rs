@@ -137,6 +137,15 @@ fn evaluate(_: &Options, _: &impl Transport, _: &str) -> Result<Value, String> {
 /// `model`; the summary is `verity_restate::summary`'s, the same as `batch`'s.
 #[cfg(not(target_arch = "wasm32"))]
 fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Result<Value, String> {
+    let first = std::fs::read_to_string(&options.file)
+        .map_err(|e| format!("{}: {e}", options.file))?
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .map(str::to_owned)
+        .unwrap_or_default();
+    if verity_tests::answers::is_answer_row(&first) {
+        return evaluate_answers(options, model, model_name);
+    }
     let mut rows = verity_restate::batch::read_claims(std::path::Path::new(&options.file))?;
     if let Some(n) = rows.iter().position(|row| row.label.is_none()) {
         return Err(format!("{}: row {} has no label", options.file, n + 1));
@@ -145,13 +154,7 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
         rows = balanced_sample(rows, n);
     }
     let started = std::time::Instant::now();
-    let mut job = serde_json::Map::from_iter([
-        ("retriever".to_owned(), json!(options.retriever)),
-        ("retry".to_owned(), json!({"maxRetries": options.retries})),
-    ]);
-    if let Some(assess) = options.assess {
-        job.insert("assess".to_owned(), json!(assess));
-    }
+    let job = job_fields(options);
     let total = rows.len();
     let mut summary = block_on(verity_restate::summary::evaluate(
         &options.file,
@@ -178,6 +181,55 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
         summary["sample"] = json!(n);
     }
     Ok(summary)
+}
+
+/// [`evaluate`] for a file of answers ([`verity_tests::answers`]); `--sample N` takes the first
+/// N/2 of each label.
+#[cfg(not(target_arch = "wasm32"))]
+fn evaluate_answers(
+    options: &Options,
+    model: &impl Transport,
+    model_name: &str,
+) -> Result<Value, String> {
+    let mut rows = verity_tests::answers::read(&options.file)?;
+    if let Some(n) = options.sample {
+        let mut taken = std::collections::BTreeMap::<String, usize>::new();
+        rows.retain(|row| {
+            let count = taken.entry(row.label.clone()).or_default();
+            *count += 1;
+            *count <= n / 2
+        });
+    }
+    let started = std::time::Instant::now();
+    let job = job_fields(options);
+    let total = rows.len();
+    let mut summary = block_on(verity_tests::answers::evaluate(&rows, &job, model, |done| {
+        if done % 10 == 0 || done == total {
+            eprintln!("eval: {done}/{total} answers");
+        }
+    }))?;
+    #[allow(clippy::cast_precision_loss)]
+    let seconds = started.elapsed().as_secs_f64() / total.max(1) as f64;
+    summary["seconds_per_answer"] = json!((seconds * 1000.0).round() / 1000.0);
+    summary["file"] = json!(options.file);
+    summary["model"] = json!(model_name);
+    summary["retriever"] = json!(options.retriever);
+    if let Some(n) = options.sample {
+        summary["sample"] = json!(n);
+    }
+    Ok(summary)
+}
+
+/// The claim jobs' fields the options set (retriever, retries, assess route).
+fn job_fields(options: &Options) -> serde_json::Map<String, Value> {
+    let mut job = serde_json::Map::from_iter([
+        ("retriever".to_owned(), json!(options.retriever)),
+        ("retry".to_owned(), json!({"maxRetries": options.retries})),
+    ]);
+    if let Some(assess) = options.assess {
+        job.insert("assess".to_owned(), json!(assess));
+    }
+    job
 }
 
 /// The first `n / 3` rows of each label, in file order (fewer where a label has fewer).
