@@ -150,9 +150,7 @@ fn corpus_of(row: &AnswerRow) -> Result<Arc<IndexedCorpus>, String> {
             .and_then(|passages| Corpus::new(passages).map_err(|e| e.to_string())),
         (None, None) => Err("no corpus and no document".to_owned()),
     };
-    corpus
-        .map(IndexedCorpus::new)
-        .map_err(|e| format!("{}: {e}", row.id))
+    corpus.map(IndexedCorpus::new).map_err(|e| format!("{}: {e}", row.id))
 }
 
 /// Checks each of `claims` over `corpus`: hallucinated when any is not supported.
