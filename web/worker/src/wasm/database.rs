@@ -195,6 +195,17 @@ pub(super) struct NotCommitted {
     pub(super) full: bool,
 }
 
+/// Awaits a transaction [`write`] started: committed, or why not (also when it could not
+/// start).
+pub(super) async fn landed(
+    written: Result<idb::Transaction, idb::Error>,
+) -> Result<(), NotCommitted> {
+    match written {
+        Ok(tx) => commit(tx).await,
+        Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
+    }
+}
+
 /// Awaits `tx`: committed, or why not.
 pub(super) async fn commit(tx: idb::Transaction) -> Result<(), NotCommitted> {
     // A second handle, to read the transaction's error once it has ended (awaiting consumes
@@ -305,10 +316,7 @@ pub(super) fn write_later(db: &Rc<Database>, writes: Vec<Write>, if_full: Vec<Fr
     }
     let written = write(db, writes);
     wasm_bindgen_futures::spawn_local(async move {
-        let outcome = match written {
-            Ok(tx) => commit(tx).await,
-            Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
-        };
+        let outcome = landed(written).await;
         tell_outcome(outcome, if_full);
     });
 }

@@ -11,7 +11,7 @@ use verity_messages::FromWorker;
 
 use super::database::{
     CORPUS, CORPUS_BLOB, CORPUS_ORDER, KV, RESULTS, RESULTS_BLOB, SESSIONS, SessionRecord,
-    UNFINISHED, Write, commit, get_all, get_raw, skip, write, write_later,
+    UNFINISHED, Write, get_all, get_raw, landed, skip, write, write_later,
 };
 use super::store::IdbStore;
 use super::worker_host::WorkerHost;
@@ -129,10 +129,7 @@ async fn move_first_layout(
             _ => None,
         })
         .collect();
-    let moved = match write(db, writes) {
-        Ok(tx) => commit(tx).await.map_err(|failed| failed.why),
-        Err(error) => Err(error.to_string()),
-    };
+    let moved = landed(write(db, writes)).await.map_err(|failed| failed.why);
     match moved {
         Ok(()) => host.corpus_saver.stored.borrow_mut().extend(keys),
         Err(error) => host.post(&FromWorker::Error {
@@ -200,10 +197,7 @@ pub(super) async fn restore(
         }
         // Awaited, so the results are where the engine writes before it writes; if it fails,
         // the older records stay and are read (and moved) again at the next start.
-        let moved = match write(db, writes) {
-            Ok(tx) => commit(tx).await.map_err(|failed| failed.why),
-            Err(error) => Err(error.to_string()),
-        };
+        let moved = landed(write(db, writes)).await.map_err(|failed| failed.why);
         if let Err(error) = moved {
             host.post(&FromWorker::Error {
                 message: format!(

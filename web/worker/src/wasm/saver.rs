@@ -11,7 +11,7 @@ use verity_core::indexed::IndexedCorpus;
 use verity_messages::{CorpusStorage, FromWorker};
 
 use super::database::{
-    CLOSED, CORPUS, CORPUS_ORDER, KV, LAST_SEARCH, NotCommitted, Write, commit, storage_full,
+    CLOSED, CORPUS, CORPUS_ORDER, KV, LAST_SEARCH, NotCommitted, Write, landed, storage_full,
     tell_outcome, write,
 };
 use super::{now, post, sleep};
@@ -175,8 +175,5 @@ impl CorpusSaver {
 
 /// Makes `writes` in one transaction and awaits it.
 pub(super) async fn run(db: &Database, writes: Vec<Write>) -> Result<(), NotCommitted> {
-    match write(db, writes) {
-        Ok(tx) => commit(tx).await,
-        Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
-    }
+    landed(write(db, writes)).await
 }

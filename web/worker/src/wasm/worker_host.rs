@@ -12,7 +12,7 @@ use verity_core::indexed::IndexedCorpus;
 use verity_messages::{CheckResult, CorpusStorage, FromWorker, text};
 
 use super::database::{
-    CLOSED, KV, NotCommitted, RESULTS, RESULTS_BLOB, SESSIONS, UNFINISHED, Write, commit,
+    CLOSED, KV, NotCommitted, RESULTS, RESULTS_BLOB, SESSIONS, UNFINISHED, Write, landed,
     put_later, storage_full, tell_full, tell_outcome, write, write_later,
 };
 use super::fetch::FetchClient;
@@ -81,10 +81,7 @@ impl WorkerHost {
         let (db, latest) = (Rc::clone(db), Rc::clone(&self.unfinished));
         let written = write(&db, writes);
         wasm_bindgen_futures::spawn_local(async move {
-            let outcome = match written {
-                Ok(tx) => commit(tx).await,
-                Err(error) => Err(NotCommitted { why: error.to_string(), full: false }),
-            };
+            let outcome = landed(written).await;
             if !ended.is_empty() && matches!(outcome, Err(NotCommitted { full: true, .. })) {
                 end_in_full_storage(&db, &ended, &latest).await;
             }
