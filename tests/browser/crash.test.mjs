@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { serve, browser, screenshot, aimock, countingProxy, DIST, ROOT } from './harness.mjs';
+import { serve, browser, screenshot, aimock, countingProxy, waitUntil, DIST, ROOT } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -40,14 +40,6 @@ function withTrap() {
   }
   writeFileSync(join(dir, 'verity-worker_loader.js'), readFileSync(join(DIST, 'verity-worker_loader.js'), 'utf8') + TRAP);
   return dir;
-}
-
-async function waitUntil(condition, what, timeout = 20000) {
-  const end = Date.now() + timeout;
-  while (!(await condition())) {
-    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
-    await new Promise((done) => setTimeout(done, 50));
-  }
 }
 
 test('an engine that traps is started again by the page, and its running check resumes from its session: what was answered is not asked again', async () => {

@@ -174,6 +174,16 @@ export async function browser({ width = 1280, height = 900 } = {}) {
   return { context, page, errors, dialogs, close: () => context.close() };
 }
 
+/** Waits until `condition()` (sync or async) holds, checking every 50 ms; throws naming `what`
+ * after `timeout` ms. */
+export async function waitUntil(condition, what, timeout = 20000) {
+  const end = Date.now() + timeout;
+  while (!(await condition())) {
+    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
+    await new Promise((done) => setTimeout(done, 50));
+  }
+}
+
 /** Saves a screenshot of `page` as SCREENSHOTS/name.png. */
 export async function screenshot(page, name) {
   mkdirSync(SCREENSHOTS, { recursive: true });

@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { serve, browser, screenshot, aimock, countingProxy, ROOT, TOWERS } from './harness.mjs';
+import { serve, browser, screenshot, aimock, countingProxy, waitUntil, ROOT, TOWERS } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -13,13 +13,6 @@ after(async () => { await site.close(); });
 
 const id = (name) => `[data-testid="${name}"]`;
 
-async function waitUntil(condition, what, timeout = 20000) {
-  const end = Date.now() + timeout;
-  while (!(await condition())) {
-    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
-    await new Promise((done) => setTimeout(done, 50));
-  }
-}
 /** Chromium's grace period before it closes an origin's IndexedDB files, with a margin. */
 const BACKING_STORE_GRACE_MS = 2500;
 
@@ -50,22 +43,7 @@ test('with the disk full, a check ends with its verdict, shown as not saved; the
     await first.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
     // The quota applies to storage opened after it is set: the app's tab is closed (the engine
     // and its database with it), the quota set below what the origin uses, the app opened again.
-    const page = await context.newPage();
-    await page.goto(`${site.url}not-the-app`);
-    await first.close();
-    const cdp = await context.newCDPSession(page);
-    // The engine (a shared worker) ends with its last tab: wait for the browser to say it is
-    // gone, not for a time.
-    for (let i = 0; ; i++) {
-      const { targetInfos } = await cdp.send('Target.getTargets');
-      if (!targetInfos.some((target) => target.type === 'shared_worker')) break;
-      assert.ok(i < 300, 'the engine outlived its last tab');
-      await page.waitForTimeout(50);
-    }
-    // Chromium keeps an origin's IndexedDB files open for a grace period after their last
-    // connection closes (two seconds: `kBackingStoreGracePeriodSeconds` in its IndexedDB code); no
-    // event says when it has passed.
-    await page.waitForTimeout(BACKING_STORE_GRACE_MS);
+    const { other: page, cdp } = await closeTheApp(context, first);
     errors.splice(0);
     await cdp.send('Storage.overrideQuotaForOrigin', { origin: site.url.replace(/\/$/, ''), quotaSize: 1 });
     await page.goto(site.url);

@@ -5,7 +5,7 @@
 // shape.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { serve, browser, screenshot, seedDatabase, silentServer, TOWERS } from './harness.mjs';
+import { serve, browser, screenshot, seedDatabase, silentServer, waitUntil, TOWERS } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -296,7 +296,7 @@ test('leaving before the list of checks to run is saved is warned of; once it is
     // Closing the tab now would lose the checks not started: the browser asks first (the test's
     // person leaves anyway).
     await page.close({ runBeforeUnload: true });
-    await waitFor(() => page.isClosed(), 'the tab closes');
+    await waitUntil(() => page.isClosed(), 'the tab closes', 10000);
     assert.deepEqual(dialogs, ['beforeunload'], 'the browser asked before leaving');
     await locker.evaluate(() => { window.releaseLock = true; });
     // Once the list is saved, leaving asks nothing, and the checks come back with the app.
@@ -309,7 +309,7 @@ test('leaving before the list of checks to run is saved is warned of; once it is
     await cards(again).nth(before + 2).waitFor();
     await again.locator(id('check-saving')).first().waitFor({ state: 'detached', timeout: 10000 });
     await again.close({ runBeforeUnload: true });
-    await waitFor(() => again.isClosed(), 'the tab closes');
+    await waitUntil(() => again.isClosed(), 'the tab closes', 10000);
     assert.deepEqual(dialogs, ['beforeunload'], 'nothing asked the second time');
     const reopened = await context.newPage();
     await reopened.goto(site.url);
@@ -325,10 +325,3 @@ test('leaving before the list of checks to run is saved is warned of; once it is
   }
 });
 
-async function waitFor(condition, what, timeout = 10000) {
-  const end = Date.now() + timeout;
-  while (!(await condition())) {
-    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
-    await new Promise((done) => setTimeout(done, 50));
-  }
-}

@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { serve, browser, screenshot, aimock, countingProxy, ROOT } from './harness.mjs';
+import { serve, browser, screenshot, aimock, countingProxy, waitUntil, ROOT } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -106,7 +106,7 @@ test('a large corpus is shown "saving…" while it is written, leaving then is w
     await page.locator(id('corpus-stored')).filter({ hasText: 'saving…' }).waitFor({ timeout: 5000 });
     // Leaving now is warned of (the browser asks; a person may stay).
     await page.evaluate(() => { location.reload(); }).catch(() => {});
-    await waitFor(() => dialogs.includes('beforeunload'), 'the page asked before it was left', 5000);
+    await waitUntil(() => dialogs.includes('beforeunload'), 'the page asked before it was left', 5000);
     await ready(page);
     await page.locator(id('corpus-count')).filter({ hasText: /items/ }).waitFor();
     await stopTyping();
@@ -142,7 +142,7 @@ async function twoTabsOneCheck({ shared }) {
     await towersAgainst(first, proxy);
     await first.fill(id('claims-input'), CLAIM);
     await first.click(id('run'));
-    await waitFor(() => proxy.bodies.length === 1, 'the assessment was asked for');
+    await waitUntil(() => proxy.bodies.length === 1, 'the assessment was asked for', 30000);
 
     // The second tab, mid-check: the same card, running, and then the same progress.
     const second = await context.newPage();
@@ -158,7 +158,7 @@ async function twoTabsOneCheck({ shared }) {
         .waitFor({ timeout: 30000 });
     }
     // The stage is shown as the summary is asked for: its request may arrive a moment later.
-    await waitFor(() => proxy.bodies.length >= 2, 'the summary was asked for');
+    await waitUntil(() => proxy.bodies.length >= 2, 'the summary was asked for', 30000);
     assert.equal(proxy.bodies.length, 2, `one assessment and one summary asked for, not ${proxy.bodies.length}`);
     const name = shared ? 'tabs' : 'tabs-no-shared-worker';
     await screenshot(first, `${name}-first-mid-check`);
@@ -264,10 +264,3 @@ function typeSearches(page, word) {
   };
 }
 
-async function waitFor(condition, what, timeout = 30000) {
-  const end = Date.now() + timeout;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
-    await new Promise((done) => setTimeout(done, 50));
-  }
-}
