@@ -212,16 +212,17 @@ function handsLargeFilesTo(engine) {
  * it): its download, that it is ready and kept in this browser, its speed, or why it failed. */
 function showModelState() {
   const MB = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
+  const on = (threads) => (threads ? ` on ${threads} thread${threads === 1 ? "" : "s"}` : "");
   addEventListener("verity-model", ({ detail }) => {
     const line = topLine("model-state", "status");
     line.dataset.state = detail.state;
     const name = detail.model.startsWith("file:") ? detail.model.slice(5) : detail.model.split("/").pop();
     line.textContent = {
       loading: () => `Loading the model ${name} into this tab` + (detail.total ? `: ${MB(detail.loaded)} of ${MB(detail.total)}` : detail.loaded ? `: ${MB(detail.loaded)}` : "…"),
-      ready: () => `The model ${name} runs in this tab (${MB(detail.bytes)}, kept in this browser).`,
+      ready: () => `The model ${name} runs in this tab${on(detail.threads)} (${MB(detail.bytes)}, kept in this browser).`,
       kept: () => `The model file ${name} is kept in this browser (${MB(detail.bytes)}).`,
       "not-kept": () => `The model ${name} could not be kept in this browser (${detail.message}); it will be downloaded again after a reload.`,
-      answered: () => `The model ${name} runs in this tab` + (detail.timings ? `: ${detail.timings.prompt_per_second.toFixed(0)} prompt and ${detail.timings.predicted_per_second.toFixed(0)} generated tokens a second.` : "."),
+      answered: () => `The model ${name} runs in this tab${on(detail.threads)}` + (detail.timings ? `: ${detail.timings.prompt_per_second.toFixed(0)} prompt and ${detail.timings.predicted_per_second.toFixed(0)} generated tokens a second.` : "."),
       failed: () => `The model ${name} could not be loaded in this tab: ${detail.message}`,
     }[detail.state]?.() ?? "";
   });

@@ -21,6 +21,18 @@ const CACHE = "verity-models";
 const ALIVE_EVERY_MS = 500;
 /** The context the model is loaded with: a claim check's longest prompt fits in it. */
 const CONTEXT_TOKENS = 4096;
+/** The most threads the model runs on: past four, llama.cpp's wasm gains little (its threads
+ * wait on memory) and takes the cores the page and the engine need. */
+const MAX_THREADS = 4;
+
+/** How many threads the model runs on here: wllama's multi-threaded build needs
+ * `SharedArrayBuffer`, which only a cross-origin isolated page has (the app's headers make it
+ * one: Cross-Origin-Opener-Policy and Cross-Origin-Embedder-Policy); a page that is not, like
+ * an embedding site without them, runs it on one. */
+export function threads() {
+  if (!globalThis.crossOriginIsolated) return 1;
+  return Math.max(1, Math.min(navigator.hardwareConcurrency || 1, MAX_THREADS));
+}
 
 let loaded = null; // { model, wllama, ready }
 let turn = Promise.resolve(); // one completion at a time: wllama runs one
@@ -95,6 +107,9 @@ function model(reference, progress) {
   const previous = loaded;
   const wasm = new URL("./wllama/wllama.wasm", import.meta.url).href;
   const wllama = new Wllama({ default: wasm }, { suppressNativeLog: true });
+  // Never wllama's compatibility build: it is loaded from a CDN (in browsers without JSPI or
+  // 64-bit memory), and the app runs no code from another origin.
+  wllama.setCompat(null);
   const ready = (async () => {
     await previous?.ready.then((old) => old.exit()).catch(() => {});
     announce({ state: "loading", model: reference, loaded: 0, total: 0 });
@@ -102,8 +117,8 @@ function model(reference, progress) {
       progress();
       announce({ state: "loading", model: reference, ...done });
     });
-    await wllama.loadModel([blob], { n_ctx: CONTEXT_TOKENS });
-    announce({ state: "ready", model: reference, bytes: blob.size, threads: wllama.getNumThreads?.() });
+    await wllama.loadModel([blob], { n_ctx: CONTEXT_TOKENS, n_threads: threads() });
+    announce({ state: "ready", model: reference, bytes: blob.size, threads: wllama.getNumThreads() });
     return wllama;
   })();
   loaded = { model: reference, ready };
@@ -177,7 +192,7 @@ export async function answer(message, port) {
     const completion = await mine;
     if (completion === null) return;
     lastTimings = completion.timings ?? null;
-    announce({ state: "answered", model: body.model, timings: lastTimings });
+    announce({ state: "answered", model: body.model, timings: lastTimings, threads: wllama.getNumThreads() });
     if (body.stream) reply(200, asStream(completion), "text/event-stream");
     else reply(200, JSON.stringify(completion));
   } catch (problem) {

@@ -66,7 +66,9 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
     const seconds = (Date.now() - started) / 1000;
     assert.match(verdict, /supported|contradicted|insufficient/i, verdict);
     const state = page.locator(id('model-state'));
-    assert.match(await state.innerText(), /runs in this tab/, 'the page says where the model runs');
+    // The app's page is cross-origin isolated: the model runs on the machine's threads, up to 4.
+    const threads = await page.evaluate(() => Math.min(navigator.hardwareConcurrency || 1, 4));
+    assert.match(await state.innerText(), new RegExp(`runs in this tab on ${threads} threads?`), 'the page says where the model runs, on how many threads');
     await screenshot(page, 'in-tab');
     const downloads = () => models.requests.filter((request) => request.method === 'GET').length;
     assert.equal(downloads(), 1, 'the model was downloaded once');
@@ -90,14 +92,17 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
     };
     const inTab = await page.evaluate(async (body) => {
       const model = await import('/verity-in-tab.js');
+      const threads = new Promise((resolve) => addEventListener('verity-model', ({ detail }) => {
+        if (detail.state === 'answered') resolve(detail.threads);
+      }));
       const { port1, port2 } = new MessageChannel();
       const answered = new Promise((resolve) => {
         port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
       });
       await model.answer({ body: JSON.stringify(body) }, port2);
-      return JSON.parse((await answered).body).timings;
+      return { ...JSON.parse((await answered).body).timings, threads: await threads };
     }, request);
-    let line = `tokens a second, same request: in the tab (wllama, 1 thread) prompt ${inTab.prompt_per_second.toFixed(1)}, generation ${inTab.predicted_per_second.toFixed(1)}`;
+    let line = `tokens a second, same request: in the tab (wllama, ${inTab.threads} thread${inTab.threads === 1 ? '' : 's'}) prompt ${inTab.prompt_per_second.toFixed(1)}, generation ${inTab.predicted_per_second.toFixed(1)}`;
     if (process.env.VERITY_LLAMA_URL) {
       const response = await fetch(`${process.env.VERITY_LLAMA_URL.replace(/\/$/, '')}/chat/completions`, {
         method: 'POST',

@@ -3,21 +3,40 @@
 //! design's figure and the ratio to it.
 //! `cargo xtask bench retrieve FILE [--corpus CORPUS]`: retrieval (our BM25 and keyword
 //! heuristic, natively and in wasm, against MiniSearch in Node), one JSON object.
+//! `cargo xtask bench in-tab [ROUNDS]`: the model in the tab (SmolLM2's GGUF in wllama, in
+//! headless Chromium over the built `dist/`) on one thread and on the app's count, in turn.
 
 use crate::{Result, cargo, output, root, run, setup, target_dir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const USAGE: &str = "usage: cargo xtask bench step [SECONDS] | cargo xtask bench claim [SECONDS] \
-                     | cargo xtask bench retrieve FILE [--corpus CORPUS] | cargo xtask bench batch [--scale-only]";
+                     | cargo xtask bench retrieve FILE [--corpus CORPUS] | cargo xtask bench batch [--scale-only] \
+                     | cargo xtask bench in-tab [ROUNDS]";
 
 pub fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
         Some(suite @ ("step" | "claim")) => cases(suite, args.get(1).map_or("2", String::as_str)),
         Some("retrieve") => retrieve(&args[1..]),
         Some("batch") => crate::batch::bench(&args[1..]),
+        Some("in-tab") => in_tab(args.get(1).map_or("3", String::as_str)),
         _ => Err(USAGE.to_owned()),
     }
+}
+
+/// The model in the tab on one thread and on the app's count (`bench/in-tab.mjs`), `rounds`
+/// times in turn, over the `dist/` that `cargo xtask dist` built.
+fn in_tab(rounds: &str) -> Result {
+    if !crate::web::dist_dir().join("verity-in-tab.js").is_file() {
+        return Err("dist/ has no app: run cargo xtask dist first".to_owned());
+    }
+    setup::npm_packages()?;
+    setup::chromium()?;
+    run(Command::new("node")
+        .current_dir(root())
+        .env("VERITY_GGUF", crate::llama::gguf()?)
+        .arg(root().join("bench/in-tab.mjs"))
+        .arg(rounds))
 }
 
 /// A suite of cases (`step` or `claim`, see `verity_bench::suite`), natively then in wasm.

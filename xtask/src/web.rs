@@ -59,11 +59,18 @@ const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; sty
 /// server, and written by `dist` in the forms static hosts read ([`HOST_HEADER_FILES`]).
 /// `Referrer-Policy: no-referrer`: a provider learns nothing of the page's address.
 /// `X-Frame-Options` is `frame-ancestors 'none'` for browsers that predate it.
-const HEADERS: [(&str, &str); 4] = [
+/// `Cross-Origin-Opener-Policy` and `Cross-Origin-Embedder-Policy` make the page cross-origin
+/// isolated, which gives it `SharedArrayBuffer`, so the model in the tab runs on several
+/// threads. `require-corp` rather than `credentialless`: the app loads nothing from another
+/// origin but CORS requests (providers, a model's URL), which neither value blocks, and
+/// Safari isolates a page only with `require-corp` (docs/design/web.md).
+const HEADERS: [(&str, &str); 6] = [
     ("Content-Security-Policy", CSP),
     ("X-Content-Type-Options", "nosniff"),
     ("Referrer-Policy", "no-referrer"),
     ("X-Frame-Options", "DENY"),
+    ("Cross-Origin-Opener-Policy", "same-origin"),
+    ("Cross-Origin-Embedder-Policy", "require-corp"),
 ];
 
 /// The files `dist` writes so that a static host sends [`HEADERS`] (the README says which host

@@ -1,0 +1,62 @@
+// The model in the tab on one thread and on several, side by side: `cargo xtask bench in-tab
+// [ROUNDS]` (it sets VERITY_GGUF to SmolLM2-135M-Instruct's GGUF, the real-model tests' file).
+// Serves the built app (dist/) with its headers, so the page is cross-origin isolated, loads the
+// GGUF from another loopback origin into wllama (as web/in-tab.js does) in headless Chromium,
+// and asks one request (the in-tab test's: 48 tokens at most, temperature 0) on 1 thread, then
+// on the app's count (navigator.hardwareConcurrency capped at 4), ROUNDS times in turn; prints
+// each run's prompt and generation tokens a second (llama.cpp's own `timings`) and the load
+// average, which matters: llama.cpp's threads wait on one another, and a busy machine slows
+// several threads far more than one.
+import { createReadStream, statSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { serve, browser, recordingServer } from '../tests/browser/harness.mjs';
+
+const GGUF = process.env.VERITY_GGUF;
+if (!GGUF) throw new Error('VERITY_GGUF is not set (cargo xtask bench in-tab sets it)');
+const rounds = Number(process.argv[2] ?? 3);
+
+const REQUEST = {
+  messages: [
+    { role: 'system', content: 'You check claims against evidence. Answer in one sentence.' },
+    { role: 'user', content: 'Claim: The Eiffel Tower is in Paris.\nEvidence: The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It was the tallest structure in the world until 1930.\nIs the claim supported?' },
+  ],
+  max_tokens: 48,
+  temperature: 0,
+};
+
+const site = await serve();
+const models = await recordingServer((request, response) => {
+  response.writeHead(200, { 'access-control-allow-origin': '*', 'content-length': String(statSync(GGUF).size) });
+  createReadStream(GGUF).pipe(response);
+});
+const { page, close } = await browser();
+try {
+  await page.goto(site.url);
+  const { isolated, threads } = await page.evaluate(async () => ({
+    isolated: crossOriginIsolated,
+    threads: (await import('/verity-in-tab.js')).threads(),
+  }));
+  console.log(`cross-origin isolated: ${isolated}; the app's thread count here: ${threads}`);
+  for (let round = 0; round < rounds; round++) {
+    for (const n of threads > 1 ? [1, threads] : [1]) {
+      const run = await page.evaluate(async ({ url, n, request }) => {
+        const { Wllama } = await import('/wllama/index.js');
+        const quiet = () => {};
+        const wllama = new Wllama({ default: '/wllama/wllama.wasm' },
+          { suppressNativeLog: true, logger: { debug: quiet, log: quiet, info: quiet, warn: quiet, error: console.error } });
+        wllama.setCompat(null);
+        const blob = await (await fetch(url)).blob();
+        await wllama.loadModel([blob], { n_ctx: 4096, n_threads: n });
+        const { timings } = await wllama.createChatCompletion(request);
+        const threads = wllama.getNumThreads();
+        await wllama.exit();
+        return { threads, prompt: timings.prompt_per_second, generation: timings.predicted_per_second, tokens: timings.predicted_n };
+      }, { url: `${models.url}/model.gguf`, n, request: REQUEST });
+      console.log(`${run.threads} thread${run.threads === 1 ? ' ' : 's'}: prompt ${run.prompt.toFixed(1)}, generation ${run.generation.toFixed(1)} tokens a second (${run.tokens} generated; load average ${loadavg()[0].toFixed(2)})`);
+    }
+  }
+} finally {
+  await close();
+  await models.close();
+  await site.close();
+}
