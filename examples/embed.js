@@ -11,7 +11,10 @@ function log(line) {
 }
 
 document.addEventListener('verity-result', (event) => {
-  log(`verity-result from #${event.target.id || 'verity-check'}: ${event.detail.assessment.verdict}`);
+  // A claim's report has a verdict; an answer's says whether every checked sentence holds.
+  const { assessment, sentences, faithful } = event.detail;
+  const outcome = sentences ? (faithful ? 'every sentence holds' : 'not every sentence holds') : assessment.verdict;
+  log(`verity-result from #${event.target.id || 'verity-check'}: ${outcome}`);
 });
 document.addEventListener('verity-error', (event) => {
   log(`verity-error from #${event.target.id || 'verity-check'}: ${event.detail.kind}: ${event.detail.message}`);

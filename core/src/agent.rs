@@ -130,6 +130,17 @@ pub struct Spent {
     pub retries: u32,
 }
 
+impl Spent {
+    /// Adds what another run spent (a machine composed of others sums theirs).
+    pub(crate) fn add(&mut self, other: Spent) {
+        self.turns = self.turns.saturating_add(other.turns);
+        self.requests = self.requests.saturating_add(other.requests);
+        self.failed_attempts = self.failed_attempts.saturating_add(other.failed_attempts);
+        self.retries = self.retries.saturating_add(other.retries);
+        self.usage.add(&other.usage);
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "camelCase")]
 enum Phase {

@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::answer::report::SentenceReport;
 use crate::message::{CallId, Delta, StopReason, Usage};
 
 /// Something a host may want to show or log.
@@ -78,6 +79,17 @@ pub enum Event {
     Compacted {
         /// How many results were dropped.
         dropped: usize,
+    },
+    /// An answer check started checking a sentence: the events up to its
+    /// [`Event::SentenceChecked`] are that sentence's.
+    SentenceStarted {
+        /// The sentence's place in the answer, from 0.
+        index: usize,
+    },
+    /// An answer check ended a sentence's check (the answer's report has it too).
+    SentenceChecked {
+        /// The sentence, with its status, citations and marks.
+        sentence: Box<SentenceReport>,
     },
     /// A piece of a streamed response, as the host received it.
     Delta {

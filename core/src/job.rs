@@ -38,6 +38,7 @@
 //! assert_eq!(report["route"], "single call");
 //! ```
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -46,6 +47,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::agent::{Compaction, Spent, Tool};
+use crate::answer::{AnswerCheck, AnswerReport};
 use crate::claim::{
     AssessMode, ClaimCheck, ClaimFailed, ClaimFailureKind, ClaimOptions, LookupMode,
 };
@@ -65,7 +67,7 @@ pub const DEFAULT_STEP_SYSTEM: &str = "You answer by calling submit.";
 /// The largest integer JSON numbers carry exactly (`Number.MAX_SAFE_INTEGER`).
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
-/// What a job does. JSON with `"kind": "step"` or `"kind": "claim"`, camelCase fields; unknown
+/// What a job does. JSON with `"kind": "step"`, `"claim"` or `"answer"`, camelCase fields; unknown
 /// fields are refused. See DESIGN.md (The job protocol) for an example of each.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
@@ -75,6 +77,8 @@ pub enum JobConfig {
     Step(StepConfig),
     /// A claim check.
     Claim(ClaimConfig),
+    /// A check of a whole answer, sentence by sentence.
+    Answer(AnswerConfig),
 }
 
 /// A typed step: the model answers by calling `submit` with arguments valid against `schema`.
@@ -180,6 +184,55 @@ impl ClaimConfig {
     }
 }
 
+/// A check of a whole answer over a corpus the host holds: each sentence with something to
+/// check goes through the claim checker (the same fields as a claim job), and the answer's
+/// own citation marks are checked against the passages they name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AnswerConfig {
+    /// The answer (at most 50,000 characters and 200 sentences).
+    pub answer: String,
+    /// The corpus's id ([`IndexedCorpus::id`]).
+    pub corpus: CorpusId,
+    /// As a claim job's, for each sentence.
+    #[serde(default)]
+    pub retriever: Retriever,
+    /// As a claim job's, for each sentence.
+    #[serde(default, deserialize_with = "bound", skip_serializing_if = "Option::is_none")]
+    pub research_turns: Option<u32>,
+    /// As a claim job's.
+    #[serde(default)]
+    pub lookup: LookupMode,
+    /// Retries of failed requests, a budget for each sentence (default: none).
+    #[serde(default)]
+    pub retry: RetryPolicy,
+    /// As a claim job's.
+    #[serde(default, skip_serializing_if = "AssessMode::is_agent")]
+    pub assess: AssessMode,
+    /// Which passage each citation mark names: `{"1": "e1"}` for an answer that cites `[1]`.
+    /// A mark not in it names the passage whose id it is (`[e1]`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub marks: BTreeMap<String, String>,
+}
+
+impl AnswerConfig {
+    /// A check of `answer` over the corpus `corpus`, every other field its default (as the
+    /// JSON `{"kind": "answer", "answer": ..., "corpus": ...}` reads).
+    #[must_use]
+    pub fn new(answer: impl Into<String>, corpus: CorpusId) -> Self {
+        Self {
+            answer: answer.into(),
+            corpus,
+            retriever: Retriever::default(),
+            research_turns: None,
+            lookup: LookupMode::default(),
+            retry: RetryPolicy::default(),
+            assess: AssessMode::default(),
+            marks: BTreeMap::new(),
+        }
+    }
+}
+
 /// A bound: a positive integer (as JSON numbers carry them: `3.0` is 3), absent or `null` for
 /// the default; one beyond `u32` is unbounded in practice.
 fn bound<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
@@ -235,6 +288,7 @@ impl JobConfig {
         match self {
             Self::Step(config) => &config.retry,
             Self::Claim(config) => &config.retry,
+            Self::Answer(config) => &config.retry,
         }
     }
 
@@ -261,14 +315,17 @@ impl JobConfig {
             Some(other) => {
                 return Err(ConfigError::new("kind", format!("must be a string, not {other}")));
             }
-            None => return Err(ConfigError::new("kind", "missing: \"step\" or \"claim\"")),
+            None => {
+                return Err(ConfigError::new("kind", "missing: \"step\", \"claim\" or \"answer\""));
+            }
         };
         match kind.as_str() {
             "step" => fields_of(fields).map(JobConfig::Step),
             "claim" => fields_of(fields).map(JobConfig::Claim),
+            "answer" => fields_of(fields).map(JobConfig::Answer),
             other => Err(ConfigError::new(
                 "kind",
-                format!("unknown kind {other:?}: \"step\" or \"claim\""),
+                format!("unknown kind {other:?}: \"step\", \"claim\" or \"answer\""),
             )),
         }
     }
@@ -470,6 +527,7 @@ impl std::error::Error for RestoreError {}
 enum Work {
     Step { step: Box<Step<Value>> },
     Claim { check: Box<ClaimCheck> },
+    Answer { check: Box<AnswerCheck> },
 }
 
 /// One machine for every kind of work. Its value is JSON: a step's submission, or a claim
@@ -493,27 +551,38 @@ impl Job {
         let work = match config {
             JobConfig::Step(config) => Work::Step { step: Box::new(build_step(config)?) },
             JobConfig::Claim(config) => {
-                let corpus = corpora
-                    .iter()
-                    .find(|corpus| *corpus.id() == config.corpus)
-                    .ok_or_else(|| {
-                        JobFailed::config(
-                            ConfigError::new(
-                                "corpus",
-                                format!("no corpus {} was given to the job", config.corpus),
-                            )
-                            .to_string(),
-                        )
-                    })?;
-                let options = ClaimOptions {
-                    retriever: config.retriever,
-                    research_turns: config.research_turns.unwrap_or(crate::claim::ESCALATION_TURNS),
-                    lookup: config.lookup,
-                    retry: config.retry,
-                    assess: config.assess,
-                };
+                let corpus = corpus_of(&config.corpus, corpora)?;
+                let options = claim_options(
+                    config.retriever,
+                    config.research_turns,
+                    config.lookup,
+                    config.retry,
+                    config.assess,
+                );
                 let check = ClaimCheck::new(config.claim, Arc::clone(corpus), options);
                 Work::Claim { check: Box::new(check) }
+            }
+            JobConfig::Answer(config) => {
+                let corpus = corpus_of(&config.corpus, corpora)?;
+                // The answer's report says what holds per sentence: no summary requests.
+                let options = ClaimOptions {
+                    summary: false,
+                    ..claim_options(
+                        config.retriever,
+                        config.research_turns,
+                        config.lookup,
+                        config.retry,
+                        config.assess,
+                    )
+                };
+                let check =
+                    AnswerCheck::new(config.answer, Arc::clone(corpus), options, &config.marks)
+                        .map_err(|error| {
+                            JobFailed::config(
+                                ConfigError::new("answer", error.to_string()).to_string(),
+                            )
+                        })?;
+                Work::Answer { check: Box::new(check) }
             }
         };
         Ok(Self { work, deltas: Vec::new() })
@@ -571,6 +640,7 @@ impl Job {
         match &self.work {
             Work::Step { step } => step.spent(),
             Work::Claim { check } => check.spent(),
+            Work::Answer { check } => check.spent(),
         }
     }
 
@@ -579,9 +649,48 @@ impl Job {
     pub fn claim_check(&self) -> Option<&ClaimCheck> {
         match &self.work {
             Work::Claim { check } => Some(check),
-            Work::Step { .. } => None,
+            _ => None,
         }
     }
+
+    /// The answer check, for an answer job (its sentences as far as it has gone).
+    #[must_use]
+    pub fn answer_check(&self) -> Option<&AnswerCheck> {
+        match &self.work {
+            Work::Answer { check } => Some(check),
+            _ => None,
+        }
+    }
+}
+
+/// The claim checker's options of a claim or answer job's fields (their defaults applied).
+fn claim_options(
+    retriever: Retriever,
+    research_turns: Option<u32>,
+    lookup: LookupMode,
+    retry: RetryPolicy,
+    assess: AssessMode,
+) -> ClaimOptions {
+    ClaimOptions {
+        retriever,
+        research_turns: research_turns.unwrap_or(crate::claim::ESCALATION_TURNS),
+        lookup,
+        retry,
+        assess,
+        summary: true,
+    }
+}
+
+/// The corpus a configuration names, among those given.
+fn corpus_of<'a>(
+    id: &CorpusId,
+    corpora: &'a [Arc<IndexedCorpus>],
+) -> Result<&'a Arc<IndexedCorpus>, JobFailed> {
+    corpora.iter().find(|corpus| corpus.id() == id).ok_or_else(|| {
+        JobFailed::config(
+            ConfigError::new("corpus", format!("no corpus {id} was given to the job")).to_string(),
+        )
+    })
 }
 
 fn build_step(config: StepConfig) -> Result<Step<Value>, JobFailed> {
@@ -625,6 +734,7 @@ impl Machine for Job {
         match &mut self.work {
             Work::Step { step } => step.poll_output(),
             Work::Claim { check } => check.poll_output(),
+            Work::Answer { check } => check.poll_output(),
         }
     }
 
@@ -632,6 +742,7 @@ impl Machine for Job {
         match &mut self.work {
             Work::Step { step } => step.handle_input(input),
             Work::Claim { check } => check.handle_input(input),
+            Work::Answer { check } => check.handle_input(input),
         }
     }
 
@@ -639,6 +750,7 @@ impl Machine for Job {
         let mut events = match &mut self.work {
             Work::Step { step } => step.drain_events(),
             Work::Claim { check } => check.drain_events(),
+            Work::Answer { check } => check.drain_events(),
         };
         if !self.deltas.is_empty() {
             // Pieces arrive while the call is pending, so before its answer's events.
@@ -666,6 +778,8 @@ pub enum JobValue {
     Step(Value),
     /// A claim check's report.
     Report(Box<crate::Report>),
+    /// An answer check's report.
+    Answer(Box<AnswerReport>),
 }
 
 impl JobValue {
@@ -675,6 +789,7 @@ impl JobValue {
         match self {
             Self::Step(value) => value,
             Self::Report(report) => serde_json::to_value(report).expect("a report serializes"),
+            Self::Answer(report) => serde_json::to_value(report).expect("a report serializes"),
         }
     }
 }
@@ -691,6 +806,10 @@ impl Job {
             Work::Claim { check } => check
                 .finish()
                 .map(|report| JobValue::Report(Box::new(report)))
+                .map_err(JobFailed::from),
+            Work::Answer { check } => check
+                .finish()
+                .map(|report| JobValue::Answer(Box::new(report)))
                 .map_err(JobFailed::from),
         }
     }

@@ -130,6 +130,7 @@ pub mod retry;
 mod run_failure;
 mod schema;
 mod scripted;
+mod segment;
 pub mod session;
 mod step;
 
@@ -146,8 +147,8 @@ pub use drive::{
 pub use event::{ClaimStage, Event};
 pub use indexed::IndexedCorpus;
 pub use job::{
-    ClaimConfig, ConfigError, DEFAULT_STEP_SYSTEM, Job, JobConfig, JobFailed, JobFailureKind,
-    JobValue, RestoreError, StepConfig,
+    AnswerConfig, ClaimConfig, ConfigError, DEFAULT_STEP_SYSTEM, Job, JobConfig, JobFailed,
+    JobFailureKind, JobValue, RestoreError, StepConfig,
 };
 pub use log::{Entry, Lease, Log, SessionError};
 pub use machine::{

@@ -373,6 +373,11 @@ impl<T: DeserializeOwned> Step<T> {
         Self { agent: self.agent.starting_at(first) }
     }
 
+    /// The first call id this step has not used.
+    pub(crate) fn next_free_id(&self) -> u64 {
+        self.agent.next_free_id()
+    }
+
     /// The host's compaction hook (see [`Agent::compact_with`]).
     pub fn compact_with(&mut self, edit: impl FnOnce(&mut [Message])) {
         self.agent.compact_with(edit);

@@ -439,7 +439,12 @@ impl<'a> ResultsFile<'a> {
 }
 
 fn result_line(row: &Row, result: &CheckResult) -> Value {
-    json!({"id": row.id, "claim": row.claim, "label": row.label, "result": result})
+    match &row.answer {
+        Some(answer) => {
+            json!({"id": row.id, "answer": answer, "label": row.label, "result": result})
+        }
+        None => json!({"id": row.id, "claim": row.claim, "label": row.label, "result": result}),
+    }
 }
 
 /// One JSON line per claim: its id, claim, label (if any) and result.

@@ -618,8 +618,10 @@ impl Corpora {
             .iter()
             .map(|row| {
                 let corpus = row.corpus.iter().flatten().map(|(id, text)| id.len() + text.len());
-                (row.id.as_ref().map_or(0, String::len) + row.claim.len() + corpus.sum::<usize>())
-                    as u64
+                let answer = row.answer.as_ref().map_or(0, String::len);
+                let marks: usize = row.marks.iter().map(|(mark, id)| mark.len() + id.len()).sum();
+                let text = row.claim.len() + answer + marks;
+                (row.id.as_ref().map_or(0, String::len) + text + corpus.sum::<usize>()) as u64
             })
             .sum();
         self.used_now(Cached::Claims(hash), bytes);

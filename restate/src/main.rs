@@ -210,8 +210,7 @@ mod native {
         let mut done = 0usize;
         for row in &batch::inline_rows(&rows) {
             let mut job = input.job.clone();
-            job.insert("kind".to_owned(), json!("claim"));
-            job.insert("claim".to_owned(), json!(row.claim));
+            verity_restate::claims::set_work(&mut job, row);
             let corpus = match &row.corpus {
                 Some(passages) => CorpusSource::Passages(passages.clone()),
                 None => CorpusSource::File(input.corpus.clone().ok_or("no corpus")?),

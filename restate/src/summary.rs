@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
+use verity_core::answer::AnswerReport;
 use verity_core::corpus::Corpus;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::{Job, NoTools, Report, Transport, drive};
@@ -46,6 +47,20 @@ impl Tally {
     pub fn add(&mut self, label: Option<&str>, gold: Option<&str>, result: &CheckResult) {
         self.total += 1;
         let predicted = match (&result.value, &result.failure) {
+            (Some(value), _) if value.get("sentences").is_some() => {
+                // An answer's report: faithful or hallucinated, as its label says.
+                let report: Option<AnswerReport> = serde_json::from_value(value.clone()).ok();
+                self.requests += report.as_ref().map_or(0, |report| u64::from(report.requests));
+                if let Some(report) = &report {
+                    self.input_tokens += report.usage.input + report.usage.cache_read;
+                    self.output_tokens += report.usage.output;
+                }
+                match report.and_then(|report| report.faithful) {
+                    Some(true) => "faithful".to_owned(),
+                    Some(false) => "hallucinated".to_owned(),
+                    None => String::new(),
+                }
+            }
             (Some(value), _) => {
                 // The core's typed report; a value that is not one counts as no verdict.
                 let report = Report::from_job_value(value);
@@ -234,8 +249,8 @@ pub async fn evaluate(
         // The same job configuration every host sends: the check retrieves its evidence and
         // answers its lookups from the corpus, so no host tool is needed.
         let mut config = job.clone();
-        config.insert("kind".to_owned(), json!("claim"));
-        config.insert("claim".to_owned(), json!(row.claim));
+        let inline = crate::claims::inline_rows(std::slice::from_ref(row));
+        crate::claims::set_work(&mut config, &inline[0]);
         config.insert("corpus".to_owned(), json!(corpus.id()));
         let job = Job::from_json(&Value::Object(config).to_string(), &[Arc::clone(&corpus)])
             .map_err(|failed| format!("row {}: {failed}", n + 1))?;

@@ -634,12 +634,11 @@ async fn part_rows(
     })
 }
 
-/// The check of `row`, the part's `local`-th: a claim job with the batch's other fields, over
+/// The check of `row`, the part's `local`-th: a claim (or answer) job with the batch's other fields, over
 /// the row's corpus or else the batch's. A terminal error for a row with neither.
 fn row_check(input: &PartInput, row: &ClaimRow, local: usize) -> Result<CheckInput, HandlerError> {
     let mut job = input.job.clone();
-    job.insert("kind".to_owned(), Value::from("claim"));
-    job.insert("claim".to_owned(), Value::from(row.claim.clone()));
+    crate::claims::set_work(&mut job, row);
     let corpus = match &row.corpus {
         Some(passages) => CorpusSource::Passages(passages.clone()),
         None => match &input.corpus {

@@ -209,6 +209,72 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
     let _: Vec<Row> = batch::read_claims(&claims).unwrap();
 }
 
+/// Answers in a batch file (`"kind": "answer"`): each checked sentence by sentence through a
+/// real Restate server, its result line the answer's report, the summary judging it faithful or
+/// hallucinated as `eval` does in one process; a bad answer is refused with its line.
+#[test]
+fn answers_in_a_batch_file_are_checked_sentence_by_sentence_like_eval() {
+    let _serial = serial();
+    let dir = scratch("answers");
+    let claims = dir.join("answers.jsonl");
+    let corpus = json!({"e1": EIFFEL, "e2": "The Louvre is a museum in Paris."});
+    let rows = [
+        json!({"id": "f", "kind": "answer", "answer": "The Eiffel Tower is in Paris [e1]. The Louvre is a museum.",
+               "corpus": corpus, "label": "faithful"}),
+        json!({"id": "h", "answer": "Hello! The Louvre is a museum. The moon is made of green cheese.",
+               "corpus": corpus, "label": "hallucinated"}),
+        json!({"id": "c", "claim": "The Eiffel Tower is in Paris.", "corpus": corpus, "label": "supported"}),
+    ];
+    write_jsonl(&claims, &rows);
+    let options = batch_options(&claims, &dir);
+    let out = options.out.clone();
+    let summary = batch::run(&options).unwrap();
+    assert_eq!(summary["counts"]["claims"], 3, "{summary}");
+    let lines: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let answer = &lines[1];
+    assert_eq!(answer["id"], "h");
+    assert_eq!(answer["answer"], rows[1]["answer"]);
+    let report = &answer["result"]["value"];
+    let sentences = report["sentences"].as_array().unwrap();
+    assert_eq!(sentences.len(), 3, "{report}");
+    assert_eq!(sentences[0]["status"], "not-checkable");
+    assert_eq!(report["faithful"], false, "the moon's sentence is not supported: {report}");
+    assert_eq!(lines[0]["result"]["value"]["sentences"][0]["marks"][0]["passage"], "e1");
+    assert!(lines[2]["result"]["value"]["assessment"].is_object(), "the claim's row is a claim");
+    // `eval` in one process judges the same rows alike.
+    let file_rows = batch::read_claims(&claims).unwrap();
+    let evaluated = pollster::block_on(verity_restate::summary::evaluate(
+        &claims.display().to_string(),
+        &file_rows,
+        &options.job,
+        &verity_core::provider::offline::OfflineModel,
+        verity_core::provider::offline::OFFLINE_MODEL_NAME,
+        |_, _| {},
+    ))
+    .unwrap();
+    let mut from_batch = summary.clone();
+    from_batch.as_object_mut().unwrap().remove("batch");
+    assert_eq!(from_batch, evaluated);
+    assert_eq!(evaluated["confusion"]["hallucinated"]["hallucinated"], 1, "{evaluated}");
+
+    let bad = dir.join("bad.jsonl");
+    let hidden = "It opened in 1889.\u{202e} It is tall.";
+    for (row, why) in [
+        (json!({"kind": "answer", "answer": hidden}), "U+202E"),
+        (json!({"kind": "answer", "claim": "x"}), "has no answer"),
+        (json!({"answer": "It is tall.", "label": "supported"}), "faithful"),
+        (json!({"kind": "answers", "claim": "x"}), "\"answer\""),
+    ] {
+        write_jsonl(&bad, &[json!({"claim": "A fine claim."}), row]);
+        let error = batch::read_claims(&bad).unwrap_err();
+        assert!(error.contains(":2: ") && error.contains(why), "{error}");
+    }
+}
+
 #[test]
 fn a_corpus_by_url_is_fetched_checked_and_refused_when_its_hash_does_not_match() {
     let _serial = serial();
@@ -269,7 +335,7 @@ fn a_check_that_ends_with_an_error_is_its_claims_failure_not_the_batchs() {
         .map(|i| ClaimRow {
             id: Some(format!("x{i}")),
             claim: format!("The Eiffel Tower is in Paris ({i})."),
-            corpus: None,
+            ..ClaimRow::default()
         })
         .collect();
     let input = BatchInput {

@@ -2,7 +2,9 @@
 // inert, a bad file named by line, the CSP in force, screenshots of the main states.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { serve, browser, screenshot, recordingServer, inEngine } from './harness.mjs';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { serve, browser, screenshot, recordingServer, inEngine, ROOT } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -339,6 +341,65 @@ test('results export as JSON and as Markdown', async () => {
     assert.match(markdown.name, /\.md$/);
     assert.match(markdown.text, /storage migration finished in March/);
     assert.match(markdown.text, /[Ss]upported/);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
+
+test('check an answer: each sentence marked in words, its evidence with the quote highlighted, the spans exported, and it survives a reload', async () => {
+  const { page, errors, close } = await open();
+  try {
+    const passages = [
+      { id: 'e1', text: 'The storage migration finished in March without data loss.' },
+      { id: 'e2', text: 'Quarterly revenue grew 4 percent. The board met twice.' },
+    ];
+    await upload(page, 'notes.jsonl', passages.map((item) => JSON.stringify(item)).join('\n'));
+    await page.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
+    await page.click(id('mode-answer'));
+    assert.equal(await page.locator(id('run')).innerText(), 'Check the answer');
+    const answer = 'Thanks for asking! The storage migration finished in March without data loss [e1]. Quarterly revenue grew 9 percent.';
+    await page.fill(id('answer-input'), answer);
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.match(await card.locator('h3').innerText(), /^Answer: Thanks for asking!/);
+    assert.equal(await card.locator(id('verdict')).innerText(), '1 of 2 not shown to hold');
+    const sentences = card.locator(id('sentence'));
+    assert.deepEqual(await sentences.evaluateAll((nodes) => nodes.map((n) => [n.textContent, n.dataset.status, n.nextElementSibling.textContent])), [
+      ['The storage migration finished in March without data loss [e1].', 'supported', '✓ supported'],
+      ['Quarterly revenue grew 9 percent.', 'contradicted', '✗ contradicted'],
+    ]);
+    // The greeting is plain text, not a sentence to select.
+    assert.match(await card.locator(id('answer-text')).innerText(), /^Thanks for asking!/);
+    await sentences.nth(1).click();
+    const selected = card.locator(id('selected-sentence'));
+    await selected.waitFor();
+    assert.match(await selected.innerText(), /✗ contradicted/);
+    // The passage's sentence that holds it, highlighted inside the passage.
+    assert.equal(await selected.locator(id('quote')).innerText(), 'Quarterly revenue grew 4 percent.');
+    assert.match(await selected.locator(id('sentence-evidence')).innerText(), /The board met twice\./);
+    assert.equal(await sentences.nth(1).getAttribute('aria-expanded'), 'true');
+    await screenshot(page, 'answer');
+    // No serious accessibility violation in the answer mode, a sentence's evidence open.
+    await page.evaluate(readFileSync(join(ROOT, 'node_modules/axe-core/axe.min.js'), 'utf8'));
+    const axe = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+    const bad = axe.violations.filter((v) => ['serious', 'critical'].includes(v.impact));
+    assert.deepEqual(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.length})`), []);
+    await sentences.nth(0).press('Enter');
+    assert.match(await selected.innerText(), /Its mark \[e1\]: passage e1 supports/);
+    // The exports carry the spans: CSV a row per sentence with its place in the answer.
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click(id('export-csv'))]);
+    let csv = '';
+    for await (const chunk of await download.createReadStream()) csv += chunk;
+    const start = answer.indexOf('Quarterly');
+    assert.ok(csv.includes(`"Quarterly revenue grew 9 percent.","contradicted"`), csv);
+    assert.ok(csv.includes(`"${start}-${answer.length}","e2:0-33"`), csv);
+    // A reload shows the answer again, marked.
+    await page.reload();
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.locator(id('check-1')).locator(id('sentence')).nth(1).waitFor();
+    assert.equal(await page.locator(id('check-1')).locator(id('sentence')).count(), 2);
     assert.deepEqual(errors, []);
   } finally {
     await close();

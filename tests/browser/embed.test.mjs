@@ -126,6 +126,68 @@ test('cancel through an AbortSignal ends the check as cancelled and leaves no re
   }
 });
 
+test('an answer in the element: each sentence marked with words as its check ends, its evidence quoted where it sits, its mark checked', async () => {
+  const { page, errors, close } = await open();
+  try {
+    const result = await settled(page, '#answer-check');
+    assert.equal(result.state, 'done', result.text);
+    const { report } = result;
+    assert.deepEqual(report.sentences.map((s) => s.status), ['not-checkable', 'supported', 'contradicted'], JSON.stringify(report));
+    assert.equal(report.faithful, false);
+    assert.deepEqual(report.sentences[1].marks.map((m) => [m.label, m.passage, m.holds]), [['1', 'eiffel', 'supports']]);
+    // Marked inline, in words too (a reader without colour sees them), in the answer's order.
+    const marked = await page.evaluate(() => [...document.querySelector('#answer-check').shadowRoot
+      .querySelectorAll('.sentence')].map((node) => [node.textContent, node.nextSibling.textContent]));
+    assert.deepEqual(marked, [
+      ['The Eiffel Tower stands on the Champ de Mars in Paris [1].', '✓ supported'],
+      ['The Louvre nearby opened as a museum in 1801.', '✗ contradicted'],
+    ]);
+    assert.match(result.text, /1 of 2 not shown to hold/);
+    // Selecting a sentence shows its passage with the quote highlighted where it sits.
+    const sentence = page.locator('#answer-check').locator('.sentence.contradicted');
+    await sentence.click();
+    const shown = await page.evaluate(() => {
+      const root = document.querySelector('#answer-check').shadowRoot;
+      return { region: root.querySelector('.evidence')?.textContent, quote: root.querySelector('.evidence mark')?.textContent,
+        pressed: root.querySelector('.sentence.contradicted').getAttribute('aria-pressed') };
+    });
+    assert.equal(shown.pressed, 'true');
+    assert.match(shown.region, /✗ Sentence 3: contradicted/);
+    assert.match(shown.region, /louvre: The Louvre is the world's most-visited art museum\. It opened as a museum in 1793\./);
+    assert.equal(shown.quote, 'It opened as a museum in 1793.', 'the sentence of the passage that holds it');
+    await screenshot(page, 'embed-answer');
+    // The keyboard opens the other one.
+    await page.locator('#answer-check').locator('.sentence.supported').press('Enter');
+    const mark = await page.evaluate(() => document.querySelector('#answer-check').shadowRoot.querySelector('.evidence').textContent);
+    assert.match(mark, /Its mark \[1\]: passage eiffel supports/);
+
+    // The module: checkAnswer reports each sentence as it ends, then the whole.
+    const module = await page.evaluate(async () => {
+      const { Verity } = await import('../verity.js');
+      const verity = new Verity();
+      const corpus = verity.createCorpus();
+      await corpus.add([{ id: 'e1', text: 'The Eiffel Tower is in Paris. It opened in 1889.' }, { id: 'e2', text: 'The Louvre is a museum.' }]);
+      const seen = [];
+      const report = await verity.checkAnswer({ answer: 'It opened in 1889 [e1]. The Louvre is a museum.', corpus, onSentence: (s) => seen.push(s.index) });
+      const refused = await verity.checkAnswer({ answer: ' ', corpus }).catch((error) => `${error.name}: ${error.message}`);
+      const hidden = await verity.checkAnswer({ answer: 'It opened\u202e in 1889.', corpus }).catch((error) => [error.kind, error.message]);
+      verity.terminate();
+      return { seen, report, refused, hidden };
+    });
+    assert.deepEqual(module.seen, [0, 1]);
+    assert.equal(module.report.faithful, true);
+    const [first] = module.report.sentences;
+    assert.deepEqual([first.citations[0].passage, first.citations[0].quote], ['e1', 'It opened in 1889.']);
+    assert.deepEqual(module.report.cited.map((item) => item.id).sort(), ['e1', 'e2']);
+    assert.match(module.refused, /TypeError: checkAnswer: answer must be a non-empty string/);
+    assert.equal(module.hidden[0], 'config');
+    assert.match(module.hidden[1], /U\+202E/);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
+
 test('markup in the corpus and the claim is shown as text and runs nothing', async () => {
   const { page, errors, close } = await open();
   try {

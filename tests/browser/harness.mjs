@@ -2,7 +2,7 @@
 // Debian's Chromium through playwright-core (never a downloaded browser), collects page errors,
 // and saves screenshots under SCREENSHOTS. Each test gets a fresh browser profile.
 import { createServer, request as forward } from 'node:http';
-import { mkdtempSync, readFileSync, existsSync, mkdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, existsSync, mkdirSync, statSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, extname, normalize, resolve } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -56,8 +56,9 @@ function staticHostHeaders(dir, path) {
  * static hosts (its `_headers`), as a deployment would; resolves to { url, hold, close }.
  * `hold(path)` holds the answers for `path` until its `release()` is called (the engine runs
  * in a shared worker, whose requests a page's `route` does not see); its `asked()` is how many
- * requests for it came meanwhile. */
-export function serve(dir = DIST) {
+ * requests for it came meanwhile. `omit` names headers (lower case) left out of the answers
+ * for some paths, `{path: [header, ...]}`: a site that serves its own page without them. */
+export function serve(dir = DIST, { omit = {} } = {}) {
   if (!existsSync(join(dir, 'index.html'))) {
     throw new Error(`${dir}/index.html is missing: build the app first (cargo xtask dist)`);
   }
@@ -78,8 +79,10 @@ export function serve(dir = DIST) {
         return;
       }
     }
+    const headers = staticHostHeaders(dir, path);
+    for (const name of omit[path] ?? []) delete headers[name];
     response.writeHead(200, {
-      ...staticHostHeaders(dir, path),
+      ...headers,
       'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
       'cache-control': 'no-store',
     });
@@ -146,7 +149,10 @@ export async function seedDatabase({ page, errors }, site, version, stores, writ
 
 /** A fresh Chromium profile; resolves to { context, page, errors, close }. */
 export async function browser({ width = 1280, height = 900 } = {}) {
-  const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'verity-chromium-')), {
+  // The profile is removed when the session closes: left behind, each test's profile (up to
+  // ~300 MB) filled the machine's disk over many runs.
+  const profile = mkdtempSync(join(tmpdir(), 'verity-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width, height },
@@ -171,7 +177,11 @@ export async function browser({ width = 1280, height = 900 } = {}) {
   };
   watch(page);
   context.on('page', watch);
-  return { context, page, errors, dialogs, close: () => context.close() };
+  const close = async () => {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  };
+  return { context, page, errors, dialogs, close };
 }
 
 /** Waits until `condition()` (sync or async) holds, checking every 50 ms; throws naming `what`

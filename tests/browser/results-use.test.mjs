@@ -50,7 +50,8 @@ test('the CSV export has a row per result with its provenance and no live formul
     assert.match(rows[0], /^"id","claim","verdict","failure kind","confidence","summary","cited ids","provider"/);
     assert.ok(rows.some((row) => row.includes('"\'=HYPERLINK(""http://evil.example"",""click"")')), csv.text);
     for (const row of rows.slice(1)) {
-      assert.match(row, /"offline","","","sha256:[0-9a-f]+","8","[0-9.]+","\d{4}-\d\d-\d\dT[^"]+Z"$/, row);
+      // Then no span (a claim is not cut into sentences) and where each quote sits in its passage.
+      assert.match(row, /"offline","","","sha256:[0-9a-f]+","8","[0-9.]+","\d{4}-\d\d-\d\dT[^"]+Z","","([^"]*)"$/, row);
       for (const cell of row.split('","')) assert.doesNotMatch(cell.replace(/^"/, ''), /^[=+\-@\t\r]/, row);
     }
     assert.ok(rows.some((row) => row.includes('"supported"')), csv.text);

@@ -11,7 +11,7 @@ import { createServer } from 'node:http';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 
-import { checkClaim, JobFailed } from './host.mjs';
+import { checkAnswer, checkClaim, JobFailed } from './host.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const componentJs = process.env.VERITY_COMPONENT_JS ?? path.join(root, 'target/component-js/verity.js');
@@ -114,9 +114,10 @@ test('an unreachable provider fails the check with its kind and what was spent',
   );
 });
 
-test('the verifier route through the component reads the server\'s probabilities', async (t) => {
-  // A llama.cpp server as recorded: the calibration question (an empty document) answered No,
-  // the passages Yes, with their top_logprobs; the summary a submit call.
+/** A llama.cpp server as recorded: the verifier's calibration question (an empty document)
+ * answered No, every passage Yes, with their top_logprobs; anything else a submit call. Resolves
+ * to its URL and the bodies it was asked. */
+async function recordedLlamaServer(t) {
   const fixture = (name) => readFileSync(path.join(root, 'core/tests/fixtures/verifier', name));
   const [yes, no] = [fixture('llama-cpp-yes.json'), fixture('llama-cpp-recorded-no.json')];
   const asked = [];
@@ -139,7 +140,11 @@ test('the verifier route through the component reads the server\'s probabilities
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => server.close());
-  const url = `http://127.0.0.1:${server.address().port}`;
+  return { url: `http://127.0.0.1:${server.address().port}`, asked };
+}
+
+test('the verifier route through the component reads the server\'s probabilities', async (t) => {
+  const { url, asked } = await recordedLlamaServer(t);
   const report = await checkClaim(engine, {
     provider: { api: 'openai', baseUrl: `${url}/v1`, model: 'qwen', stream: true },
     claim: 'The Eiffel Tower is in Paris.', items: ITEMS, retriever: { bm25: { k: 2 } }, assess: 'verifier',
@@ -153,6 +158,29 @@ test('the verifier route through the component reads the server\'s probabilities
   assert.equal(report.assessment.verdict, 'supported');
   assert.equal(report.verifier.fallback, false, JSON.stringify(report.verifier));
   assert.ok(report.verifier.questions.every((q) => q.source === 'probabilities'));
+});
+
+test('an answer checked through check-answer with the verifier route: a sentence each, its passage quoted', async (t) => {
+  const { url, asked } = await recordedLlamaServer(t);
+  const answer = 'Sure. The Eiffel Tower is in Paris [1]. Tokyo Tower is an observation tower in Minato.';
+  const sentences = [];
+  const report = await checkAnswer(engine, {
+    provider: { api: 'openai', baseUrl: `${url}/v1`, model: 'qwen', stream: true },
+    answer, items: ITEMS,
+    options: { retriever: { bm25: { k: 1 } }, assess: 'verifier', marks: { 1: 'eiffel' } },
+    onSentence: (sentence) => sentences.push(sentence),
+  });
+  assert.deepEqual(sentences.map((s) => [s.index, s.status]), [[1, 'supported'], [2, 'supported']]);
+  assert.equal(asked.filter((body) => body.logprobs).length, 4, 'per sentence the calibration question and one passage');
+  assert.deepEqual(report.counts, { supported: 2, contradicted: 0, insufficient: 0, failed: 0, notCheckable: 1 });
+  assert.equal(report.faithful, true);
+  const [, first, second] = report.sentences;
+  assert.equal(answer.slice(first.span.startUtf16, first.span.endUtf16), 'The Eiffel Tower is in Paris [1].');
+  assert.deepEqual(first.marks.map((m) => [m.label, m.passage, m.holds]), [['1', 'eiffel', 'supports']]);
+  assert.equal(first.citations[0].passage, 'eiffel');
+  assert.equal(second.citations[0].passage, 'tokyo');
+  const { quote, span, text } = second.citations[0];
+  assert.equal(text.slice(span.startUtf16, span.endUtf16), quote);
 });
 
 for (const stream of [false, true]) {

@@ -155,9 +155,39 @@ export async function checkClaim(engine, { provider, claim, items, retry, retrie
   // `"verifier"`: Yes/No questions whose requests carry a probe; the codec asks for the
   // probabilities and hands them back on the decoded message: nothing more for a host to do.
   if (assess) config.assess = assess;
+  try {
+    return await drive(() => engine.job.Job.create(JSON.stringify(config), [corpus]), codec, { signal, fetch, onEvent });
+  } finally {
+    corpus[Symbol.dispose]();
+    codec[Symbol.dispose]();
+  }
+}
+
+/** Checks a whole answer over `items` through the component's `check-answer`: `options` are
+ * the answer job's other fields (`retriever`, `assess`, `marks`, `retry`); `onSentence` is
+ * called with each sentence's report as its check ends. Resolves to the answer's report. */
+export async function checkAnswer(engine, { provider, answer, items, options = {}, signal, fetch = globalThis.fetch, onSentence = () => {}, onEvent = () => {} }) {
+  const codec = engine.provider.Codec.open(typeof provider === 'string' ? provider : JSON.stringify(provider));
+  const corpus = new engine.corpus.Corpus();
+  corpus.add(items);
+  const events = (event) => {
+    if (event.tag === 'sentence-checked') onSentence(JSON.parse(event.val));
+    onEvent(event);
+  };
+  try {
+    return await drive(() => engine.job.Job.checkAnswer(answer, corpus, JSON.stringify(options)), codec, { signal, fetch, onEvent: events });
+  } finally {
+    corpus[Symbol.dispose]();
+    codec[Symbol.dispose]();
+  }
+}
+
+/** Drives the job `create` makes to its end with `codec` and `fetch`: its value, or a
+ * `JobFailed`. */
+async function drive(create, codec, { signal, fetch, onEvent }) {
   let job;
   try {
-    job = engine.job.Job.create(JSON.stringify(config), [corpus]);
+    job = create();
     for (;;) {
       for (const event of job.events()) onEvent(event);
       const output = job.poll();
@@ -181,7 +211,5 @@ export async function checkClaim(engine, { provider, claim, items, retry, retrie
     throw error;
   } finally {
     job?.[Symbol.dispose]();
-    corpus[Symbol.dispose]();
-    codec[Symbol.dispose]();
   }
 }

@@ -1,20 +1,21 @@
 //! The eval of whole answers (`eval ANSWERS.jsonl`): each line `{"id", "answer", "corpus": {id:
 //! text}` or `"document": text, "label": "faithful"|"hallucinated"}` (a document is split into
-//! passages as the app splits an uploaded `.txt`). The answer is cut into sentences
-//! ([`verity_core::answer::sentences`]); each sentence that states something is checked as a
-//! claim over the answer's corpus, with the same job configuration as a claim file's rows; the
-//! answer is judged hallucinated when any checked sentence is not supported (a check that ends
-//! `no-new-evidence` or `research-turn-limit` counts as insufficient, any other failure as
-//! failed: not supported either).
+//! passages as the app splits an uploaded `.txt`). Each answer is one answer job
+//! (`"kind": "answer"`, the other fields those of a claim file's rows): the core cuts it into
+//! sentences and checks each that states something as a claim over the answer's corpus; the
+//! answer is judged hallucinated when any checked sentence is not supported (a sentence whose
+//! check found nothing counts as insufficient, one whose check failed as failed: not supported
+//! either; an answer whose job failed, hallucinated).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use verity_core::answer::{AnswerReport, SentenceStatus};
 use verity_core::corpus::Corpus;
 use verity_core::indexed::IndexedCorpus;
-use verity_core::{Job, JobConfig, NoTools, Report, Transport, drive};
+use verity_core::{Job, JobConfig, JobFailed, NoTools, Transport, drive};
 
 /// One answer to check.
 #[derive(Debug, Clone, Deserialize)]
@@ -73,6 +74,8 @@ struct Judged {
     verdicts: Vec<String>,
     requests: u64,
     tokens: u64,
+    /// The answer's report, or its failure, as JSON.
+    value: Value,
 }
 
 /// Checks every answer of `rows` with `model`; `job` holds the claim jobs' other fields
@@ -86,7 +89,7 @@ pub async fn evaluate(
     rows: &[AnswerRow],
     job: &Map<String, Value>,
     model: &impl Transport,
-    mut progress: impl FnMut(usize),
+    mut progress: impl FnMut(usize, &AnswerRow, &Value),
 ) -> Result<Value, String> {
     let mut confusion: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
     let mut verdicts: BTreeMap<String, u64> = BTreeMap::new();
@@ -96,11 +99,10 @@ pub async fn evaluate(
             .map_err(|error| format!("{}: {error}", row.id))?;
         sentences += cut.len();
         let corpus = corpus_of(row)?;
-        let claims: Vec<&str> =
-            cut.iter().filter(|sentence| sentence.checkable).map(|s| s.text.as_str()).collect();
-        checked += claims.len();
-        let judged =
-            judge(&claims, &corpus, job, model).await.map_err(|e| format!("{}: {e}", row.id))?;
+        let judged = judge(&row.answer, &corpus, job, model)
+            .await
+            .map_err(|e| format!("{}: {e}", row.id))?;
+        checked += judged.verdicts.len();
         let predicted = if judged.hallucinated { "hallucinated" } else { "faithful" };
         let truth = if row.label == "faithful" { "faithful" } else { "hallucinated" };
         *confusion.entry(truth).or_default().entry(predicted).or_default() += 1;
@@ -109,7 +111,7 @@ pub async fn evaluate(
         }
         requests += judged.requests;
         tokens += judged.tokens;
-        progress(n + 1);
+        progress(n + 1, row, &judged.value);
     }
     let recall = |label: &str| {
         let row = confusion.get(label);
@@ -153,51 +155,60 @@ fn corpus_of(row: &AnswerRow) -> Result<Arc<IndexedCorpus>, String> {
     corpus.map(IndexedCorpus::new).map_err(|e| format!("{}: {e}", row.id))
 }
 
-/// Checks each of `claims` over `corpus`: hallucinated when any is not supported.
+/// Checks `answer` over `corpus` as one answer job (`"kind": "answer"`, the other fields from
+/// `job`): hallucinated when any checked sentence is not supported.
 async fn judge(
-    claims: &[&str],
+    answer: &str,
     corpus: &Arc<IndexedCorpus>,
     job: &Map<String, Value>,
     model: &impl Transport,
 ) -> Result<Judged, String> {
-    let mut judged = Judged { hallucinated: false, verdicts: Vec::new(), requests: 0, tokens: 0 };
-    for claim in claims {
-        let mut config = job.clone();
-        config.insert("kind".to_owned(), json!("claim"));
-        config.insert("claim".to_owned(), json!(claim));
-        config.insert("corpus".to_owned(), json!(corpus.id()));
-        let config = JobConfig::from_value(Value::Object(config)).map_err(|e| e.to_string())?;
-        let job = Job::new(config, std::slice::from_ref(corpus)).map_err(|e| e.to_string())?;
-        let (verdict, spent) = match drive(job, model, &NoTools).await {
-            Ok(value) => match Report::from_job_value(&value) {
-                Some(report) => {
-                    let verdict = serde_json::to_value(report.assessment.verdict)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default();
-                    (
-                        verdict,
-                        (u64::from(report.requests), report.usage.input + report.usage.output),
-                    )
-                }
-                None => ("failed".to_owned(), (0, 0)),
-            },
-            Err(failed) => {
-                let spent = failed.spent();
-                let verdict =
-                    if failed.kind().is_insufficient() { "insufficient" } else { "failed" };
-                (
-                    verdict.to_owned(),
-                    (u64::from(spent.requests), spent.usage.input + spent.usage.output),
-                )
-            }
-        };
-        judged.hallucinated |= verdict != "supported";
-        judged.requests += spent.0;
-        judged.tokens += spent.1;
-        judged.verdicts.push(verdict);
-    }
-    Ok(judged)
+    let mut config = job.clone();
+    config.insert("kind".to_owned(), json!("answer"));
+    config.insert("answer".to_owned(), json!(answer));
+    config.insert("corpus".to_owned(), json!(corpus.id()));
+    let config = JobConfig::from_value(Value::Object(config)).map_err(|e| e.to_string())?;
+    let job = Job::new(config, std::slice::from_ref(corpus)).map_err(|e| e.to_string())?;
+    let report = match job_value(drive(job, model, &NoTools).await) {
+        Ok(report) => report,
+        Err(failed) => {
+            // The answer ended before its last sentence (a request failed past its retries):
+            // no sentence is shown to hold.
+            let spent = failed.spent();
+            return Ok(Judged {
+                hallucinated: true,
+                verdicts: vec!["failed".to_owned()],
+                requests: u64::from(spent.requests),
+                tokens: spent.usage.input + spent.usage.output,
+                value: json!({"failure": failed}),
+            });
+        }
+    };
+    let verdicts = report
+        .sentences
+        .iter()
+        .filter(|sentence| sentence.status != SentenceStatus::NotCheckable)
+        .map(|sentence| {
+            serde_json::to_value(sentence.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        })
+        .collect();
+    Ok(Judged {
+        hallucinated: report.faithful == Some(false),
+        verdicts,
+        requests: u64::from(report.requests),
+        tokens: report.usage.input + report.usage.output,
+        value: serde_json::to_value(&report).unwrap_or(Value::Null),
+    })
+}
+
+/// The answer's report from a finished job's value.
+fn job_value(outcome: Result<Value, JobFailed>) -> Result<AnswerReport, JobFailed> {
+    let value = outcome?;
+    serde_json::from_value(value)
+        .map_err(|error| JobFailed::config(format!("not an answer's report: {error}")))
 }
 
 fn round(x: f64) -> f64 {

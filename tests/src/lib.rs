@@ -167,6 +167,9 @@ impl Suite {
                 }),
                 requests,
             },
+            Ok(value) if scenario.kind == "answer" => {
+                Observed::Return { value: normative_answer(&value), requests }
+            }
             Ok(value) => Observed::Return { value, requests },
             Err(Failure { kind, message }) => Observed::Throw { kind, message, requests },
         })
@@ -225,6 +228,19 @@ impl Suite {
                     job.insert("lookup".into(), json!("host"));
                 }
             }
+            "answer" => {
+                let answer = config
+                    .get("answer")
+                    .and_then(Value::as_str)
+                    .ok_or("config.answer is missing")?;
+                job.insert("kind".into(), json!("answer"));
+                job.insert("answer".into(), json!(answer));
+                job.insert("corpus".into(), json!(tools.corpus.id()));
+                job.insert("retriever".into(), json!("keyword"));
+                if let Some(marks) = config.get("marks") {
+                    job.insert("marks".into(), marks.clone());
+                }
+            }
             other => return Err(format!("unknown scenario kind {other:?}")),
         }
         Ok(Value::Object(job))
@@ -240,6 +256,37 @@ impl Suite {
             "sequential": name == "lookup_seq",
         }))
     }
+}
+
+/// The normative part of an answer's report: whether it holds, and per sentence its text,
+/// status, the ids of the passages cited, its marks and a failed check's kind.
+fn normative_answer(value: &Value) -> Value {
+    let sentences: Vec<Value> = value["sentences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|sentence| {
+            let cited: Vec<Value> = sentence["citations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|citation| citation["passage"].clone())
+                .collect();
+            let marks: Vec<Value> = sentence["marks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|mark| json!({"label": mark["label"], "passage": mark["passage"], "holds": mark["holds"]}))
+                .collect();
+            let mut normative = json!({"text": sentence["text"], "status": sentence["status"],
+                "citations": cited, "marks": marks});
+            if let Some(kind) = sentence["failure"]["kind"].as_str() {
+                normative["failure"] = json!(kind);
+            }
+            normative
+        })
+        .collect();
+    json!({"faithful": value["faithful"], "sentences": sentences})
 }
 
 /// The suite's system prompt and task when a step scenario gives none.

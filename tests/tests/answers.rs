@@ -30,7 +30,8 @@ fn an_answer_is_hallucinated_when_a_checked_sentence_is_not_supported() {
             "document": "The Eiffel Tower is a wrought-iron lattice tower in Paris, France.\n\nThe Louvre is an art museum.",
             "answer": "The Eiffel Tower is a wrought-iron lattice tower in Paris, France."})),
     ];
-    let summary = pollster::block_on(evaluate(&rows, &Map::new(), &OfflineModel, |_| {})).unwrap();
+    let summary =
+        pollster::block_on(evaluate(&rows, &Map::new(), &OfflineModel, |_, _, _| {})).unwrap();
     assert_eq!(summary["answers"], 3);
     assert_eq!(summary["sentences"], 6);
     assert_eq!(summary["checked"], 5, "the question is not checked: {summary}");
@@ -57,7 +58,7 @@ fn bad_answer_rows_are_refused_by_line_or_id() {
     assert!(read(&both).unwrap_err().contains("line 1: give a corpus or a document"));
     let empty =
         row(json!({"id": "blank", "answer": " \n ", "corpus": {"e": "A."}, "label": "faithful"}));
-    let error = pollster::block_on(evaluate(&[empty], &Map::new(), &OfflineModel, |_| {}));
+    let error = pollster::block_on(evaluate(&[empty], &Map::new(), &OfflineModel, |_, _, _| {}));
     assert_eq!(error.unwrap_err(), "blank: the answer is empty");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -135,6 +135,16 @@ impl Guest {
         self.engine.verity_engine_job().job().call_create(&mut self.store, config, corpora).unwrap()
     }
 
+    fn check_answer(
+        &mut self,
+        answer: &str,
+        corpus: ResourceAny,
+        options: &str,
+    ) -> Result<ResourceAny, wit::Failure> {
+        let job = self.engine.verity_engine_job().job();
+        job.call_check_answer(&mut self.store, answer, corpus, options).unwrap()
+    }
+
     fn restore(&mut self, saved: &str, corpora: &[ResourceAny]) -> Result<ResourceAny, String> {
         self.engine.verity_engine_job().job().call_restore(&mut self.store, saved, corpora).unwrap()
     }
@@ -417,11 +427,24 @@ fn event_json(event: &wit::Event) -> Value {
             };
             json!({"type": "delta", "call": piece.call, "delta": delta})
         }
+        wit::Event::SentenceStarted(index) => json!({"type": "sentenceStarted", "index": index}),
+        wit::Event::SentenceChecked(sentence) => json!({"type": "sentenceChecked",
+            "sentence": serde_json::from_str::<Value>(sentence).expect("a sentence's JSON")}),
     }
 }
 
 fn run_suite(resume: bool) {
-    let path = workspace_root().join("tests/conformance/scenarios.json");
+    // The shipped suite, then the project's own scenarios of the answer job.
+    let mut count = 0;
+    for file in ["scenarios.json", "answers.json"] {
+        count += run_file(file, resume);
+    }
+    assert!(count >= 78, "the whole suite and the answers': {count}");
+}
+
+/// Runs one scenario file natively and in the component; returns how many scenarios it has.
+fn run_file(file: &str, resume: bool) -> usize {
+    let path = workspace_root().join("tests/conformance").join(file);
     let suite = Suite::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let mut guest = Guest::new();
     let mut failures = Vec::new();
@@ -461,8 +484,8 @@ fn run_suite(resume: bool) {
                 .push(format!("{}: natively {native}, in the component {hosted}", scenario.name));
         }
     }
-    assert!(suite.scenarios.len() >= 70, "the whole suite: {}", suite.scenarios.len());
     assert!(failures.is_empty(), "{} scenario(s) differ:\n{}", failures.len(), failures.join("\n"));
+    suite.scenarios.len()
 }
 
 #[test]
@@ -774,6 +797,73 @@ fn the_verifier_route_reads_probabilities_through_the_component() {
     for question in verifier["questions"].as_array().unwrap() {
         assert_eq!(question["source"], "probabilities", "{question}");
     }
+}
+
+/// `check-answer`: each sentence through the claim checker inside the component, each one's
+/// end a `sentence-checked` event carrying its report, the answer's report from `finish`, with
+/// the call ids of every sentence apart; options that would name the answer twice are refused.
+#[test]
+fn an_answer_is_checked_sentence_by_sentence_through_check_answer() {
+    let mut guest = Guest::new();
+    let corpus = guest.corpus(&PASSAGES);
+    let (eiffel, height) = (PASSAGES[0].1, PASSAGES[3].1);
+    let answer =
+        "Hello! The Eiffel Tower is in Paris [eiffel]. Its antenna tops out at 500 metres.";
+    let options = json!({"retriever": {"bm25": {"k": 2}}}).to_string();
+    let job = guest.check_answer(answer, corpus, &options).expect("an answer job");
+    let assess = |verdict: &str, cited: &str| {
+        AssistantMessage::tool_call(
+            "a",
+            "record_assessment",
+            json!({"verdict": verdict, "confidence": 0.9, "citations": [cited]}),
+        )
+    };
+    let mut script = vec![assess("supported", eiffel), assess("contradicted", height)].into_iter();
+    let (mut ids, mut events) = (Vec::new(), Vec::new());
+    loop {
+        events.extend(guest.events(job).iter().map(event_json));
+        match guest.poll(job) {
+            wit::Output::CallModel(call) => {
+                ids.push(call.id);
+                let response = message_to_wit(&script.next().expect("a scripted answer"));
+                let input =
+                    wit::Input::ModelResponse(wit::ModelResponse { call: call.id, response });
+                guest.handle(job, &input).expect("the pending call's answer");
+            }
+            wit::Output::RunTools(batch) => panic!("no tools expected: {batch:?}"),
+            wit::Output::Done => break,
+        }
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 2, "every call has its own id (a sentence asks no summary)");
+    let checked: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["type"] == "sentenceChecked")
+        .map(|event| &event["sentence"])
+        .collect();
+    assert_eq!(checked.len(), 2, "{events:?}");
+    assert_eq!(checked[0]["status"], "supported");
+    assert_eq!(checked[0]["marks"][0]["holds"], "supports");
+    assert_eq!(checked[0]["citations"][0]["passage"], "eiffel");
+    assert_eq!(checked[1]["status"], "contradicted");
+    let quote = checked[1]["citations"][0]["quote"].as_str().unwrap();
+    assert_eq!(quote, height);
+    let report = guest.finish(job).expect("the answer's report");
+    assert_eq!(report["counts"]["supported"], 1, "{report}");
+    assert_eq!(report["counts"]["contradicted"], 1);
+    assert_eq!(report["counts"]["notCheckable"], 1);
+    assert_eq!(report["faithful"], false);
+    let span = &report["sentences"][1]["span"];
+    let (start, end) = (span["start"].as_u64().unwrap(), span["end"].as_u64().unwrap());
+    assert_eq!(&answer[start as usize..end as usize], "The Eiffel Tower is in Paris [eiffel].");
+
+    for (options, field) in [("[]", "options"), (r#"{"answer": "x"}"#, "options.answer")] {
+        let failed = guest.check_answer(answer, corpus, options).unwrap_err();
+        assert_eq!(failed.kind, wit::FailureKind::Config);
+        assert!(failed.message.starts_with(field), "{}", failed.message);
+    }
+    let failed = guest.check_answer("  ", corpus, "{}").unwrap_err();
+    assert!(failed.message.contains("the answer is empty"), "{}", failed.message);
 }
 
 #[test]

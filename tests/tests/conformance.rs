@@ -24,6 +24,19 @@ fn every_shipped_scenario_passes() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The project's own scenarios for the answer job, in the suite's format.
+#[test]
+fn every_answer_scenario_passes() {
+    let suite = Suite::parse(include_str!("../conformance/answers.json")).expect("it parses");
+    let verdicts = suite.verdicts(None);
+    assert_eq!(verdicts.len(), 8);
+    let failures: Vec<String> = verdicts
+        .iter()
+        .filter_map(|v| v.result.as_ref().err().map(|why| format!("{}: {why}", v.name)))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn the_runner_reports_a_wrong_outcome() {
     let suite = shipped();

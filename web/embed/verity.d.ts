@@ -30,6 +30,41 @@ export interface Report {
   [field: string]: unknown;
 }
 
+/** Where a piece of text sits: UTF-8 bytes and UTF-16 code units (JavaScript's indices). */
+export interface Span { start: number; end: number; startUtf16: number; endUtf16: number }
+
+/** A citation located in its passage: the quote that holds the claim and where it sits. */
+export interface Citation { passage?: string; quote: string; span: Span; text: string }
+
+export type SentenceStatus = Verdict | 'failed' | 'not-checkable' | 'pending';
+
+/** One sentence of a checked answer. */
+export interface SentenceReport {
+  index: number;
+  text: string;
+  span: Span;
+  claim?: string;
+  status: SentenceStatus;
+  confidence?: number;
+  citations?: Citation[];
+  marks?: { label: string; span: Span; passage?: string; holds: 'supports' | 'contradicts' | 'does-not-support' | 'unknown-passage' | 'unchecked' }[];
+  report?: Omit<Report, 'cited'>;
+  failure?: { kind: string; message: string };
+}
+
+/** The core's answer report, plus the corpus items its sentences' citations quote. */
+export interface AnswerReport {
+  answer: string;
+  sentences: SentenceReport[];
+  counts: { supported: number; contradicted: number; insufficient: number; failed: number; notCheckable: number };
+  supportedShare: number;
+  /** Every checked sentence supported; absent when nothing was checkable. */
+  faithful?: boolean;
+  requests: number;
+  usage: Usage;
+  cited: Item[];
+}
+
 /** The core's events (stages, model calls, tool calls, retries, streamed pieces). */
 export type VerityEvent =
   | { type: 'stage'; stage: 'retrieve' | 'assess' | 'research' | 'reassess' | 'summary'; turn?: number; of?: number; evidence?: number }
@@ -39,6 +74,8 @@ export type VerityEvent =
   | { type: 'toolSettled'; tool: string; isError: boolean }
   | { type: 'retry'; attempt: number; delayMs: number; message: string }
   | { type: 'delta'; call: number; delta: unknown }
+  | { type: 'sentenceStarted'; index: number }
+  | { type: 'sentenceChecked'; sentence: SentenceReport }
   | { type: string; [field: string]: unknown };
 
 /** A typed failure: `provider`, `invalid-submissions`, `turn-limit`, `no-submit`, the claim
@@ -70,6 +107,8 @@ export class Verity extends EventTarget {
   constructor(options?: { provider?: ProviderOption; concurrency?: number; workerUrl?: string | URL });
   createCorpus(): VerityCorpus;
   checkClaim(options: { claim: string; corpus: VerityCorpus; signal?: AbortSignal; onEvent?: (event: VerityEvent) => void; provider?: ProviderOption }): Promise<Report>;
+  /** Checks a whole answer sentence by sentence; `marks` maps its citation marks to passage ids. */
+  checkAnswer(options: { answer: string; corpus: VerityCorpus; marks?: Record<string, string>; signal?: AbortSignal; onEvent?: (event: VerityEvent) => void; onSentence?: (sentence: SentenceReport) => void; provider?: ProviderOption }): Promise<AnswerReport>;
   runStep<T = unknown>(options: {
     prompt: string;
     schema: object;
@@ -85,10 +124,13 @@ export class Verity extends EventTarget {
   terminate(): void;
 }
 
-/** `<verity-check claim="..." corpus="URL" provider="JSON">`; events `verity-result`
- * (`detail`: the report) and `verity-error` (`detail`: `{kind, message, spent}`). */
+/** `<verity-check claim="..." corpus="URL" provider="JSON">`, or `answer="..."` (or the
+ * element's own text) with `marks="JSON"` for a whole answer; events `verity-result`
+ * (`detail`: the report) and `verity-error` (`detail`: `{kind, message, spent}`). Parts:
+ * `answer`, `sentence` (with the status: `sentence supported`), `tag`, `evidence`, `passage`,
+ * `quote`, `mark`, `head`, `badge`, `meta`, `status`. */
 export class VerityCheckElement extends HTMLElement {
-  report: Report | null;
+  report: Report | AnswerReport | null;
   /** The provider set by script, used instead of the `provider` attribute; unlike the
    * attribute (page markup, which refuses an API key) it may carry `apiKey`. Setting it checks again. */
   provider: ProviderOption | null;

@@ -164,6 +164,39 @@ export class Verity extends EventTarget {
   }
 
   /**
+   * Checks a whole answer against `corpus`, sentence by sentence; resolves to the core's
+   * answer report JSON (`answer`, `sentences` with each one's `span` in UTF-8 and UTF-16,
+   * `status`, `confidence`, located `citations` and checked `marks`, `counts`,
+   * `supportedShare`, `faithful`, `requests`, `usage`) plus `cited`, the corpus items quoted.
+   * `marks` maps the answer's citation marks to passage ids (`{"1": "e1"}`); `onSentence` is
+   * called with each sentence's report as its check ends. Rejects like `checkClaim`.
+   */
+  checkAnswer({ answer, corpus, marks, signal, onEvent, onSentence, provider } = {}) {
+    if (typeof answer !== 'string' || !answer.trim()) return Promise.reject(new TypeError('checkAnswer: answer must be a non-empty string'));
+    if (!(corpus instanceof VerityCorpus)) return Promise.reject(new TypeError('checkAnswer: corpus must come from verity.createCorpus()'));
+    if (marks != null && (typeof marks !== 'object' || Object.values(marks).some((id) => typeof id !== 'string'))) {
+      return Promise.reject(new TypeError('checkAnswer: marks maps each mark to a passage id ({"1": "e1"})'));
+    }
+    if (signal?.aborted) return Promise.reject(cancelledBeforeStart());
+    const id = nextId('answer');
+    const events = (event) => {
+      if (event?.type === 'sentenceChecked') onSentence?.(event.sentence);
+      onEvent?.(event);
+    };
+    const promise = this.#track(id, { onEvent: events, signal });
+    const check = { id, claim: answer, kind: 'answer' };
+    if (marks) check.marks = { ...marks };
+    this._post({
+      type: 'check',
+      checks: [check],
+      provider: provider === undefined ? this.#provider : providerChoice(provider),
+      concurrency: this.#concurrency,
+      corpus: corpus.name,
+    });
+    return promise;
+  }
+
+  /**
    * Runs a typed step: resolves to the value the model submitted, valid against `schema`.
    * `tools`: `[{name, description, parameters, run(args, {signal}), replaySafe?, sequential?}]`;
    * `run` is called with arguments already validated against `parameters` and returns a string
@@ -424,6 +457,24 @@ const STYLE = `
 .cited .id { font-family: var(--verity-mono, ui-monospace, monospace); font-size: 0.85em; color: var(--verity-muted, #5b6470); }
 .cited blockquote { margin: 0.15rem 0 0; padding-left: 0.6rem; border-left: 3px solid var(--verity-accent, #3056d3); }
 .meta { margin: 0.5rem 0 0; color: var(--verity-muted, #5b6470); font-size: 0.8em; }
+.answer { margin: 0 0 0.5rem; line-height: 1.7; white-space: pre-wrap; }
+.sentence { border-radius: 3px; padding: 0 0.1rem; cursor: pointer; text-decoration: underline; text-decoration-thickness: 2px; text-underline-offset: 3px; }
+.sentence:focus-visible { outline: 2px solid var(--verity-accent, #3056d3); outline-offset: 1px; }
+.sentence.supported { background: var(--verity-supported-bg, #e3f3e8); text-decoration-color: var(--verity-supported, #1d7a3e); }
+.sentence.contradicted { background: var(--verity-contradicted-bg, #fbe3e3); text-decoration-color: var(--verity-contradicted, #b42323); text-decoration-style: wavy; }
+.sentence.insufficient { background: var(--verity-insufficient-bg, #f6f0d3); text-decoration-color: var(--verity-insufficient, #7a6a16); text-decoration-style: dashed; }
+.sentence.failed { background: var(--verity-failed-bg, #eceef1); text-decoration-color: var(--verity-failed, #5b6470); text-decoration-style: dotted; }
+.sentence.pending { text-decoration: none; cursor: default; }
+.sentence[aria-pressed="true"] { box-shadow: 0 0 0 2px var(--verity-accent, #3056d3); }
+.tag { font-size: 0.72em; font-weight: 700; margin: 0 0.25rem 0 0.1rem; vertical-align: 0.15em; white-space: nowrap; }
+.tag.supported { color: var(--verity-supported, #1d7a3e); }
+.tag.contradicted { color: var(--verity-contradicted, #b42323); }
+.tag.insufficient { color: var(--verity-insufficient, #7a6a16); }
+.tag.failed { color: var(--verity-failed, #5b6470); }
+.evidence { margin: 0.4rem 0 0; padding: 0.5rem 0.75rem; border-left: 3px solid var(--verity-accent, #3056d3); background: var(--verity-evidence-bg, #f5f7fa); }
+.evidence p { margin: 0 0 0.35rem; }
+.evidence .passage { white-space: pre-wrap; }
+.evidence mark { background: var(--verity-quote, #ffe58a); color: inherit; }
 `;
 
 let sheet = null;
@@ -446,10 +497,20 @@ function el(tag, attributes = {}, ...children) {
 
 let elementCount = 0;
 
-/** `<verity-check claim="..." [corpus="same-origin URL"] [provider='{"api": ...}']>`; the
- * `provider` attribute takes no API key (refused, naming why), the `provider` property does. */
+/** How each sentence status reads without colour: an icon and words. */
+const STATUS_WORDS = {
+  supported: ['✓', 'supported'],
+  contradicted: ['✗', 'contradicted'],
+  insufficient: ['?', 'not enough evidence'],
+  failed: ['!', 'check failed'],
+};
+
+/** `<verity-check claim="..." [corpus="same-origin URL"] [provider='{"api": ...}']>`, or
+ * `answer="..."` (or the element's own text) for a whole answer, rendered inline with each
+ * sentence marked as its check ends; the `provider` attribute takes no API key (refused,
+ * naming why), the `provider` property does. */
 export class VerityCheckElement extends HTMLElement {
-  static observedAttributes = ['claim', 'corpus', 'provider'];
+  static observedAttributes = ['claim', 'answer', 'corpus', 'provider', 'marks'];
 
   #root;
   #abort = null;
@@ -512,8 +573,10 @@ export class VerityCheckElement extends HTMLElement {
     const abort = new AbortController();
     this.#abort = abort;
     const claim = (this.getAttribute('claim') ?? '').trim();
+    const answer = claim ? '' : this.#answerText();
+    if (answer) return this.#runAnswer(answer, abort);
     if (!claim) {
-      this.#show('idle', el('p', { class: 'status', part: 'status' }, 'No claim to check (set the claim attribute).'));
+      this.#show('idle', el('p', { class: 'status', part: 'status' }, 'Nothing to check (set the claim or answer attribute).'));
       return;
     }
     const claimLine = el('p', { class: 'claim', part: 'claim' }, claim);
@@ -539,6 +602,99 @@ export class VerityCheckElement extends HTMLElement {
         : { kind: 'config', message: error?.message ?? String(error), spent: NOTHING_SPENT };
       this.report = null;
       this.#show('failed', claimLine,
+        el('p', { class: 'head', part: 'head' }, el('span', { class: 'badge failed', part: 'badge failed' }, `not checked: ${failure.kind}`)),
+        el('p', { class: 'summary', part: 'message' }, failure.message));
+      this.dispatchEvent(new CustomEvent('verity-error', { detail: failure, bubbles: true, composed: true }));
+    }
+  }
+
+  /** The answer to check: the `answer` attribute, else the element's own text (its
+   * `<script>` children, which hold the corpus, left out), its white space collapsed as the
+   * page shows it (a line break in the markup is no sentence's end). */
+  #answerText() {
+    const attribute = this.getAttribute('answer');
+    if (attribute != null) return attribute.trim() ? attribute : '';
+    const text = [...this.childNodes]
+      .filter((node) => node.nodeType === Node.TEXT_NODE || (node.nodeType === Node.ELEMENT_NODE && node.localName !== 'script'))
+      .map((node) => node.textContent).join('');
+    return text.replace(/\s+/g, ' ').trim();
+  }
+
+  async #runAnswer(answer, abort) {
+    const status = el('p', { class: 'status', part: 'status', role: 'status' }, 'Loading the corpus…');
+    const sentences = new Map(); // index -> the sentence's report
+    let open = null; // the index whose evidence is shown
+    const render = (final) => {
+      const text = el('p', { class: 'answer', part: 'answer' });
+      // The sentences' spans index the answer in UTF-16 code units, as JavaScript does.
+      let at = 0;
+      const ordered = [...sentences.values()].sort((a, b) => a.span.startUtf16 - b.span.startUtf16);
+      for (const sentence of ordered) {
+        const { startUtf16: start, endUtf16: end } = sentence.span;
+        if (start < at || end > answer.length) continue;
+        text.append(answer.slice(at, start));
+        const [icon, words] = STATUS_WORDS[sentence.status] ?? ['', sentence.status];
+        const mark = el('span', {
+          class: `sentence ${sentence.status}`, part: `sentence ${sentence.status}`, role: 'button', tabindex: '0',
+          'aria-pressed': String(open === sentence.index), 'data-index': String(sentence.index),
+          'aria-label': `${answer.slice(start, end)} (${words})`,
+        }, answer.slice(start, end));
+        const toggle = () => { open = open === sentence.index ? null : sentence.index; render(final); };
+        mark.addEventListener('click', toggle);
+        mark.addEventListener('keydown', (event) => {
+          if (event.key === 'Enter' || event.key === ' ') { event.preventDefault(); toggle(); }
+        });
+        text.append(mark, el('span', { class: `tag ${sentence.status}`, part: `tag ${sentence.status}`, 'aria-hidden': 'true' }, `${icon} ${words}`));
+        at = end;
+      }
+      text.append(answer.slice(at));
+      const children = [text];
+      const shown = open == null ? null : sentences.get(open);
+      if (shown) children.push(evidence(shown));
+      if (final) children.push(...final); else children.push(status);
+      this.#show(final ? 'done' : 'running', ...children);
+      if (open != null) this.#root.querySelector(`[data-index="${open}"]`)?.focus();
+    };
+    render(null);
+    try {
+      const engine = engineFor(this.#provider ?? attributeProvider(this.getAttribute('provider')));
+      const marks = this.getAttribute('marks') ? JSON.parse(this.getAttribute('marks')) : undefined;
+      const corpus = await this.#loadCorpus(engine, abort.signal);
+      if (abort.signal.aborted) return;
+      status.textContent = 'Checking…';
+      const report = await engine.checkAnswer({
+        answer, corpus, marks, signal: abort.signal,
+        onEvent: (event) => {
+          if (event?.type === 'sentenceStarted') status.textContent = `Checking sentence ${event.index + 1}…`;
+          else status.textContent = describe(event) ?? status.textContent;
+        },
+        onSentence: (sentence) => {
+          if (abort.signal.aborted) return;
+          sentences.set(sentence.index, sentence);
+          render(null);
+        },
+      });
+      if (abort.signal.aborted) return;
+      this.report = report;
+      for (const sentence of report.sentences) {
+        if (sentence.status !== 'not-checkable') sentences.set(sentence.index, sentence);
+      }
+      const { supported = 0, contradicted = 0, insufficient = 0, failed = 0 } = report.counts ?? {};
+      const checked = supported + contradicted + insufficient + failed;
+      const cost = report.usage?.cost ? `, $${report.usage.cost.toFixed(4)}` : '';
+      const head = el('p', { class: 'head', part: 'head' },
+        el('span', { class: `badge ${report.faithful ? 'supported' : 'contradicted'}`, part: 'badge' },
+          report.faithful ? 'every sentence holds' : `${checked - supported} of ${checked} not shown to hold`),
+        el('span', { class: 'confidence', part: 'confidence' }, `${supported} supported, ${contradicted} contradicted, ${insufficient} without enough evidence${failed ? `, ${failed} failed` : ''}`));
+      render([head, el('p', { class: 'meta', part: 'meta' }, `Select a sentence to see its evidence. ${report.requests} request${report.requests === 1 ? '' : 's'}${cost}`)]);
+      this.dispatchEvent(new CustomEvent('verity-result', { detail: report, bubbles: true, composed: true }));
+    } catch (error) {
+      if (abort.signal.aborted && this.#abort !== abort) return;
+      const failure = error instanceof VerityError
+        ? { kind: error.kind, message: error.message, spent: error.spent }
+        : { kind: 'config', message: error?.message ?? String(error), spent: NOTHING_SPENT };
+      this.report = null;
+      this.#show('failed', el('p', { class: 'answer', part: 'answer' }, answer),
         el('p', { class: 'head', part: 'head' }, el('span', { class: 'badge failed', part: 'badge failed' }, `not checked: ${failure.kind}`)),
         el('p', { class: 'summary', part: 'message' }, failure.message));
       this.dispatchEvent(new CustomEvent('verity-error', { detail: failure, bubbles: true, composed: true }));
@@ -599,6 +755,29 @@ export class VerityCheckElement extends HTMLElement {
     children.push(el('p', { class: 'meta', part: 'meta' }, `${report.route}, ${report.requests} request${report.requests === 1 ? '' : 's'}${cost}`));
     this.#show('done', ...children);
   }
+}
+
+/** A sentence's evidence: its verdict in words, each cited passage with the quote that holds
+ * it highlighted where it sits, and the answer's own marks, each checked. */
+function evidence(sentence) {
+  const [icon, words] = STATUS_WORDS[sentence.status] ?? ['', sentence.status];
+  const confidence = sentence.confidence == null ? '' : ` (confidence ${Math.round(sentence.confidence * 100)}%)`;
+  const box = el('div', { class: 'evidence', part: 'evidence', role: 'region', 'aria-label': `Evidence for sentence ${sentence.index + 1}` },
+    el('p', {}, `${icon} Sentence ${sentence.index + 1}: ${words}${confidence}`));
+  if (sentence.failure) box.append(el('p', {}, `${sentence.failure.kind}: ${sentence.failure.message}`));
+  for (const citation of sentence.citations ?? []) {
+    const { text, span } = citation;
+    const ok = span && span.startUtf16 <= span.endUtf16 && span.endUtf16 <= text.length;
+    const passage = el('p', { class: 'passage', part: 'passage' }, el('span', { class: 'id' }, `${citation.passage ?? 'evidence'}: `));
+    if (ok) passage.append(text.slice(0, span.startUtf16), el('mark', { part: 'quote' }, text.slice(span.startUtf16, span.endUtf16)), text.slice(span.endUtf16));
+    else passage.append(text);
+    box.append(passage);
+  }
+  if (!(sentence.citations ?? []).length && sentence.status !== 'failed') box.append(el('p', {}, 'No passage decided it.'));
+  for (const mark of sentence.marks ?? []) {
+    box.append(el('p', { part: 'mark' }, `Its mark [${mark.label}]: ${mark.passage ? `passage ${mark.passage} ` : ''}${mark.holds.replaceAll('-', ' ')}`));
+  }
+  return box;
 }
 
 /** A short line for a progress event (or undefined to keep the last one). */

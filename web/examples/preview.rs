@@ -145,11 +145,8 @@ fn failures() -> Vec<CheckResult> {
 
 fn running(engine: Engine) {
     let checks = [
-        CheckRequest {
-            id: "p1".into(),
-            claim: "Joseph Strauss designed every part of the bridge.".into(),
-        },
-        CheckRequest { id: "p2".into(), claim: "About 112,000 vehicles cross each day.".into() },
+        CheckRequest::claim("p1", "Joseph Strauss designed every part of the bridge."),
+        CheckRequest::claim("p2", "About 112,000 vehicles cross each day."),
     ];
     for check in &checks {
         engine.apply(FromWorker::Queued { check: check.clone() });

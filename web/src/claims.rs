@@ -3,12 +3,22 @@
 
 use leptos::prelude::*;
 
+use crate::answer::AnswerText;
 use crate::engine_view::{CheckCard, Engine, Phase};
 use crate::export;
 use crate::progress::ProgressView;
 use crate::provider::{ProviderSettings, for_check};
 use crate::results::ResultView;
+use verity_messages::CheckKind;
 use verity_messages::text::{VERDICT_FILTERS, verdict_counts};
+
+/// The first `chars` characters of `text`, with an ellipsis when it is longer.
+pub fn excerpt(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", text[..at].trim_end()),
+        None => text.to_owned(),
+    }
+}
 
 /// The claims typed, one per non-empty line.
 pub fn claims_of(text: &str) -> Vec<String> {
@@ -37,12 +47,22 @@ const CONCURRENCY: [usize; 5] = [1, 2, 3, 4, 8];
 pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> impl IntoView {
     let text = engine.claims;
     let concurrency = RwSignal::new(2usize);
+    // Claims one per line, or a whole answer checked sentence by sentence.
+    let answer_mode = RwSignal::new(false);
+    let answer = RwSignal::new(String::new());
     let claim_count = move || text.with(|text| claims_of(text).len());
     let corpus_empty = move || engine.corpus.with(|c| c.items == 0);
     let run = move || {
-        let claims = claims_of(&text.get_untracked());
         let first = engine.checks.with_untracked(Vec::len) + 1;
-        engine.run(claims, settings.with_untracked(for_check), concurrency.get_untracked());
+        if answer_mode.get_untracked() {
+            engine.run_answer(
+                answer.get_untracked().trim().to_owned(),
+                settings.with_untracked(for_check),
+            );
+        } else {
+            let claims = claims_of(&text.get_untracked());
+            engine.run(claims, settings.with_untracked(for_check), concurrency.get_untracked());
+        }
         show_card(first);
     };
     // Checks asked for and not yet in the saved list would be lost with the app's last tab.
@@ -64,7 +84,9 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
             "The engine is loading.".to_owned()
         } else if corpus_empty() {
             "Add a corpus first: the claims are checked against it.".to_owned()
-        } else if claim_count() == 0 {
+        } else if answer_mode.get() && answer.with(|a| a.trim().is_empty()) {
+            "Paste an answer to check.".to_owned()
+        } else if !answer_mode.get() && claim_count() == 0 {
             "Type a claim to check.".to_owned()
         } else if let Some(problem) = settings.with(crate::provider::problem) {
             format!("Provider: {problem}")
@@ -75,8 +97,24 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
     view! {
         <section class="panel" aria-labelledby="claims-title">
             <h2 id="claims-title">"Claims"</h2>
-            <ClaimsInput engine run why_disabled />
-            <RunControls engine concurrency run why_disabled />
+            <fieldset class="mode row" data-testid="check-mode">
+                <legend class="inline-label">"Check"</legend>
+                <label>
+                    <input type="radio" name="check-mode" data-testid="mode-claims" prop:checked=move || !answer_mode.get() on:change=move |_| answer_mode.set(false) />
+                    " claims, one per line"
+                </label>
+                <label>
+                    <input type="radio" name="check-mode" data-testid="mode-answer" prop:checked=move || answer_mode.get() on:change=move |_| answer_mode.set(true) />
+                    " a whole answer, sentence by sentence"
+                </label>
+            </fieldset>
+            <Show
+                when=move || answer_mode.get()
+                fallback=move || view! { <ClaimsInput engine run why_disabled /> }
+            >
+                <AnswerInput answer run why_disabled />
+            </Show>
+            <RunControls engine concurrency run why_disabled answer_mode />
             <p class="hint" id="run-why">{why_disabled}" "<span class="kbd-hint">"Ctrl+Enter runs."</span></p>
         </section>
         <ChecksList engine settings concurrency />
@@ -129,6 +167,35 @@ fn ClaimsInput(
     }
 }
 
+/// The answer box (Ctrl+Enter checks it).
+#[component]
+fn AnswerInput(
+    answer: RwSignal<String>,
+    run: impl Fn() + Copy + Send + Sync + 'static,
+    why_disabled: impl Fn() -> String + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    view! {
+        <div class="field">
+            <label for="answer-input">"The answer to check (a model's answer, with its citation marks such as [e1] if it has them)"</label>
+            <textarea
+                id="answer-input"
+                data-testid="answer-input"
+                rows="6"
+                placeholder="The Golden Gate Bridge opened in 1937 [demo#2]. Its towers rise 746 feet above the water."
+                prop:value=move || answer.get()
+                on:input=move |ev| answer.set(event_target_value(&ev))
+                on:keydown=move |ev: leptos::ev::KeyboardEvent| {
+                    if ev.key() == "Enter" && (ev.ctrl_key() || ev.meta_key()) && why_disabled().is_empty() {
+                        ev.prevent_default();
+                        run();
+                    }
+                }
+            ></textarea>
+            <p class="hint">"Each sentence that states something is checked as a claim against the corpus; a mark such as [e1] is checked against the passage with that id."</p>
+        </div>
+    }
+}
+
 /// Run (disabled while `why_disabled` says why), Cancel all, and the checks at once.
 #[component]
 fn RunControls(
@@ -136,8 +203,10 @@ fn RunControls(
     concurrency: RwSignal<usize>,
     run: impl Fn() + Copy + Send + Sync + 'static,
     why_disabled: impl Fn() -> String + Copy + Send + Sync + 'static,
+    answer_mode: RwSignal<bool>,
 ) -> impl IntoView {
     let run_label = move || match engine.claims.with(|text| claims_of(text).len()) {
+        _ if answer_mode.get() => "Check the answer".to_owned(),
         0 | 1 => "Check claim".to_owned(),
         n => format!("Check {n} claims"),
     };
@@ -287,7 +356,10 @@ fn CheckCardView(
                 <Show when=move || state.with(|s| s.saving)>
                     <span class="hint" data-testid="check-saving">"saving…"</span>
                 </Show>
-                <h3 id=title_id>{move || state.with(|s| s.claim.clone())}</h3>
+                <h3 id=title_id>{move || state.with(|s| match s.kind {
+                    CheckKind::Claim => s.claim.clone(),
+                    CheckKind::Answer => format!("Answer: {}", excerpt(&s.claim, 120)),
+                })}</h3>
                 <Show
                     when=active
                     fallback=move || view! {
@@ -310,6 +382,13 @@ fn CheckCardView(
                     Some(result) => view! { <ResultView n=card.n result /> }.into_any(),
                     None => view! { <ProgressView state /> }.into_any(),
                 }
+            }}
+            // An answer being checked: its sentences marked as each one ends.
+            {move || {
+                let (answer, sentences, running) = state.with(|s| {
+                    (s.claim.clone(), s.sentences.clone(), s.kind == CheckKind::Answer && s.is_active())
+                });
+                running.then(|| view! { <AnswerText n=card.n answer sentences /> })
             }}
         </li>
     }

@@ -9,9 +9,17 @@ use std::rc::Rc;
 use leptos::prelude::*;
 use serde_json::Value;
 use verity_messages::{
-    CheckRequest, CheckResult, CorpusSummary, EventView, FromJson, FromWorker, Item, NamedText,
-    ProviderChoice, ToWorker, UsageView,
+    CheckKind, CheckRequest, CheckResult, CorpusSummary, EventView, FromJson, FromWorker, Item,
+    NamedText, Outcome, ProviderChoice, SentenceView, ToWorker, UsageView,
 };
+
+/// Whether a finished result is an answer's (its report has sentences) or a claim's.
+pub fn result_kind(result: &CheckResult) -> CheckKind {
+    match &result.outcome {
+        Outcome::Report { report } if report.get("sentences").is_some() => CheckKind::Answer,
+        _ => CheckKind::Claim,
+    }
+}
 
 /// How many table rows one page of the corpus shows.
 pub const PAGE_SIZE: usize = 20;
@@ -113,6 +121,10 @@ pub struct CheckState {
     /// Events so far (wrapping): each is a sign of life. The "stalled" notice is drawn anew
     /// on each, and the style sheet shows it only after 15 s (the page keeps no clock).
     pub signs: u32,
+    /// A claim, or a whole answer checked sentence by sentence.
+    pub kind: CheckKind,
+    /// An answer's sentences checked so far, in the order they ended.
+    pub sentences: Vec<SentenceView>,
 }
 
 impl CheckState {
@@ -132,7 +144,14 @@ impl CheckState {
             saving: false,
             awaiting: false,
             signs: 0,
+            kind: CheckKind::Claim,
+            sentences: Vec::new(),
         }
+    }
+
+    /// [`CheckState::new`] of the check `request` asks for.
+    fn of(request: CheckRequest, phase: Phase) -> Self {
+        Self { kind: request.kind, ..Self::new(request.id, request.claim, phase) }
     }
 
     /// Whether it is queued or running.
@@ -201,6 +220,15 @@ impl CheckState {
                 self.push_log(format!("Retry {attempt} in {}: {message}", wait_text(delay_ms)))
             }
             EventView::Delta { delta, .. } => self.push_live(&delta),
+            EventView::SentenceStarted { index } => {
+                let text = format!("Checking sentence {}", index + 1);
+                self.push_log(text.clone());
+                self.stage = Some(text);
+            }
+            EventView::SentenceChecked { sentence } => {
+                self.push_log(format!("Sentence {}: {}", sentence.index + 1, sentence.status));
+                self.sentences.push(*sentence);
+            }
             EventView::Other => {}
         }
     }
@@ -455,7 +483,7 @@ impl Engine {
                 self.items.set(ItemsPage { query, offset, total, items });
             }
             FromWorker::Queued { check } if self.card(&check.id).is_none() => {
-                self.add_card(CheckState::new(check.id, check.claim, Phase::Queued));
+                self.add_card(CheckState::of(check, Phase::Queued));
             }
             FromWorker::Progress { id, event } => {
                 if let Some(card) = self.card(&id) {
@@ -528,22 +556,23 @@ impl Engine {
                         state.phase = Phase::Finished(Box::new(result));
                     }
                 }),
-                None => self.add_card(CheckState::new(
-                    id,
-                    result.claim.clone(),
-                    Phase::Finished(Box::new(result)),
-                )),
+                None => {
+                    let kind = result_kind(&result);
+                    let claim = result.claim.clone();
+                    let state = CheckState::new(id, claim, Phase::Finished(Box::new(result)));
+                    self.add_card(CheckState { kind, ..state });
+                }
             }
         }
         for check in resumed {
             match self.card(&check.id) {
                 Some(card) => card.state.update(|state| state.phase = Phase::Running),
-                None => self.add_card(CheckState::new(check.id, check.claim, Phase::Running)),
+                None => self.add_card(CheckState::of(check, Phase::Running)),
             }
         }
         for check in queued {
             if self.card(&check.id).is_none() {
-                self.add_card(CheckState::new(check.id, check.claim, Phase::Queued));
+                self.add_card(CheckState::of(check, Phase::Queued));
             }
         }
         self.status.set(EngineStatus::Ready);
@@ -641,7 +670,7 @@ impl Engine {
     pub fn run(&self, claims: Vec<String>, provider: ProviderChoice, concurrency: usize) {
         let checks: Vec<CheckRequest> = claims
             .into_iter()
-            .map(|claim| CheckRequest { id: self.new_check_id(), claim })
+            .map(|claim| CheckRequest::claim(self.new_check_id(), claim))
             .collect();
         if checks.is_empty() {
             return;
@@ -660,18 +689,34 @@ impl Engine {
         });
     }
 
+    /// Checks a whole answer, sentence by sentence, in a new card.
+    pub fn run_answer(&self, answer: String, provider: ProviderChoice) {
+        let check = CheckRequest::answer(self.new_check_id(), answer);
+        let mut state = CheckState::of(check.clone(), Phase::Queued);
+        state.saving = true;
+        self.add_card(state);
+        self.send(ToWorker::Check {
+            checks: vec![check],
+            provider,
+            concurrency: 1,
+            corpus: None,
+            budget: None,
+        });
+    }
+
     /// Checks a card's claim again, in the same card: the worker forgets the old result, so
     /// it does not come back as a second card after a reload.
     pub fn rerun(&self, card: CheckCard, provider: ProviderChoice, concurrency: usize) {
         let id = self.new_check_id();
-        let (old, claim) =
-            card.state.with_untracked(|state| (state.id.clone(), state.claim.clone()));
-        let mut state = CheckState::new(id.clone(), claim.clone(), Phase::Queued);
+        let (old, claim, kind) =
+            card.state.with_untracked(|state| (state.id.clone(), state.claim.clone(), state.kind));
+        let check = CheckRequest { kind, ..CheckRequest::claim(id, claim) };
+        let mut state = CheckState::of(check.clone(), Phase::Queued);
         state.saving = true;
         card.state.set(state);
         self.send(ToWorker::ForgetResult { id: old });
         self.send(ToWorker::Check {
-            checks: vec![CheckRequest { id, claim }],
+            checks: vec![check],
             provider,
             concurrency: concurrency.max(1),
             corpus: None,
@@ -875,8 +920,8 @@ mod tests {
                     cited: Vec::new(),
                     provenance: None,
                 }],
-                resumed: vec![CheckRequest { id: "r".into(), claim: "Resumed.".into() }],
-                queued: vec![CheckRequest { id: "q".into(), claim: "Queued.".into() }],
+                resumed: vec![CheckRequest::claim("r", "Resumed.")],
+                queued: vec![CheckRequest::claim("q", "Queued.")],
             });
             assert_eq!(sent.borrow()[0], ToWorker::LoadDemo);
             assert!(matches!(&sent.borrow()[1], ToWorker::AddFiles { files } if files.len() == 1));

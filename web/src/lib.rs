@@ -18,6 +18,7 @@
 //! `wasm-bindgen --target web` on `examples/preview.wasm`, beside `style.css` and an
 //! `index.html` whose module script imports `preview.js` and awaits its `init()`.
 
+pub mod answer;
 pub mod bridge;
 pub mod claims;
 pub mod corpus;

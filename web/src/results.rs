@@ -2,9 +2,10 @@
 //! item and highlighted inside it, the route and what was spent; or a typed failure with what to
 //! do about it. All of it is text: nothing the corpus or the model wrote becomes markup.
 
+use crate::answer::AnswerBody;
 use crate::engine_view::fixed;
 use leptos::prelude::*;
-use verity_messages::{CheckResult, FailureView, FromJson, Item, Outcome, ReportView};
+use verity_messages::{AnswerView, CheckResult, FailureView, FromJson, Item, Outcome, ReportView};
 
 pub use verity_messages::text::{
     confidence_words, cost_text, count, failure_verdict, spent_text, usage_text, verdict_text,
@@ -49,6 +50,15 @@ pub fn cited_item(citation: &str, items: &[Item]) -> Option<usize> {
 #[component]
 pub fn ResultView(n: usize, result: CheckResult) -> impl IntoView {
     match result.outcome {
+        Outcome::Report { report } if report.get("sentences").is_some() => {
+            match AnswerView::from_json(&report) {
+                Ok(report) => view! { <AnswerBody n report /> }.into_any(),
+                Err(error) => view! {
+                    <p class="notice" role="alert">{format!("The engine's report could not be read: {error}")}</p>
+                }
+                .into_any(),
+            }
+        }
         Outcome::Report { report } => match ReportView::from_json(&report) {
             Ok(report) => view! { <ReportBody n report cited=result.cited /> }.into_any(),
             Err(error) => view! {

@@ -276,7 +276,8 @@ fn checks() -> Result {
     if !runner.is_file() {
         return Err(format!("the native tests did not build {}", runner.display()));
     }
-    run(Command::new(runner).arg(root().join("tests/conformance/scenarios.json")))?;
+    run(Command::new(&runner).arg(root().join("tests/conformance/scenarios.json")))?;
+    run(Command::new(&runner).arg(root().join("tests/conformance/answers.json")))?;
     section(
         "a real model: the verifier route with Qwen-0.5B on llama.cpp's server (eval, built by the native tests)",
     );

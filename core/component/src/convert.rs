@@ -255,6 +255,10 @@ pub fn event(event: Event) -> Option<wit::Event> {
         Event::Delta { call, delta } => {
             wit::Event::Delta(wit::DeltaEvent { call: call.0, delta: delta_out(delta)? })
         }
+        Event::SentenceStarted { index } => wit::Event::SentenceStarted(count(index)),
+        Event::SentenceChecked { sentence } => wit::Event::SentenceChecked(
+            serde_json::to_string(&sentence).expect("a sentence's report serializes"),
+        ),
         _ => return None,
     })
 }

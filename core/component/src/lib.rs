@@ -18,7 +18,7 @@ use std::sync::Arc;
 use verity_core::corpus::{Corpus, Passage};
 use verity_core::indexed::IndexedCorpus;
 use verity_core::provider::StreamDecoder;
-use verity_core::{AssistantMessage, CallId, Job, Machine, Provider};
+use verity_core::{AssistantMessage, CallId, Job, JobConfig, JobFailed, Machine, Provider};
 
 use exports::verity::engine::corpus::{self as wit_corpus, CorpusBorrow, Hit, Item};
 use exports::verity::engine::job::{self as wit_job};
@@ -112,6 +112,35 @@ impl wit_job::GuestJob for JobResource {
 
     fn restore(saved: String, corpora_: Vec<CorpusBorrow<'_>>) -> Result<wit_job::Job, String> {
         let job = Job::restore(&saved, &corpora(&corpora_)).map_err(|error| error.to_string())?;
+        Ok(wit_job::Job::new(JobResource { job: RefCell::new(job) }))
+    }
+
+    fn check_answer(
+        answer: String,
+        corpus: CorpusBorrow<'_>,
+        options: String,
+    ) -> Result<wit_job::Job, Failure> {
+        let refused = |message: String| convert::failure(JobFailed::config(message));
+        let options: serde_json::Value =
+            serde_json::from_str(&options).map_err(|error| refused(format!("options: {error}")))?;
+        let serde_json::Value::Object(mut config) = options else {
+            return Err(refused("options: a JSON object of the answer job's fields".to_owned()));
+        };
+        let corpora = corpora(&[corpus]);
+        for (field, value) in [
+            ("kind", serde_json::json!("answer")),
+            ("answer", serde_json::json!(answer)),
+            ("corpus", serde_json::json!(corpora[0].id())),
+        ] {
+            if config.insert(field.to_owned(), value).is_some() {
+                return Err(refused(format!(
+                    "options.{field}: given by the call, not the options"
+                )));
+            }
+        }
+        let config = JobConfig::from_value(serde_json::Value::Object(config))
+            .map_err(|error| refused(error.to_string()))?;
+        let job = Job::new(config, &corpora).map_err(convert::failure)?;
         Ok(wit_job::Job::new(JobResource { job: RefCell::new(job) }))
     }
 

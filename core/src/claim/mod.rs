@@ -38,10 +38,10 @@ use crate::retrieve::Retriever;
 use crate::retry::RetryPolicy;
 use crate::step::{FailureKind, Step, step};
 
-pub use cite::{cite, new_evidence};
+pub use cite::{cite, locate, new_evidence};
 pub use failure::{ClaimFailed, ClaimFailureKind};
 pub use lookup::{LOOKUP_EVIDENCE, Lookup, LookupMode, lookup_evidence, lookup_schema, search};
-pub use report::{Assessment, Report, Route, Summary, Verdict, assessment_schema};
+pub use report::{Assessment, Citation, Report, Route, Summary, Verdict, assessment_schema};
 pub use verifier::{
     AssessMode, Decision, ScoredPassage, VerifierOptions, VerifierRecord, VerifierWeights, decide,
 };
@@ -85,6 +85,11 @@ pub struct ClaimOptions {
     pub retry: RetryPolicy,
     /// Which route the assess position takes (default: [`AssessMode::Agent`]).
     pub assess: AssessMode,
+    /// Whether the check ends with the summary step (default: it does). An answer's sentences
+    /// do not: the answer's report says what holds sentence by sentence, and a model's summary
+    /// of each would cost a request a sentence; theirs is written by the check
+    /// ([`written_summary`]).
+    pub summary: bool,
 }
 
 impl Default for ClaimOptions {
@@ -95,6 +100,7 @@ impl Default for ClaimOptions {
             lookup: LookupMode::Core,
             retry: RetryPolicy::default(),
             assess: AssessMode::Agent,
+            summary: true,
         }
     }
 }
@@ -148,7 +154,7 @@ enum Stage {
         route: Route,
     },
     Finished {
-        outcome: Result<Report, ClaimFailed>,
+        outcome: Result<Box<Report>, ClaimFailed>,
     },
 }
 
@@ -203,13 +209,25 @@ impl ClaimCheck {
         evidence: Vec<String>,
         options: ClaimOptions,
     ) -> Self {
+        Self::starting_at(claim, corpus, evidence, options, 0)
+    }
+
+    /// [`with_evidence`](Self::with_evidence) whose calls are numbered from `first`: a
+    /// machine that runs several checks in turn (an answer's sentences) keeps their ids apart.
+    pub(crate) fn starting_at(
+        claim: impl Into<String>,
+        corpus: Arc<IndexedCorpus>,
+        evidence: Vec<String>,
+        options: ClaimOptions,
+        first: u64,
+    ) -> Self {
         let mut check = Self {
             claim: claim.into(),
             corpus: CorpusRef::new(corpus),
             options: ClaimOptions { research_turns: options.research_turns.max(1), ..options },
             evidence: Vec::new(),
             spent: Spent::default(),
-            next_id: 0,
+            next_id: first,
             stage: Stage::Finished { outcome: Err(placeholder()) },
             events: vec![Event::Stage { stage: ClaimStage::Retrieve { evidence: evidence.len() } }],
             asked: Vec::new(),
@@ -243,13 +261,24 @@ impl ClaimCheck {
     pub fn spent(&self) -> Spent {
         let mut spent = self.spent;
         match &self.stage {
-            Stage::Assess { agent, .. } => add_spent(&mut spent, agent.spent()),
-            Stage::Verify { agent, .. } => add_spent(&mut spent, agent.spent()),
-            Stage::Research { agent } => add_spent(&mut spent, agent.spent()),
-            Stage::Summary { step, .. } => add_spent(&mut spent, step.spent()),
+            Stage::Assess { agent, .. } => spent.add(agent.spent()),
+            Stage::Verify { agent, .. } => spent.add(agent.spent()),
+            Stage::Research { agent } => spent.add(agent.spent()),
+            Stage::Summary { step, .. } => spent.add(step.spent()),
             Stage::Finished { .. } => {}
         }
         spent
+    }
+
+    /// The first call id the check has not used.
+    pub(crate) fn next_free_id(&self) -> u64 {
+        match &self.stage {
+            Stage::Assess { agent, .. } => agent.next_free_id(),
+            Stage::Verify { agent, .. } => agent.next_free_id(),
+            Stage::Research { agent } => agent.next_free_id(),
+            Stage::Summary { step, .. } => step.next_free_id(),
+            Stage::Finished { .. } => self.next_id,
+        }
     }
 
     /// Failed requests retried so far.
@@ -301,7 +330,7 @@ impl ClaimCheck {
 
     fn on_assessment_end(&mut self, round: Round, agent: Agent<Recorder>) {
         self.next_id = agent.next_free_id();
-        add_spent(&mut self.spent, agent.spent());
+        self.spent.add(agent.spent());
         let (recorder, messages, end, _) = agent.into_parts();
         let stop = messages
             .iter()
@@ -421,7 +450,7 @@ impl ClaimCheck {
         agent: Agent<()>,
     ) {
         self.next_id = agent.next_free_id();
-        add_spent(&mut self.spent, agent.spent());
+        self.spent.add(agent.spent());
         let (_, messages, end, _) = agent.into_parts();
         match end {
             Some(End::Cancelled { reason }) => {
@@ -533,7 +562,7 @@ impl ClaimCheck {
 
     fn on_research_end(&mut self, agent: Agent<Lookup>) {
         self.next_id = agent.next_free_id();
-        add_spent(&mut self.spent, agent.spent());
+        self.spent.add(agent.spent());
         let (_, messages, end, _) = agent.into_parts();
         let new = new_evidence(&messages, self.corpus.corpus(), &self.evidence);
         if let Some(End::Cancelled { reason }) = end {
@@ -562,6 +591,9 @@ impl ClaimCheck {
     }
 
     fn start_summary(&mut self, assessment: Assessment, route: Route) {
+        if !self.options.summary {
+            return self.finish_with(assessment, route, None);
+        }
         self.events.push(Event::Stage { stage: ClaimStage::Summary });
         let input = serde_json::to_string(&assessment).expect("an assessment serializes");
         let system = format!("{}{}", prompt::SUMMARY_SYSTEM, prompt::DATA_NOTICE);
@@ -575,22 +607,30 @@ impl ClaimCheck {
         self.stage = Stage::Summary { step: Box::new(summary), assessment, route };
     }
 
+    /// Ends the check with its report: the citations located, and `summary` (the model's), or
+    /// the one the check writes ([`written_summary`]) when none was asked for.
+    fn finish_with(&mut self, assessment: Assessment, route: Route, summary: Option<String>) {
+        let citations = locate(&self.claim, &assessment.citations, self.corpus.corpus());
+        let summary = summary.unwrap_or_else(|| written_summary(assessment.verdict, &citations));
+        self.stage = Stage::Finished {
+            outcome: Ok(Box::new(Report {
+                citations,
+                claim: self.claim.clone(),
+                assessment,
+                route,
+                summary,
+                requests: self.spent.requests,
+                usage: self.spent.usage,
+                verifier: self.verifier.clone(),
+            })),
+        };
+    }
+
     fn on_summary_end(&mut self, summary: Step<Summary>, assessment: Assessment, route: Route) {
-        add_spent(&mut self.spent, summary.spent());
+        self.next_id = summary.next_free_id();
+        self.spent.add(summary.spent());
         match summary.finish() {
-            Ok(summary) => {
-                self.stage = Stage::Finished {
-                    outcome: Ok(Report {
-                        claim: self.claim.clone(),
-                        assessment,
-                        route,
-                        summary: summary.text,
-                        requests: self.spent.requests,
-                        usage: self.spent.usage,
-                        verifier: self.verifier.clone(),
-                    }),
-                };
-            }
+            Ok(summary) => self.finish_with(assessment, route, Some(summary.text)),
             Err(failed) => {
                 let kind = match failed.kind() {
                     FailureKind::Cancelled => ClaimFailureKind::Cancelled,
@@ -642,12 +682,21 @@ impl ClaimCheck {
     }
 }
 
-fn add_spent(total: &mut Spent, spent: Spent) {
-    total.turns = total.turns.saturating_add(spent.turns);
-    total.requests = total.requests.saturating_add(spent.requests);
-    total.failed_attempts = total.failed_attempts.saturating_add(spent.failed_attempts);
-    total.retries = total.retries.saturating_add(spent.retries);
-    total.usage.add(&spent.usage);
+/// The summary of a check that asks the model for none ([`ClaimOptions::summary`]): the
+/// verdict in words and the passages cited, written by the check.
+#[must_use]
+pub fn written_summary(verdict: Verdict, citations: &[Citation]) -> String {
+    let ids: Vec<&str> = citations.iter().filter_map(|c| c.passage.as_deref()).collect();
+    let cited = match ids.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (passage {one})"),
+        many => format!(" (passages {})", many.join(", ")),
+    };
+    match verdict {
+        Verdict::Supported => format!("The evidence supports it{cited}."),
+        Verdict::Contradicted => format!("The evidence contradicts it{cited}."),
+        Verdict::Insufficient => "The evidence neither supports nor contradicts it.".to_owned(),
+    }
 }
 
 fn placeholder() -> ClaimFailed {
@@ -691,7 +740,7 @@ impl Machine for ClaimCheck {
     fn finish(self) -> Result<Report, ClaimFailed> {
         let spent = self.spent();
         match self.stage {
-            Stage::Finished { outcome } => outcome,
+            Stage::Finished { outcome } => outcome.map(|report| *report),
             _ => Err(ClaimFailed::new(
                 ClaimFailureKind::Cancelled,
                 "cancelled: finished before the check ended",

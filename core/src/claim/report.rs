@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::message::Usage;
+use crate::segment::Span;
 
 pub use super::verdict::Verdict;
 
@@ -156,6 +157,24 @@ pub struct Report {
     /// [`super::AssessMode::Verifier`]); absent when the agent assessed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier: Option<super::verifier::VerifierRecord>,
+    /// The assessment's citations located in the corpus: passage id, quote and offsets.
+    #[serde(default)]
+    pub citations: Vec<Citation>,
+}
+
+/// A citation located in its passage (see [`super::cite::locate`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Citation {
+    /// The passage's id; absent for evidence the host gave that the corpus lacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passage: Option<String>,
+    /// The words that hold the claim, verbatim from the passage.
+    pub quote: String,
+    /// Where the quote sits in the passage's text.
+    pub span: Span,
+    /// The passage's whole text, as cited.
+    pub text: String,
 }
 
 impl Report {

@@ -114,17 +114,17 @@ async fn job_config(
 ) -> Result<(JobConfig, Vec<Arc<IndexedCorpus>>), Result<JobFailed, String>> {
     let mut config = input.job.clone();
     let kind = config.get("kind").and_then(Value::as_str).unwrap_or_default();
-    if kind != "claim" && !host.allow_steps {
+    if !["claim", "answer"].contains(&kind) && !host.allow_steps {
         return Err(Err(format!(
-            "this worker runs only claim jobs, not {kind:?} (its operator starts it with \
-             --allow-steps to run steps on its model)"
+            "this worker runs only claim and answer jobs, not {kind:?} (its operator starts it \
+             with --allow-steps to run steps on its model)"
         )));
     }
     let mut corpora = Vec::new();
     if let Some(source) = &input.corpus {
         let corpus = host.corpus(source).await.map_err(Err)?;
         if let Value::Object(fields) = &mut config
-            && fields.get("kind").and_then(Value::as_str) == Some("claim")
+            && matches!(fields.get("kind").and_then(Value::as_str), Some("claim" | "answer"))
         {
             fields.insert("corpus".to_owned(), Value::String(corpus.id().as_str().to_owned()));
         }

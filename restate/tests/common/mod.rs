@@ -103,7 +103,7 @@ pub fn tower_rows(claims: usize, prefix: &str, word: &str) -> Vec<ClaimRow> {
         .map(|i| ClaimRow {
             id: Some(format!("{prefix}{i}")),
             claim: format!("The Eiffel Tower stands in Paris, France ({word} {i})."),
-            corpus: None,
+            ..ClaimRow::default()
         })
         .collect()
 }
@@ -184,7 +184,7 @@ pub fn bm25_job() -> Map<String, Value> {
 
 /// A claim row without an id, checked against the batch's corpus.
 pub fn row(claim: &str) -> ClaimRow {
-    ClaimRow { id: None, claim: claim.to_owned(), corpus: None }
+    ClaimRow { id: None, claim: claim.to_owned(), ..ClaimRow::default() }
 }
 
 /// A batch of `claims` with nothing else: no shared corpus, the job's defaults, the default

@@ -47,6 +47,8 @@ struct Options {
     assess: Option<AssessMode>,
     retries: u32,
     sample: Option<usize>,
+    /// `--reports FILE`: each answer's report (or failure) as a JSON line, with its id and label.
+    reports: Option<String>,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -57,6 +59,7 @@ fn parse_args() -> Result<Options, String> {
     let mut assess = None;
     let mut retries = 0;
     let mut sample = None;
+    let mut reports = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -83,6 +86,9 @@ fn parse_args() -> Result<Options, String> {
                 retries =
                     args.next().and_then(|v| v.parse().ok()).ok_or("--retries needs a number")?;
             }
+            "--reports" => {
+                reports = Some(args.next().ok_or("--reports needs a file to write")?);
+            }
             "--sample" => {
                 sample = Some(
                     args.next()
@@ -100,8 +106,8 @@ fn parse_args() -> Result<Options, String> {
         "keyword" => Retriever::Keyword,
         other => return Err(format!("unknown retriever {other:?} (bm25 or keyword)")),
     };
-    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N] [--sample N] [--assess agent|verifier]";
-    Ok(Options { file: file.ok_or(usage)?, retriever, provider, assess, retries, sample })
+    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N] [--sample N] [--assess agent|verifier] [--reports FILE]";
+    Ok(Options { file: file.ok_or(usage)?, retriever, provider, assess, retries, sample, reports })
 }
 
 fn main() -> ExitCode {
@@ -203,11 +209,24 @@ fn evaluate_answers(
     let started = std::time::Instant::now();
     let job = job_fields(options);
     let total = rows.len();
-    let mut summary = block_on(verity_tests::answers::evaluate(&rows, &job, model, |done| {
-        if done % 10 == 0 || done == total {
-            eprintln!("eval: {done}/{total} answers");
-        }
-    }))?;
+    let mut reports = match &options.reports {
+        Some(path) => Some(std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?),
+        None => None,
+    };
+    let mut summary =
+        block_on(verity_tests::answers::evaluate(&rows, &job, model, |done, row, value| {
+            if done % 10 == 0 || done == total {
+                eprintln!("eval: {done}/{total} answers");
+            }
+            if let Some(file) = &mut reports {
+                use std::io::Write as _;
+                let line = json!({"id": row.id, "label": row.label, "value": value});
+                // A report that cannot be written is said, and the eval goes on.
+                if let Err(error) = writeln!(file, "{line}") {
+                    eprintln!("eval: --reports: {error}");
+                }
+            }
+        }))?;
     #[allow(clippy::cast_precision_loss)]
     let seconds = started.elapsed().as_secs_f64() / total.max(1) as f64;
     summary["seconds_per_answer"] = json!((seconds * 1000.0).round() / 1000.0);
@@ -221,6 +240,7 @@ fn evaluate_answers(
 }
 
 /// The claim jobs' fields the options set (retriever, retries, assess route).
+#[cfg(not(target_arch = "wasm32"))]
 fn job_fields(options: &Options) -> serde_json::Map<String, Value> {
     let mut job = serde_json::Map::from_iter([
         ("retriever".to_owned(), json!(options.retriever)),

@@ -9,10 +9,12 @@
 use serde_json::Value;
 
 use crate::text::{failure_verdict, fixed};
-use crate::{CheckResult, FailureView, FromJson, Outcome, ReportView};
+use crate::{AnswerView, CheckResult, CitationView, FailureView, FromJson, Outcome, ReportView};
 
-/// The columns, in order.
-const HEADER: [&str; 14] = [
+/// The columns, in order. An answer's result is a row per sentence: its id is the check's
+/// with `#` and the sentence's number, `span` its place in the answer and `quote spans` each
+/// quote's passage and place in it (UTF-16 code units, as a page indexes text).
+const HEADER: [&str; 16] = [
     "id",
     "claim",
     "verdict",
@@ -27,6 +29,8 @@ const HEADER: [&str; 14] = [
     "corpus items",
     "app version",
     "date",
+    "span",
+    "quote spans",
 ];
 
 /// One cell: quoted, its quotes doubled, a formula's first character made text.
@@ -35,18 +39,37 @@ fn cell(text: &str) -> String {
     format!("\"{guard}{}\"", text.replace('"', "\"\""))
 }
 
-/// The results as CSV (CRLF line ends, a header row, one row per result).
+/// The results as CSV (CRLF line ends, a header row, one row per result; a row per sentence
+/// for an answer's).
 pub fn to_csv(results: &[CheckResult]) -> String {
     let mut csv = row(HEADER.iter().map(|name| (*name).to_owned()));
     for result in results {
+        let provenance = result.provenance.as_ref();
+        let field = |name: &str| match provenance.and_then(|p| p.get(name)) {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => String::new(),
+        };
+        let origin =
+            ["provider", "baseUrl", "model", "corpus", "items", "appVersion", "date"].map(field);
+        if let Outcome::Report { report } = &result.outcome
+            && report.get("sentences").is_some()
+        {
+            answer_rows(&mut csv, result, report, &origin);
+            continue;
+        }
+        let mut quotes = String::new();
         let (verdict, kind, confidence, summary) = match &result.outcome {
             Outcome::Report { report } => match ReportView::from_json(report) {
-                Ok(report) => (
-                    report.assessment.verdict,
-                    String::new(),
-                    fixed(report.assessment.confidence, 2),
-                    report.summary,
-                ),
+                Ok(view) => {
+                    quotes = located(report).iter().map(quote_span).collect::<Vec<_>>().join(" ");
+                    (
+                        view.assessment.verdict,
+                        String::new(),
+                        fixed(view.assessment.confidence, 2),
+                        view.summary,
+                    )
+                }
                 Err(error) => ("unreadable".to_owned(), String::new(), String::new(), error),
             },
             Outcome::Failed { failure } => match FailureView::from_json(failure) {
@@ -60,30 +83,61 @@ pub fn to_csv(results: &[CheckResult]) -> String {
             },
         };
         let cited: Vec<&str> = result.cited.iter().map(|item| item.id.as_str()).collect();
-        let provenance = result.provenance.as_ref();
-        let field = |name: &str| match provenance.and_then(|p| p.get(name)) {
-            Some(Value::String(text)) => text.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            _ => String::new(),
-        };
-        csv.push_str(&row([
-            result.id.clone(),
-            result.claim.clone(),
-            verdict,
-            kind,
-            confidence,
-            summary,
-            cited.join(" "),
-            field("provider"),
-            field("baseUrl"),
-            field("model"),
-            field("corpus"),
-            field("items"),
-            field("appVersion"),
-            field("date"),
-        ]));
+        let mut cells =
+            vec![result.id.clone(), result.claim.clone(), verdict, kind, confidence, summary];
+        cells.push(cited.join(" "));
+        cells.extend(origin);
+        cells.extend([String::new(), quotes]);
+        csv.push_str(&row(cells));
     }
     csv
+}
+
+/// A claim report's located citations (none in a report from before they were).
+fn located(report: &Value) -> Vec<CitationView> {
+    let all = report.get("citations").and_then(Value::as_array);
+    all.map(|all| all.iter().filter_map(|c| CitationView::from_json(c).ok()).collect())
+        .unwrap_or_default()
+}
+
+/// `passage:start-end`: where a quote sits in its passage, in UTF-16 code units.
+fn quote_span(citation: &CitationView) -> String {
+    let passage = citation.passage.as_deref().unwrap_or("?");
+    format!("{passage}:{}-{}", citation.span.start_utf16, citation.span.end_utf16)
+}
+
+/// An answer's rows: one per sentence.
+fn answer_rows(csv: &mut String, result: &CheckResult, report: &Value, origin: &[String; 7]) {
+    let view = match AnswerView::from_json(report) {
+        Ok(view) => view,
+        Err(error) => {
+            let mut cells = vec![result.id.clone(), result.claim.clone(), "unreadable".to_owned()];
+            cells.extend([String::new(), String::new(), error, String::new()]);
+            cells.extend(origin.iter().cloned());
+            cells.extend([String::new(), String::new()]);
+            csv.push_str(&row(cells));
+            return;
+        }
+    };
+    for sentence in &view.sentences {
+        let cited: Vec<&str> =
+            sentence.citations.iter().filter_map(|c| c.passage.as_deref()).collect();
+        let quotes: Vec<String> = sentence.citations.iter().map(quote_span).collect();
+        let failure = sentence.failure.as_ref();
+        let mut cells = vec![
+            format!("{}#{}", result.id, sentence.index + 1),
+            sentence.text.clone(),
+            sentence.status.clone(),
+            failure.map(|f| f.kind.clone()).unwrap_or_default(),
+            sentence.confidence.map(|c| fixed(c, 2)).unwrap_or_default(),
+            failure.map(|f| f.message.clone()).unwrap_or_default(),
+            cited.join(" "),
+        ];
+        cells.extend(origin.iter().cloned());
+        cells.push(format!("{}-{}", sentence.span.start_utf16, sentence.span.end_utf16));
+        cells.push(quotes.join(" "));
+        csv.push_str(&row(cells));
+    }
 }
 
 fn row(cells: impl IntoIterator<Item = String>) -> String {
@@ -125,7 +179,49 @@ mod tests {
             row,
             "\"c1\",\"A.\",\"insufficient\",\"no-new-evidence\",\"\",\"nothing new\",\"\",\
              \"openai\",\"https://api.example/v1\",\"m\",\"sha256:ab\",\"12\",\"0.1.0\",\
-             \"2026-01-02T03:04:05.000Z\""
+             \"2026-01-02T03:04:05.000Z\",\"\",\"\""
         );
+    }
+
+    /// An answer exports a row per sentence, with its place in the answer and each quote's in
+    /// its passage; a claim's row carries its quote's place too.
+    #[test]
+    fn an_answer_exports_a_row_per_sentence_with_its_spans() {
+        let span =
+            |a: usize, b: usize| json!({"start": a, "end": b, "startUtf16": a, "endUtf16": b});
+        let report = json!({"answer": "Hi! It opened in 1937 [d2].", "supportedShare": 1.0,
+        "faithful": true, "requests": 2, "usage": {"input": 1, "output": 1},
+        "sentences": [
+            {"index": 0, "text": "Hi!", "span": span(0, 3), "status": "not-checkable"},
+            {"index": 1, "text": "It opened in 1937 [d2].", "span": span(4, 27),
+             "status": "supported", "confidence": 0.8,
+             "citations": [{"passage": "d2", "quote": "It opened in 1937.", "span": span(10, 28),
+                            "text": "Built 1933. It opened in 1937."}],
+             "marks": [{"label": "d2", "span": span(22, 26), "passage": "d2", "holds": "supports"}]}
+        ]});
+        let results = [CheckResult {
+            id: "a1".into(),
+            claim: "Hi! It opened in 1937 [d2].".into(),
+            outcome: Outcome::Report { report },
+            cited: Vec::new(),
+            provenance: None,
+        }];
+        let csv = to_csv(&results);
+        let rows: Vec<&str> = csv.split("\r\n").collect();
+        assert!(rows[0].ends_with("\"span\",\"quote spans\""), "{csv}");
+        assert!(rows[1].starts_with("\"a1#1\",\"Hi!\",\"not-checkable\""), "{csv}");
+        assert!(
+            rows[2].starts_with("\"a1#2\",\"It opened in 1937 [d2].\",\"supported\",\"\",\"0.80\""),
+            "{csv}"
+        );
+        assert!(rows[2].ends_with("\"4-27\",\"d2:10-28\""), "{csv}");
+        let md = crate::markdown::to_markdown(&results);
+        assert!(
+            md.contains("**Every checked sentence holds**: 1 of 1 checked sentences supported"),
+            "{md}"
+        );
+        assert!(md.contains("2. **Supported** (80% confidence), characters 4–27:"), "{md}");
+        assert!(md.contains("(passage d2, characters 10–28)"), "{md}");
+        assert!(md.contains("Mark \\[d2\\]: supports"), "{md}");
     }
 }

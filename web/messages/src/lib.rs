@@ -7,6 +7,8 @@
 //! [`EventView`]), which the worker's tests check against the core's real JSON.
 #![deny(missing_docs)]
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -84,14 +86,55 @@ impl ProviderChoice {
     }
 }
 
-/// One claim to check.
+/// One claim (or one whole answer) to check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckRequest {
     /// The page's id for the check (unique while it lives).
     pub id: String,
-    /// The claim.
+    /// The text to check: the claim, or the whole answer when `kind` is `answer`.
     pub claim: String,
+    /// `claim` (the default, left out of the JSON) or `answer`: the text is an answer, checked
+    /// sentence by sentence (the core's answer job), its report an [`AnswerView`]'s JSON.
+    #[serde(default, skip_serializing_if = "CheckKind::is_claim")]
+    pub kind: CheckKind,
+    /// For an answer: which passage each of its citation marks names (`{"1": "e1"}`); a mark
+    /// not in it names the passage whose id it is.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub marks: BTreeMap<String, String>,
+}
+
+impl CheckRequest {
+    /// A check of one claim.
+    #[must_use]
+    pub fn claim(id: impl Into<String>, claim: impl Into<String>) -> Self {
+        Self { id: id.into(), claim: claim.into(), kind: CheckKind::Claim, marks: BTreeMap::new() }
+    }
+
+    /// A check of a whole answer, sentence by sentence.
+    #[must_use]
+    pub fn answer(id: impl Into<String>, answer: impl Into<String>) -> Self {
+        Self { kind: CheckKind::Answer, ..Self::claim(id, answer) }
+    }
+}
+
+/// What a check checks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CheckKind {
+    /// One claim.
+    #[default]
+    Claim,
+    /// A whole answer, sentence by sentence.
+    Answer,
+}
+
+impl CheckKind {
+    /// Whether it is [`CheckKind::Claim`].
+    #[must_use]
+    pub fn is_claim(&self) -> bool {
+        *self == Self::Claim
+    }
 }
 
 /// What the page asks of the worker.
@@ -510,10 +553,30 @@ impl CheckResult {
     }
 }
 
+/// An answer report's verdict key (see [`Outcome::verdict_key`]).
+pub fn answer_verdict(report: &Value) -> &'static str {
+    let count =
+        |status: &str| report.get("counts").and_then(|c| c.get(status)).and_then(Value::as_u64);
+    if report.get("faithful").and_then(Value::as_bool) == Some(true) {
+        "supported"
+    } else if count("contradicted").unwrap_or(0) > 0 {
+        "contradicted"
+    } else {
+        "insufficient"
+    }
+}
+
 impl Outcome {
     /// The verdict filter it falls under ([`text::VERDICT_FILTERS`]): a report's verdict, the
-    /// verdict a failure amounts to, or `failed`.
+    /// verdict a failure amounts to, or `failed`. An answer's: `supported` when every checked
+    /// sentence is, `contradicted` when one is, else `insufficient` (nothing checked, or a
+    /// sentence without enough evidence or whose check failed).
     pub fn verdict_key(&self) -> &'static str {
+        if let Self::Report { report } = self
+            && report.get("sentences").is_some()
+        {
+            return answer_verdict(report);
+        }
         let verdict = match self {
             Self::Report { report } => report
                 .get("assessment")
@@ -600,6 +663,106 @@ pub struct ReportView {
     pub route: String,
     /// The summary sentence.
     pub summary: String,
+    /// Requests made.
+    pub requests: u32,
+    /// Tokens and cost.
+    pub usage: UsageView,
+}
+
+/// Where a piece of text sits in the text it was cut from: UTF-8 bytes and UTF-16 code units
+/// (what JavaScript's strings and the page's text index).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpanView {
+    /// First byte.
+    pub start: usize,
+    /// One past the last byte.
+    pub end: usize,
+    /// First UTF-16 code unit.
+    pub start_utf16: usize,
+    /// One past the last UTF-16 code unit.
+    pub end_utf16: usize,
+}
+
+/// A citation located in its passage: the passage's id, the words that hold the claim and
+/// where they sit in the passage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CitationView {
+    /// The passage's id (absent for evidence the corpus lacks).
+    #[serde(default)]
+    pub passage: Option<String>,
+    /// The quote, verbatim from the passage.
+    pub quote: String,
+    /// Where the quote is in the passage's text.
+    pub span: SpanView,
+    /// The passage's text.
+    pub text: String,
+}
+
+/// One of an answer's own citation marks, checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MarkView {
+    /// What it says (`e1` for `[e1]`).
+    pub label: String,
+    /// Where its bracketed group is in the answer.
+    pub span: SpanView,
+    /// The passage it names, when the corpus has one.
+    #[serde(default)]
+    pub passage: Option<String>,
+    /// `supports`, `contradicts`, `does-not-support`, `unknown-passage` or `unchecked`.
+    pub holds: String,
+}
+
+/// One sentence of a checked answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SentenceView {
+    /// Its place in the answer, from 0.
+    pub index: usize,
+    /// Its text.
+    pub text: String,
+    /// Where it is in the answer.
+    pub span: SpanView,
+    /// `supported`, `contradicted`, `insufficient`, `failed`, `not-checkable` (or `pending`).
+    pub status: String,
+    /// How sure, from 0 to 1, when there is a verdict.
+    #[serde(default)]
+    pub confidence: Option<f64>,
+    /// The passages that decided it, each with its quote.
+    #[serde(default)]
+    pub citations: Vec<CitationView>,
+    /// The answer's own marks in it.
+    #[serde(default)]
+    pub marks: Vec<MarkView>,
+    /// Why its check failed.
+    #[serde(default)]
+    pub failure: Option<SentenceFailureView>,
+}
+
+/// Why a sentence's check failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentenceFailureView {
+    /// The claim checker's kind (`assess-prose`, ...).
+    pub kind: String,
+    /// What happened.
+    pub message: String,
+}
+
+/// The parts of an answer's report the page shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerView {
+    /// The answer.
+    pub answer: String,
+    /// Every sentence, in order.
+    pub sentences: Vec<SentenceView>,
+    /// The share of checked sentences that are supported.
+    pub supported_share: f64,
+    /// Whether every checked sentence is supported (absent: nothing was checkable).
+    #[serde(default)]
+    pub faithful: Option<bool>,
     /// Requests made.
     pub requests: u32,
     /// Tokens and cost.
@@ -709,6 +872,16 @@ pub enum EventView {
         /// The failure.
         message: String,
     },
+    /// An answer check started checking a sentence.
+    SentenceStarted {
+        /// The sentence's place in the answer, from 0.
+        index: usize,
+    },
+    /// An answer check ended a sentence's check.
+    SentenceChecked {
+        /// The sentence, with its status, citations and marks.
+        sentence: Box<SentenceView>,
+    },
     /// A streamed piece.
     Delta {
         /// The call.
@@ -801,7 +974,7 @@ mod tests {
     #[test]
     fn messages_have_one_json_form() {
         let message = ToWorker::Check {
-            checks: vec![CheckRequest { id: "c1".into(), claim: "A claim.".into() }],
+            checks: vec![CheckRequest::claim("c1", "A claim.")],
             provider: ProviderChoice::Offline,
             concurrency: 2,
             corpus: None,
@@ -861,8 +1034,8 @@ mod tests {
             FromWorker::Ready {
                 corpus: corpus.clone(),
                 results: vec![result.clone(), failed],
-                resumed: vec![CheckRequest { id: "c3".into(), claim: "C.".into() }],
-                queued: vec![CheckRequest { id: "c5".into(), claim: "E.".into() }],
+                resumed: vec![CheckRequest::claim("c3", "C.")],
+                queued: vec![CheckRequest::claim("c5", "E.")],
             },
             FromWorker::Corpus { corpus: CorpusSummary::default() },
             FromWorker::CorpusStored {
@@ -882,7 +1055,7 @@ mod tests {
                 total: 41,
                 items: vec![Item { id: "e1".into(), text: "t".into() }],
             },
-            FromWorker::Queued { check: CheckRequest { id: "c4".into(), claim: "D.".into() } },
+            FromWorker::Queued { check: CheckRequest::claim("c4", "D.") },
             FromWorker::Progress {
                 id: "c4".into(),
                 event: json!({"type": "stage", "stage": "assess"}),

@@ -5,7 +5,7 @@
 use crate::text::{
     failure_verdict, fixed, provenance_text, spent_text, usage_text, verdict_text, what_to_do,
 };
-use crate::{CheckResult, FailureView, FromJson, Outcome, ReportView};
+use crate::{AnswerView, CheckResult, FailureView, FromJson, Outcome, ReportView};
 
 /// Text on one Markdown line, with nothing that Markdown would read as markup or HTML. Beyond
 /// CommonMark's markup (emphasis, code, links, images, HTML, entities, headings, list and quote
@@ -29,6 +29,12 @@ fn inline(text: &str) -> String {
 pub fn to_markdown(results: &[CheckResult]) -> String {
     let mut md = String::from("# Verity results\n");
     for result in results {
+        if let Outcome::Report { report } = &result.outcome
+            && report.get("sentences").is_some()
+        {
+            answer_markdown(&mut md, result, report);
+            continue;
+        }
         md.push_str(&format!("\n## {}\n\n", inline(&result.claim)));
         match &result.outcome {
             Outcome::Report { report } => match ReportView::from_json(report) {
@@ -71,6 +77,73 @@ pub fn to_markdown(results: &[CheckResult]) -> String {
         }
     }
     md
+}
+
+/// An answer's result: the answer, whether it holds, then each sentence with its status, its
+/// place in the answer (UTF-16 code units, as a page indexes it), its quotes with their place
+/// in their passage, and the answer's own marks, each checked.
+fn answer_markdown(md: &mut String, result: &CheckResult, report: &serde_json::Value) {
+    md.push_str(&format!("\n## Answer: {}\n\n", inline(&result.claim)));
+    let view = match AnswerView::from_json(report) {
+        Ok(view) => view,
+        Err(error) => {
+            md.push_str(&format!("The report could not be read: {error}\n"));
+            return;
+        }
+    };
+    let checked = view.sentences.iter().filter(|s| s.status != "not-checkable").count();
+    let supported = view.sentences.iter().filter(|s| s.status == "supported").count();
+    md.push_str(&format!(
+        "**{}**: {supported} of {checked} checked sentences supported · {} requests · {}\n\n",
+        match view.faithful {
+            Some(true) => "Every checked sentence holds",
+            Some(false) => "Not every sentence holds",
+            None => "Nothing to check",
+        },
+        view.requests,
+        usage_text(&view.usage)
+    ));
+    for sentence in &view.sentences {
+        let span = sentence.span;
+        let status = match sentence.status.as_str() {
+            "not-checkable" => "Not checked (nothing to check)".to_owned(),
+            "failed" => "Check failed".to_owned(),
+            verdict => verdict_text(verdict),
+        };
+        let confidence = sentence
+            .confidence
+            .map(|c| format!(" ({}% confidence)", fixed(c * 100.0, 0)))
+            .unwrap_or_default();
+        md.push_str(&format!(
+            "{}. **{status}**{confidence}, characters {}–{}: {}\n",
+            sentence.index + 1,
+            span.start_utf16,
+            span.end_utf16,
+            inline(&sentence.text)
+        ));
+        if let Some(failure) = &sentence.failure {
+            md.push_str(&format!("   - `{}`: {}\n", failure.kind, inline(&failure.message)));
+        }
+        for citation in &sentence.citations {
+            md.push_str(&format!(
+                "   - {} (passage {}, characters {}–{})\n",
+                inline(&citation.quote),
+                inline(citation.passage.as_deref().unwrap_or("not in the corpus")),
+                citation.span.start_utf16,
+                citation.span.end_utf16
+            ));
+        }
+        for mark in &sentence.marks {
+            md.push_str(&format!(
+                "   - Mark \\[{}\\]: {}\n",
+                inline(&mark.label),
+                mark.holds.replace('-', " ")
+            ));
+        }
+    }
+    if let Some(provenance) = result.provenance() {
+        md.push_str(&format!("\nFrom: {}\n", inline(&provenance_text(&provenance))));
+    }
 }
 
 #[cfg(test)]

@@ -16,8 +16,9 @@
 use serde_json::{Map, Value};
 
 use crate::{
-    AssessmentView, BadLine, CheckRequest, CheckResult, CorpusStorage, CorpusSummary, EventView,
-    FailureView, FromWorker, Item, Outcome, ReportView, SpentView, StepOutcome, UsageView,
+    AnswerView, AssessmentView, BadLine, CheckKind, CheckRequest, CheckResult, CitationView,
+    CorpusStorage, CorpusSummary, EventView, FailureView, FromWorker, Item, MarkView, Outcome,
+    ReportView, SentenceFailureView, SentenceView, SpanView, SpentView, StepOutcome, UsageView,
 };
 
 /// A type read from its JSON [`Value`]; the error names the field at fault.
@@ -283,7 +284,100 @@ impl FromJson for Item {
 impl FromJson for CheckRequest {
     fn from_json(value: &Value) -> Result<Self, String> {
         let f = Fields::of("check", value)?;
-        Ok(CheckRequest { id: f.string("id")?, claim: f.string("claim")? })
+        let kind = match f.opt_string("kind")?.as_deref() {
+            None | Some("claim") => CheckKind::Claim,
+            Some("answer") => CheckKind::Answer,
+            Some(other) => return Err(format!("check: unknown kind `{other}`")),
+        };
+        let mut marks = std::collections::BTreeMap::new();
+        if let Some(given) = f.get(&["marks"]) {
+            let given = given.as_object().ok_or_else(|| f.wrong("marks", "an object", given))?;
+            for (mark, id) in given {
+                let id = id.as_str().ok_or_else(|| f.wrong("marks", "strings", id))?;
+                marks.insert(mark.clone(), id.to_owned());
+            }
+        }
+        Ok(CheckRequest { id: f.string("id")?, claim: f.string("claim")?, kind, marks })
+    }
+}
+
+impl FromJson for SpanView {
+    fn from_json(value: &Value) -> Result<Self, String> {
+        let f = Fields::of("span", value)?;
+        let at = |name: &str| f.unsigned(&[name], USIZE).map(|n| n as usize);
+        Ok(SpanView {
+            start: at("start")?,
+            end: at("end")?,
+            start_utf16: at("startUtf16")?,
+            end_utf16: at("endUtf16")?,
+        })
+    }
+}
+
+impl FromJson for CitationView {
+    fn from_json(value: &Value) -> Result<Self, String> {
+        let f = Fields::of("citation", value)?;
+        Ok(CitationView {
+            passage: f.opt_string("passage")?,
+            quote: f.string("quote")?,
+            span: f.read("span")?,
+            text: f.string("text")?,
+        })
+    }
+}
+
+impl FromJson for MarkView {
+    fn from_json(value: &Value) -> Result<Self, String> {
+        let f = Fields::of("mark", value)?;
+        Ok(MarkView {
+            label: f.string("label")?,
+            span: f.read("span")?,
+            passage: f.opt_string("passage")?,
+            holds: f.string("holds")?,
+        })
+    }
+}
+
+impl FromJson for SentenceView {
+    fn from_json(value: &Value) -> Result<Self, String> {
+        let f = Fields::of("sentence", value)?;
+        let failure = match f.get(&["failure"]) {
+            None => None,
+            Some(failure) => {
+                let g = Fields::of("failure", failure)?;
+                Some(SentenceFailureView { kind: g.string("kind")?, message: g.string("message")? })
+            }
+        };
+        Ok(SentenceView {
+            index: f.unsigned(&["index"], USIZE)? as usize,
+            text: f.string("text")?,
+            span: f.read("span")?,
+            status: f.string("status")?,
+            confidence: match f.get(&["confidence"]) {
+                None => None,
+                Some(_) => Some(f.float("confidence")?),
+            },
+            citations: f.list_or_empty("citations")?,
+            marks: f.list_or_empty("marks")?,
+            failure,
+        })
+    }
+}
+
+impl FromJson for AnswerView {
+    fn from_json(value: &Value) -> Result<Self, String> {
+        let f = Fields::of("report", value)?;
+        Ok(AnswerView {
+            answer: f.string("answer")?,
+            sentences: f.list("sentences")?,
+            supported_share: f.float("supportedShare")?,
+            faithful: match f.get(&["faithful"]) {
+                None => None,
+                Some(_) => Some(f.boolean("faithful")?),
+            },
+            requests: f.unsigned(&["requests"], U32)? as u32,
+            usage: f.read("usage")?,
+        })
     }
 }
 
@@ -436,6 +530,12 @@ impl FromJson for EventView {
                 call: f.unsigned(&["call"], u64::MAX)?,
                 delta: f.value("delta")?,
             },
+            "sentenceStarted" => {
+                EventView::SentenceStarted { index: f.unsigned(&["index"], USIZE)? as usize }
+            }
+            "sentenceChecked" => {
+                EventView::SentenceChecked { sentence: Box::new(f.read("sentence")?) }
+            }
             _ => EventView::Other,
         })
     }

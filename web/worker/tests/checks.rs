@@ -6,7 +6,8 @@
 use serde_json::{Value, json};
 use verity_core::{ClaimStage, Delta, Event, StopReason, Usage};
 use verity_messages::{
-    EventView, FailureView, FromWorker, Outcome, ProviderChoice, ReportView, ToWorker,
+    AnswerView, CheckRequest, EventView, FailureView, FromJson, FromWorker, Outcome,
+    ProviderChoice, ReportView, ToWorker,
 };
 use verity_worker::Engine;
 
@@ -233,6 +234,14 @@ fn a_key_over_plain_http_off_loopback_is_refused_before_anything_is_sent() {
     assert_eq!(recorded.sent.borrow().len(), 2);
 }
 
+/// A sentence of an answer whose check failed, as the core reports it.
+fn failed_sentence() -> verity_core::answer::SentenceReport {
+    serde_json::from_value(json!({"index": 2, "text": "It is tall.", "claim": "It is tall.",
+        "span": {"start": 4, "end": 15, "startUtf16": 4, "endUtf16": 15}, "status": "failed",
+        "failure": {"kind": "assess-prose", "message": "no call"}}))
+    .unwrap()
+}
+
 #[test]
 fn every_core_event_is_read_by_the_page_view() {
     let usage = Usage { input: 3, output: 4, cache_read: 1, cache_write: 0, cost: 0.5 };
@@ -257,6 +266,8 @@ fn every_core_event_is_read_by_the_page_view() {
         },
         Event::Retry { attempt: 1, delay_ms: 700, message: "overloaded".into() },
         Event::Delta { call: verity_core::CallId(3), delta: Delta::Text { text: "hi".into() } },
+        Event::SentenceStarted { index: 2 },
+        Event::SentenceChecked { sentence: Box::new(failed_sentence()) },
     ];
     for event in cases {
         let json = serde_json::to_value(&event).unwrap();
@@ -277,6 +288,12 @@ fn every_core_event_is_read_by_the_page_view() {
                 assert_eq!(stop_reason, "toolUse");
             }
             (Event::Retry { .. }, EventView::Retry { delay_ms, .. }) => assert_eq!(*delay_ms, 700),
+            (Event::SentenceChecked { .. }, EventView::SentenceChecked { sentence }) => {
+                let failure = sentence.failure.as_ref().unwrap();
+                assert_eq!((sentence.span.end_utf16, failure.kind.as_str()), (15, "assess-prose"));
+                // The page's own reader reads it alike.
+                assert_eq!(EventView::from_json(&json).unwrap(), view);
+            }
             _ => {}
         }
     }
@@ -365,4 +382,61 @@ fn claims_are_read_from_a_file_with_the_bad_lines_named() {
         ),
         "{message}"
     );
+}
+
+/// A whole answer (`kind: "answer"`): checked sentence by sentence offline over the demo
+/// corpus, each sentence's end a progress event the page reads, the result the answer's
+/// report with spans, statuses, located citations and the answer's own mark checked.
+#[test]
+fn an_answer_is_checked_sentence_by_sentence_with_its_spans_and_marks() {
+    let (engine, mut pool, recorded) = with_demo();
+    take(&recorded);
+    let answer = "Sure! The Golden Gate Bridge opened to pedestrians in 1937 [demo#2]. \
+                  Its towers rise 746 feet above the water.";
+    engine.handle_json(
+        &json!({"type": "check", "checks": [{"id": "a1", "claim": answer, "kind": "answer"}],
+                "provider": {"kind": "offline"}, "concurrency": 1})
+        .to_string(),
+    );
+    pool.run_until_stalled();
+    let posted = take(&recorded);
+    let checked: Vec<verity_messages::SentenceView> = posted
+        .iter()
+        .filter_map(|m| match m {
+            FromWorker::Progress { event, .. } => match EventView::from_json(event).unwrap() {
+                EventView::SentenceChecked { sentence } => Some(*sentence),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checked.iter().map(|s| s.index).collect::<Vec<_>>(), [1, 2], "{posted:?}");
+    let result = &finished(&posted)[0];
+    assert_eq!(result.claim, answer, "the card keeps the answer");
+    let Outcome::Report { report } = &result.outcome else { panic!("{result:?}") };
+    let view = AnswerView::from_json(report).unwrap();
+    let statuses: Vec<&str> = view.sentences.iter().map(|s| s.status.as_str()).collect();
+    assert_eq!(statuses, ["not-checkable", "supported", "supported"], "{report}");
+    for sentence in &view.sentences {
+        let units: Vec<u16> = answer.encode_utf16().collect();
+        let text = String::from_utf16(&units[sentence.span.start_utf16..sentence.span.end_utf16]);
+        assert_eq!(text.unwrap(), sentence.text);
+    }
+    let mark = &view.sentences[1].marks[0];
+    assert_eq!((mark.passage.as_deref(), mark.holds.as_str()), (Some("demo#2"), "supports"));
+    let citation = &view.sentences[2].citations[0];
+    assert_eq!(citation.passage.as_deref(), Some("demo#7"));
+    assert_eq!(&citation.text[citation.span.start..citation.span.end], citation.quote);
+    assert_eq!(view.faithful, Some(true));
+    let cited: Vec<&str> = result.cited.iter().map(|item| item.id.as_str()).collect();
+    assert!(cited.contains(&"demo#2") && cited.contains(&"demo#7"), "{cited:?}");
+    assert!(recorded.sessions.borrow().is_empty(), "the answer's session is deleted at its end");
+
+    // An answer the core cannot cut is the check's typed failure, said before anything is sent.
+    engine.handle(check([CheckRequest::answer("a2", "   ")]).into());
+    pool.run_until_stalled();
+    let done = finished(&take(&recorded));
+    let Outcome::Failed { failure } = &done[0].outcome else { panic!("{done:?}") };
+    assert_eq!(failure["kind"], "config");
+    assert!(failure["message"].as_str().unwrap().contains("the answer is empty"), "{failure}");
 }

@@ -168,7 +168,7 @@ fn results_are_exported_as_csv_by_the_worker_with_formulas_defused() {
         Some(
             "\"id\",\"claim\",\"verdict\",\"failure kind\",\"confidence\",\"summary\",\
              \"cited ids\",\"provider\",\"base URL\",\"model\",\"corpus\",\"corpus items\",\
-             \"app version\",\"date\""
+             \"app version\",\"date\",\"span\",\"quote spans\""
         )
     );
     let row = lines.next().unwrap();
@@ -176,11 +176,12 @@ fn results_are_exported_as_csv_by_the_worker_with_formulas_defused() {
     assert!(row.contains(",\"supported\",\"\","), "{row}");
     assert!(row.contains("\"demo#"), "the cited ids: {row}");
     assert!(row.contains(",\"offline\",\"\",\"\",\"sha256:"), "{row}");
-    assert!(row.ends_with(",\"2026-01-02T03:04:05.000Z\""), "{row}");
+    // Then no span (a claim is not cut), and where its quote sits in the cited passage.
+    assert!(row.ends_with(",\"2026-01-02T03:04:05.000Z\",\"\",\"demo#2:0-118\""), "{row}");
     assert_eq!(
         lines.next(),
         Some(
-            "\"c2\",\"'@SUM(A1), \"\"quoted\"\"\nsecond line\",\"failed\",\"cancelled\",\"\",\"'-1+1\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\""
+            "\"c2\",\"'@SUM(A1), \"\"quoted\"\"\nsecond line\",\"failed\",\"cancelled\",\"\",\"'-1+1\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\""
         )
     );
 }

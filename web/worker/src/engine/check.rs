@@ -1,22 +1,25 @@
-//! One check through the core: a claim job in a durable session, driven over the provider's
-//! transport, to its result; and the failures the worker itself reports, in the core's shape.
+//! One check through the core: a claim job (or an answer job, for a whole answer) in a durable
+//! session, driven over the provider's transport, to its result; and the failures the worker
+//! itself reports, in the core's shape.
 
 use std::rc::Rc;
 use std::sync::Arc;
 
 use serde::Deserialize as _;
 use serde_json::Value;
+use verity_core::answer::AnswerReport;
 use verity_core::claim::AssessMode;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::provider::offline::OfflineModel;
 use verity_core::{
-    Cancel, ClaimConfig, DriveOptions, Job, JobConfig, JobFailed, JobValue, NoTools, Provider,
-    ProviderTransport, Report, RetryPolicy, Session, SessionError, Spent, Store, Transport,
-    drive_session_with,
+    AnswerConfig, Cancel, ClaimConfig, DriveOptions, Job, JobConfig, JobFailed, JobValue, NoTools,
+    Provider, ProviderTransport, Report, RetryPolicy, Session, SessionError, Spent, Store,
+    Transport, drive_session_with,
 };
-use verity_messages::{CheckRequest, CheckResult, FromWorker, Outcome, ProviderChoice};
+use verity_messages::{CheckKind, CheckRequest, CheckResult, FromWorker, Outcome, ProviderChoice};
 
 use super::budget::{BUDGET_REACHED, Budgeted, RunBudget};
+use super::model::Model;
 use super::state::Phase;
 use super::{Engine, Host};
 use crate::corpus::CorpusState;
@@ -44,20 +47,6 @@ pub(super) fn cancelled(message: impl Into<String>, spent: Spent) -> Value {
 pub(super) struct Ended {
     pub(super) result: CheckResult,
     pub(super) taken_over: bool,
-}
-
-/// What runs a check's requests, read once from its provider's JSON: for all the checks of a
-/// page's message, or for a check resumed from storage.
-#[derive(Debug, Clone)]
-pub(super) enum Model {
-    /// The offline baseline.
-    Offline,
-    /// A provider over the network, and the assess route its configuration chooses (the local
-    /// presets: the verifier route).
-    Network { provider: Rc<Provider>, assess: AssessMode },
-    /// The provider cannot run (a field the core refuses, a key that would go in the clear, a
-    /// forged saved record): its checks end refused, saying why, before anything is sent.
-    Refused(String),
 }
 
 /// One check to run: what it is, with which model, over which corpus, how it is cancelled,
@@ -89,6 +78,17 @@ impl<H: Host> Engine<H> {
         let (outcome, cited) = match outcome {
             Driven::Report(report) => {
                 let cited = CorpusState::cited(corpus, &report.assessment.citations);
+                let report = serde_json::to_value(&report).expect("a report serializes");
+                (Outcome::Report { report }, cited)
+            }
+            Driven::Answer(report) => {
+                // Every sentence's cited passages, each once.
+                let texts: Vec<String> = report
+                    .sentences
+                    .iter()
+                    .flat_map(|sentence| sentence.citations.iter().map(|c| c.text.clone()))
+                    .collect();
+                let cited = CorpusState::cited(corpus, &texts);
                 let report = serde_json::to_value(&report).expect("a report serializes");
                 (Outcome::Report { report }, cited)
             }
@@ -172,7 +172,7 @@ impl<H: Host> Engine<H> {
     }
 }
 
-/// A new session of `check`'s claim job over `corpus`, with the assess route `model` chooses;
+/// A new session of `check`'s claim (or answer) job over `corpus`, with the assess route `model` chooses;
 /// a job the core refuses is the check's failure.
 fn new_session(
     check: &CheckRequest,
@@ -183,12 +183,21 @@ fn new_session(
         Model::Network { assess, .. } => *assess,
         _ => AssessMode::default(),
     };
-    let config = ClaimConfig {
-        retry: RetryPolicy::with_retries(MAX_RETRIES),
-        assess,
-        ..ClaimConfig::new(check.claim.clone(), corpus.id().clone())
+    let retry = RetryPolicy::with_retries(MAX_RETRIES);
+    let config = match check.kind {
+        CheckKind::Claim => JobConfig::Claim(ClaimConfig {
+            retry,
+            assess,
+            ..ClaimConfig::new(check.claim.clone(), corpus.id().clone())
+        }),
+        CheckKind::Answer => JobConfig::Answer(AnswerConfig {
+            retry,
+            assess,
+            marks: check.marks.clone(),
+            ..AnswerConfig::new(check.claim.clone(), corpus.id().clone())
+        }),
     };
-    let job = Job::new(JobConfig::Claim(config), std::slice::from_ref(corpus))
+    let job = Job::new(config, std::slice::from_ref(corpus))
         .map_err(|failed_job| to_value(&failed_job))?;
     Session::start(job).map_err(|error| refused(error.to_string()))
 }
@@ -198,6 +207,7 @@ fn new_session(
 fn finished(session: Session<Job>, budget: Option<&RunBudget>, cancel: &Cancel) -> Driven {
     let failure = match session.into_machine().finish_typed() {
         Ok(JobValue::Report(report)) => return Driven::Report(report),
+        Ok(JobValue::Answer(report)) => return Driven::Answer(report),
         // Only a forged saved record resumes another kind of job as a check.
         Ok(JobValue::Step(_)) => refused("the saved check is not a claim check"),
         Err(failed_job) => match budget {
@@ -219,6 +229,7 @@ fn finished(session: Session<Job>, budget: Option<&RunBudget>, cancel: &Cancel) 
 /// the core's shape.
 enum Driven {
     Report(Box<Report>),
+    Answer(Box<AnswerReport>),
     Failed(Value),
 }
 

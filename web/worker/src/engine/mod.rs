@@ -11,6 +11,7 @@
 mod budget;
 mod check;
 mod corpora;
+mod model;
 mod page_tools;
 mod results;
 mod resume;

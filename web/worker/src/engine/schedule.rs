@@ -10,7 +10,8 @@ use verity_core::{Cancel, JobFailed, Spent};
 use verity_messages::{CheckRequest, CheckResult, FromWorker, Outcome, ProviderChoice};
 
 use super::budget::{self, RunBudget};
-use super::check::{CheckRun, Model, refused, to_value};
+use super::check::{CheckRun, refused, to_value};
+use super::model::Model;
 use super::state::{Check, Pending, Phase};
 use super::{Engine, Host, MAX_CONCURRENCY};
 use crate::saved::{SessionMeta, Unfinished};

@@ -11,7 +11,7 @@ use verity_core::{Cancel, Job, Session, ToolOutput};
 use verity_messages::{CheckRequest, CheckResult, ProviderChoice};
 
 use super::budget::RunBudget;
-use super::check::Model;
+use super::model::Model;
 use crate::corpus::CorpusState;
 use crate::saved::SessionMeta;
 

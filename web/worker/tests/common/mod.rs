@@ -280,7 +280,7 @@ pub fn last_corpus(posted: &[FromWorker]) -> verity_messages::CorpusSummary {
 }
 
 pub fn request(id: &str, claim: &str) -> CheckRequest {
-    CheckRequest { id: id.into(), claim: claim.into() }
+    CheckRequest::claim(id, claim)
 }
 
 pub fn finished(posted: &[FromWorker]) -> Vec<CheckResult> {

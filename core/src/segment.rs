@@ -1,12 +1,7 @@
-//! An answer split into sentences, the first piece of checking a whole answer rather than one
-//! claim: Unicode's sentence boundaries (UAX #29, through the `unicode-segmentation` crate, so
-//! abbreviations, decimals, lists and line breaks are cut as that standard cuts them), each
-//! sentence with its offsets into the answer in UTF-8 bytes and in UTF-16 code units (what
-//! JavaScript's strings index), and whether it has anything to check.
-//!
-//! The answer is text: markup is not interpreted (an HTML tag is characters like any other),
-//! and bidi controls, zero-width characters, emoji and combining marks keep their exact offsets.
-
+//! An answer cut into sentences at Unicode's sentence boundaries (UAX #29, through the
+//! `unicode-segmentation` crate), each with its span in UTF-8 bytes and UTF-16 code units and
+//! whether it has anything to check; quotes found verbatim with their spans. A leaf of the
+//! core: the claim checker's citations and the answer job both use it (see [`crate::answer`]).
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -47,7 +42,8 @@ pub struct Sentence {
     /// Where it is in the answer.
     pub span: Span,
     /// Whether it states something to check: not a question, not a lead-in that ends with a
-    /// colon ("In summary:"), and at least three words (not "Sure." or "Thanks!").
+    /// colon ("In summary:"), at least three words (not "Sure." or "Thanks!"), and not made of
+    /// pleasantries alone ("Thanks for asking!", "I hope this helps!").
     pub checkable: bool,
 }
 
@@ -65,6 +61,17 @@ pub enum AnswerError {
     TooManySentences {
         /// How many it has.
         count: usize,
+    },
+    /// A character that would make the answer show otherwise than it reads (see
+    /// [`crate::corpus::deceptive_character`]): a page could show one sentence and have another
+    /// checked.
+    Hidden {
+        /// Its UTF-8 offset in the answer.
+        at: usize,
+        /// The character.
+        character: char,
+        /// Why it is refused.
+        why: &'static str,
     },
     /// A sentence longer than [`MAX_SENTENCE_CHARS`]: no sentence boundary where one was due.
     NoBoundary {
@@ -88,6 +95,12 @@ impl fmt::Display for AnswerError {
                 f,
                 "the answer has {count} sentences, more than the {MAX_SENTENCES} an answer may have"
             ),
+            Self::Hidden { at, character, why } => write!(
+                f,
+                "the answer has U+{:04X} at byte {at}, {why}: it could show one sentence and \
+                 check another",
+                u32::from(*character)
+            ),
             Self::NoBoundary { span, chars } => write!(
                 f,
                 "the text from byte {} has no sentence boundary within {MAX_SENTENCE_CHARS} \
@@ -110,6 +123,10 @@ pub fn sentences(answer: &str) -> Result<Vec<Sentence>, AnswerError> {
     let chars = answer.chars().count();
     if chars > MAX_ANSWER_CHARS {
         return Err(AnswerError::TooLong { chars });
+    }
+    if let Some((character, why)) = crate::corpus::deceptive_character(answer) {
+        let at = answer.find(character).unwrap_or(0);
+        return Err(AnswerError::Hidden { at, character, why });
     }
     let mut offsets = Utf16Offsets::new(answer);
     let mut found = Vec::new();
@@ -149,14 +166,55 @@ pub fn quote_span(passage: &str, quote: &str) -> Option<Span> {
     Some(Span { start, end, start_utf16: offsets.at(start), end_utf16: offsets.at(end) })
 }
 
+/// Words of an answer's pleasantries ("Thanks for asking!", "Happy to help.", "I hope this
+/// helps!"): a sentence made of these alone states nothing to check. English only; a sentence
+/// in another language is checked unless a rule above says otherwise.
+const PLEASANTRIES: [&str; 31] = [
+    "a",
+    "asking",
+    "certainly",
+    "course",
+    "for",
+    "glad",
+    "good",
+    "great",
+    "happy",
+    "hello",
+    "help",
+    "helps",
+    "hi",
+    "hope",
+    "i",
+    "is",
+    "it",
+    "me",
+    "of",
+    "question",
+    "sure",
+    "thank",
+    "thanks",
+    "that",
+    "the",
+    "this",
+    "to",
+    "what",
+    "you",
+    "let",
+    "know",
+];
+
 /// Whether a sentence states something to check (see [`Sentence::checkable`]).
-fn checkable(sentence: &str) -> bool {
+pub(crate) fn checkable(sentence: &str) -> bool {
     let last = sentence.trim_end_matches(|c: char| c.is_whitespace() || c == '"' || c == ')');
     if last.ends_with(['?', ':']) {
         return false;
     }
-    let words = sentence.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty());
-    words.count() >= MIN_WORDS
+    let words: Vec<String> = sentence
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    words.len() >= MIN_WORDS && !words.iter().all(|word| PLEASANTRIES.contains(&word.as_str()))
 }
 
 /// UTF-16 offsets of byte offsets taken in increasing order (one pass over the text).
@@ -224,9 +282,9 @@ mod tests {
     #[test]
     fn offsets_are_exact_in_utf8_and_utf16_whatever_the_characters() {
         // Multi-byte letters, an emoji outside the BMP (a surrogate pair in UTF-16), a
-        // combining mark, a zero-width space, bidi controls, CR LF, markup.
+        // combining mark, a zero-width joiner, a direction mark, CR LF, markup.
         let answer = "Zürich liegt am See. The 🗼 is in Paris, café au lait.\r\n\
-                      Pa\u{200b}ris is \u{202e}reversed\u{202c} text.\n<b>Bold</b> claims stay text.";
+                      Pa\u{200d}ris is \u{200e}marked\u{200f} text.\n<b>Bold</b> claims stay text.";
         assert_spans_exact(answer);
         let found = sentences(answer).unwrap();
         assert_eq!(found.len(), 4);
@@ -238,6 +296,19 @@ mod tests {
         assert_eq!(found[3].text, "<b>Bold</b> claims stay text.");
         let combining = "Cafe\u{301} prices rose. They fell.";
         assert_spans_exact(combining);
+        // What would show one sentence and check another is refused, named and placed.
+        for (answer, at, character) in [
+            ("Paris is \u{202e}reversed\u{202c} text.", 9, '\u{202e}'),
+            ("Pa\u{200b}ris is a city.", 2, '\u{200b}'),
+            ("A bell\u{7} rang twice.", 6, '\u{7}'),
+        ] {
+            match sentences(answer) {
+                Err(AnswerError::Hidden { at: found, character: c, .. }) => {
+                    assert_eq!((found, c), (at, character));
+                }
+                other => panic!("{answer:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]
@@ -261,6 +332,12 @@ mod tests {
         );
         let lead_in = sentences("In summary:\nThe tower is in Paris.").unwrap();
         assert!(!lead_in[0].checkable && lead_in[1].checkable);
+        let polite = sentences("Thanks for asking! It is tall. I hope this helps! Happy to help.")
+            .unwrap()
+            .into_iter()
+            .map(|sentence| sentence.checkable)
+            .collect::<Vec<_>>();
+        assert_eq!(polite, [false, true, false, false]);
     }
 
     #[test]

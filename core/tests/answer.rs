@@ -1,0 +1,233 @@
+//! The answer job (`"kind": "answer"`): each sentence checked in turn through the claim
+//! checker, spans and located citations in the report, the answer's own marks checked, one
+//! machine that saves and resumes mid-answer, and typed errors for answers it cannot check.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use verity_core::corpus::Corpus;
+use verity_core::indexed::IndexedCorpus;
+use verity_core::{
+    AssistantMessage, Event, Input, Job, JobFailureKind, JobValue, Machine, Output, ScriptedModel,
+};
+
+const E1: &str = "The Tyne Bridge opened in 1928. It was built by Dorman Long.";
+const E2: &str = "The bridge is 161 metres long and carries the A167 road.";
+const E3: &str = "Newcastle is a city in the north east of England.";
+
+fn corpus() -> Arc<IndexedCorpus> {
+    IndexedCorpus::new(Corpus::from_pairs([("e1", E1), ("e2", E2), ("e3", E3)]).unwrap())
+}
+
+fn assess(verdict: &str, citations: &[&str]) -> AssistantMessage {
+    AssistantMessage::tool_call(
+        "a",
+        "record_assessment",
+        json!({"verdict": verdict, "confidence": 0.8, "citations": citations}),
+    )
+}
+
+fn config(answer: &str, extra: Value) -> String {
+    let mut config = json!({"kind": "answer", "answer": answer, "corpus": corpus().id(),
+        "retriever": {"bm25": {"k": 3}}});
+    for (key, value) in extra.as_object().unwrap() {
+        config[key] = value.clone();
+    }
+    config.to_string()
+}
+
+/// Drives `job` with `model`, saving and restoring it before every output as a host that may
+/// crash would; returns the job's value, the model call ids, and its events.
+fn run(
+    mut job: Job,
+    model: &ScriptedModel,
+) -> (Result<JobValue, verity_core::JobFailed>, Vec<u64>, Vec<Event>) {
+    let corpora = [corpus()];
+    let (mut ids, mut events) = (Vec::new(), Vec::new());
+    loop {
+        let saved = job.save();
+        job = Job::restore(&saved, &corpora).unwrap();
+        events.extend(job.drain_events());
+        let input = match job.poll_output() {
+            Output::CallModel(call) => {
+                ids.push(call.id.0);
+                Input::ModelResponse { call: call.id, response: model.answer(call.request) }
+            }
+            Output::RunTools(_) => panic!("an answer job runs no host tools"),
+            _ => break,
+        };
+        job.handle_input(input).unwrap();
+    }
+    events.extend(job.drain_events());
+    (job.finish_typed(), ids, events)
+}
+
+fn answer_report(value: JobValue) -> verity_core::answer::AnswerReport {
+    match value {
+        JobValue::Answer(report) => *report,
+        other => panic!("not an answer report: {other:?}"),
+    }
+}
+
+#[test]
+fn each_sentence_is_checked_with_its_span_citations_and_marks() {
+    let answer = "Sure! The Tyne Bridge opened in 1928 [e1]. It is 200 metres long. [e2] In short:";
+    let job = Job::from_json(&config(answer, json!({})), &[corpus()]).unwrap();
+    let model = ScriptedModel::new([assess("supported", &[E1]), assess("contradicted", &[E2])]);
+    let (value, ids, events) = run(job, &model);
+    let report = answer_report(value.unwrap());
+    assert_eq!(model.remaining(), 0, "{report:#?}");
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), 2, "every call of every sentence has its own id: {ids:?}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+
+    let statuses: Vec<&str> = report
+        .sentences
+        .iter()
+        .map(|s| {
+            serde_json::to_value(s.status).unwrap().as_str().unwrap().to_owned().leak() as &str
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        ["not-checkable", "supported", "contradicted", "not-checkable"],
+        "{report:#?}"
+    );
+    for sentence in &report.sentences {
+        assert_eq!(&answer[sentence.span.start..sentence.span.end], sentence.text);
+    }
+    let first = &report.sentences[1];
+    assert_eq!(
+        first.claim.as_deref(),
+        Some("The Tyne Bridge opened in 1928."),
+        "the mark is not in the claim"
+    );
+    // The citation names its passage and quotes the sentence of it that holds the claim.
+    assert_eq!(first.citations.len(), 1);
+    let citation = &first.citations[0];
+    assert_eq!(citation.passage.as_deref(), Some("e1"));
+    assert_eq!(citation.quote, "The Tyne Bridge opened in 1928.");
+    assert_eq!(&E1[citation.span.start..citation.span.end], citation.quote);
+    assert_eq!(first.marks.len(), 1);
+    assert_eq!(first.marks[0].passage.as_deref(), Some("e1"));
+    assert_eq!(serde_json::to_value(first.marks[0].holds).unwrap(), "supports");
+    assert_eq!(&answer[first.marks[0].span.start..first.marks[0].span.end], "[e1]");
+    // `[e2]` after the full stop belongs to the sentence before it (Unicode's rules would give
+    // it to the next), whose check contradicts.
+    let second = &report.sentences[2];
+    assert_eq!(second.marks.len(), 1, "{report:#?}");
+    assert_eq!(serde_json::to_value(second.marks[0].holds).unwrap(), "contradicts");
+    assert_eq!(second.citations[0].quote, E2);
+    assert!(report.sentences[3].marks.is_empty());
+
+    assert_eq!(report.counts.supported, 1);
+    assert_eq!(report.counts.contradicted, 1);
+    assert_eq!(report.counts.not_checkable, 2);
+    assert_eq!(report.faithful, Some(false));
+    assert!((report.supported_share - 0.5).abs() < 1e-9);
+    // No summary is asked for a sentence: the answer's report says what holds.
+    assert_eq!(report.requests, 2);
+    let summary = &report.sentences[1].report.as_ref().unwrap().summary;
+    assert_eq!(summary, "The evidence supports it (passage e1).");
+    // A host learns of each sentence as it ends, in order, with what the report will say.
+    let checked: Vec<usize> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::SentenceChecked { sentence } => Some(sentence.index),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checked, [1, 2]);
+    let started = events.iter().filter(|e| matches!(e, Event::SentenceStarted { .. })).count();
+    assert_eq!(started, 2);
+}
+
+#[test]
+fn a_mark_names_a_passage_through_the_mapping_and_is_asked_about_first() {
+    let answer = "Dorman Long built the bridge [1].";
+    let job = Job::from_json(&config(answer, json!({"marks": {"1": "e1"}})), &[corpus()]).unwrap();
+    let model = ScriptedModel::new([assess("supported", &[E1])]).recording();
+    let (value, _, _) = run(job, &model);
+    let report = answer_report(value.unwrap());
+    let first_request = format!("{:?}", model.recorded()[0]);
+    assert!(first_request.contains("Dorman Long"), "the named passage is evidence");
+    let mark = &report.sentences[0].marks[0];
+    assert_eq!((mark.label.as_str(), mark.passage.as_deref()), ("1", Some("e1")));
+    assert_eq!(serde_json::to_value(mark.holds).unwrap(), "supports");
+    assert_eq!(report.sentences[0].citations[0].quote, "It was built by Dorman Long.");
+    assert_eq!(report.faithful, Some(true));
+}
+
+#[test]
+fn a_mark_that_names_no_passage_is_reported_so() {
+    let answer = "The Tyne Bridge opened in 1928 [7].";
+    let job = Job::from_json(&config(answer, json!({})), &[corpus()]).unwrap();
+    let model = ScriptedModel::new([assess("supported", &[E1])]);
+    let report = answer_report(run(job, &model).0.unwrap());
+    let mark = &report.sentences[0].marks[0];
+    assert_eq!(mark.passage, None);
+    assert_eq!(serde_json::to_value(mark.holds).unwrap(), "unknown-passage");
+}
+
+#[test]
+fn a_sentence_whose_check_fails_is_reported_and_the_rest_go_on() {
+    let answer = "The Tyne Bridge opened in 1928. The bridge is 161 metres long.";
+    let job = Job::from_json(&config(answer, json!({})), &[corpus()]).unwrap();
+    let model = ScriptedModel::new([
+        AssistantMessage::text("I think it is true."),
+        assess("supported", &[E2]),
+    ]);
+    let report = answer_report(run(job, &model).0.unwrap());
+    let failure = report.sentences[0].failure.as_ref().unwrap();
+    assert_eq!(failure.kind, "assess-prose");
+    assert_eq!(report.counts.failed, 1);
+    assert_eq!(report.counts.supported, 1);
+    assert_eq!(report.faithful, Some(false), "a sentence not shown to hold is not faithful");
+}
+
+#[test]
+fn a_failing_provider_ends_the_answer_with_what_it_spent() {
+    let answer = "The Tyne Bridge opened in 1928. The bridge is 161 metres long.";
+    let job = Job::from_json(&config(answer, json!({})), &[corpus()]).unwrap();
+    let model =
+        ScriptedModel::new([assess("supported", &[E1]), AssistantMessage::failed("HTTP 500")]);
+    let failed = run(job, &model).0.unwrap_err();
+    assert_eq!(failed.kind(), JobFailureKind::AssessRequest);
+    assert!(failed.message().starts_with("sentence 2: "), "{}", failed.message());
+    assert_eq!(failed.spent().requests, 2);
+}
+
+#[test]
+fn answers_it_cannot_check_are_refused_with_a_typed_error_naming_why() {
+    let refused = |answer: &str| {
+        let failed = Job::from_json(&config(answer, json!({})), &[corpus()]).unwrap_err();
+        assert_eq!(failed.kind(), JobFailureKind::Config);
+        failed.message().to_owned()
+    };
+    assert!(refused("   \n ").contains("answer: the answer is empty"));
+    assert!(refused(&"word ".repeat(10_001)).contains("50000"));
+    assert!(refused("It opened in 1928.\u{202e} It is long.").contains("U+202E"));
+    assert!(refused(&format!("{}.", "a ".repeat(1_500))).contains("no sentence boundary"));
+    // Marks after full stops cut a sentence Unicode keeps whole: the cap counts the pieces.
+    let chunk = "a b c. [e1] ".repeat(120);
+    let glued = format!("{chunk}\n\n{chunk}");
+    assert_eq!(verity_core::answer::sentences(&glued).unwrap().len(), 2, "Unicode's cut");
+    assert!(refused(&glued).contains("240 sentences"), "{}", refused(&glued));
+    let unknown = Job::from_json(r#"{"kind":"answers"}"#, &[corpus()]).unwrap_err();
+    assert!(unknown.message().contains("\"answer\""), "{}", unknown.message());
+    let extra =
+        Job::from_json(&config("It opened.", json!({"claim": "x"})), &[corpus()]).unwrap_err();
+    assert!(extra.message().contains("claim"), "{}", extra.message());
+}
+
+#[test]
+fn html_in_an_answer_is_text() {
+    let answer = "<b>The Tyne Bridge</b> opened in 1928.";
+    let job = Job::from_json(&config(answer, json!({})), &[corpus()]).unwrap();
+    let model = ScriptedModel::new([assess("supported", &[E1])]).recording();
+    let report = answer_report(run(job, &model).0.unwrap());
+    assert_eq!(report.sentences[0].claim.as_deref(), Some(answer));
+    let request = format!("{:?}", model.recorded()[0]);
+    assert!(request.contains("<b>The Tyne Bridge</b>"), "the markup is the claim's text");
+}
