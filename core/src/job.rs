@@ -213,6 +213,10 @@ pub struct AnswerConfig {
     /// A mark not in it names the passage whose id it is (`[e1]`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub marks: BTreeMap<String, String>,
+    /// Split each sentence into atomic claims with a typed step before checking them (one more
+    /// request a sentence; default: each sentence is checked whole).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub decompose: bool,
 }
 
 impl AnswerConfig {
@@ -229,6 +233,7 @@ impl AnswerConfig {
             retry: RetryPolicy::default(),
             assess: AssessMode::default(),
             marks: BTreeMap::new(),
+            decompose: false,
         }
     }
 }
@@ -581,7 +586,8 @@ impl Job {
                             JobFailed::config(
                                 ConfigError::new("answer", error.to_string()).to_string(),
                             )
-                        })?;
+                        })?
+                        .decomposing(config.decompose);
                 Work::Answer { check: Box::new(check) }
             }
         };

@@ -231,3 +231,121 @@ fn html_in_an_answer_is_text() {
     let request = format!("{:?}", model.recorded()[0]);
     assert!(request.contains("<b>The Tyne Bridge</b>"), "the markup is the claim's text");
 }
+
+fn split(claims: &[&str]) -> AssistantMessage {
+    AssistantMessage::tool_call("d", "submit", json!({ "claims": claims }))
+}
+
+fn status(value: impl serde::Serialize) -> String {
+    serde_json::to_value(value).unwrap().as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_split_sentence_is_checked_claim_by_claim_and_holds_only_if_every_claim_does() {
+    let answer = "Sure! The Tyne Bridge opened in 1928 and it is 200 metres long [e1].";
+    let job = Job::from_json(&config(answer, json!({"decompose": true})), &[corpus()]).unwrap();
+    let model = ScriptedModel::new([
+        split(&["The Tyne Bridge opened in 1928", "The Tyne Bridge is 200 metres long."]),
+        assess("supported", &[E1]),
+        assess("contradicted", &[E2]),
+    ])
+    .recording();
+    let (value, ids, events) = run(job, &model);
+    let report = answer_report(value.unwrap());
+    assert_eq!(model.remaining(), 0, "{report:#?}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "one id each, in order: {ids:?}");
+    // The decomposition asks about the sentence (without its mark), with the text before it.
+    let asked = format!("{:?}", model.recorded()[0]);
+    assert!(asked.contains("atomic claims"), "{asked}");
+    assert!(asked.contains("opened in 1928 and it is 200 metres long."), "{asked}");
+    // The second check asks about its own claim, not the sentence.
+    let second = format!("{:?}", model.recorded()[2]);
+    assert!(second.contains("The Tyne Bridge is 200 metres long."), "{second}");
+
+    let sentence = &report.sentences[1];
+    assert_eq!(sentence.claims.len(), 2, "{sentence:#?}");
+    assert_eq!(status(sentence.claims[0].status), "supported");
+    assert_eq!(status(sentence.claims[1].status), "contradicted");
+    // The worst claim decides: the sentence is contradicted, cited as its claim is.
+    assert_eq!(status(sentence.status), "contradicted");
+    assert_eq!(sentence.citations.len(), 1);
+    assert_eq!(sentence.citations[0].passage.as_deref(), Some("e2"));
+    assert!(sentence.report.is_none(), "the reports are the claims'");
+    // A claim the sentence holds verbatim has its own span; another has the sentence's.
+    let first = &sentence.claims[0];
+    assert_eq!(&answer[first.span.start..first.span.end], "The Tyne Bridge opened in 1928");
+    assert_eq!(
+        (first.span.start_utf16, first.span.end_utf16),
+        (first.span.start, first.span.end),
+        "ASCII: UTF-16 offsets are the byte offsets"
+    );
+    assert_eq!(sentence.claims[1].span, sentence.span);
+    // The mark names e1, which supports a claim but is not what decided the sentence.
+    assert_eq!(status(sentence.marks[0].holds), "does-not-support");
+    let decomposed = sentence.decomposed.as_ref().unwrap();
+    assert_eq!((decomposed.ungrounded, decomposed.whole.is_none()), (0, true));
+    assert_eq!(report.requests, 3);
+    assert_eq!(report.faithful, Some(false));
+    // One start and one end for the sentence, whatever it was split into.
+    let count = |f: fn(&Event) -> bool| events.iter().filter(|e| f(e)).count();
+    assert_eq!(count(|e| matches!(e, Event::SentenceStarted { .. })), 1);
+    assert_eq!(count(|e| matches!(e, Event::SentenceChecked { .. })), 1);
+}
+
+#[test]
+fn a_split_that_invents_or_fails_leaves_the_sentence_checked_whole() {
+    let answer = "The Tyne Bridge opened in 1928. The bridge is 161 metres long.";
+    let job = Job::from_json(&config(answer, json!({"decompose": true})), &[corpus()]).unwrap();
+    let model = ScriptedModel::new([
+        // Words the answer does not have: dropped, and with nothing left, the sentence whole.
+        split(&["Queen Victoria attended a royal ceremony there."]),
+        assess("supported", &[E1]),
+        // Two submissions that break the schema (five claims; none): the step fails.
+        split(&["a", "b", "c", "d", "e"]),
+        split(&[]),
+        assess("supported", &[E2]),
+    ]);
+    let report = answer_report(run(job, &model).0.unwrap());
+    assert_eq!(model.remaining(), 0, "{report:#?}");
+    let [first, second] = &report.sentences[..] else { panic!("{report:#?}") };
+    let decomposed = first.decomposed.as_ref().unwrap();
+    assert_eq!(decomposed.ungrounded, 1);
+    assert_eq!(decomposed.whole.as_ref().unwrap().kind, "no-claims-kept");
+    let whole = second.decomposed.as_ref().unwrap().whole.as_ref().unwrap();
+    assert_eq!(whole.kind, "decompose-invalid-submissions", "{whole:?}");
+    for sentence in [first, second] {
+        assert!(sentence.claims.is_empty());
+        assert_eq!(status(sentence.status), "supported");
+        assert!(sentence.report.is_some());
+    }
+    assert_eq!(report.faithful, Some(true));
+}
+
+#[test]
+fn a_provider_failing_while_splitting_ends_the_answer() {
+    let answer = "The Tyne Bridge opened in 1928.";
+    let job = Job::from_json(&config(answer, json!({"decompose": true})), &[corpus()]).unwrap();
+    let model = ScriptedModel::new([AssistantMessage::failed("HTTP 500")]);
+    let failed = run(job, &model).0.unwrap_err();
+    assert_eq!(failed.kind(), JobFailureKind::Provider);
+    assert!(failed.message().starts_with("sentence 1: splitting it into claims"), "{failed:?}");
+    assert_eq!(failed.spent().requests, 1);
+}
+
+#[test]
+fn the_offline_baseline_splits_nothing() {
+    let answer = "The Tyne Bridge opened in 1928. The bridge is 161 metres long.";
+    let mut job = Job::from_json(&config(answer, json!({"decompose": true})), &[corpus()]).unwrap();
+    while let Output::CallModel(call) = job.poll_output() {
+        let response = verity_core::provider::offline::respond(call.request);
+        let input = Input::ModelResponse { call: call.id, response };
+        job.handle_input(input).unwrap();
+    }
+    let report = answer_report(job.finish_typed().unwrap());
+    for sentence in &report.sentences {
+        assert_eq!(sentence.claims.len(), 1, "{sentence:#?}");
+        assert_eq!(Some(&sentence.claims[0].text), sentence.claim.as_ref());
+        assert_eq!(sentence.claims[0].span, sentence.span);
+        assert_eq!(status(sentence.status), "supported", "{sentence:#?}");
+    }
+}

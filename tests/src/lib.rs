@@ -237,8 +237,10 @@ impl Suite {
                 job.insert("answer".into(), json!(answer));
                 job.insert("corpus".into(), json!(tools.corpus.id()));
                 job.insert("retriever".into(), json!("keyword"));
-                if let Some(marks) = config.get("marks") {
-                    job.insert("marks".into(), marks.clone());
+                for option in ["marks", "decompose"] {
+                    if let Some(value) = config.get(option) {
+                        job.insert(option.into(), value.clone());
+                    }
                 }
             }
             other => return Err(format!("unknown scenario kind {other:?}")),
@@ -259,7 +261,8 @@ impl Suite {
 }
 
 /// The normative part of an answer's report: whether it holds, and per sentence its text,
-/// status, the ids of the passages cited, its marks and a failed check's kind.
+/// status, the ids of the passages cited, its marks and a failed check's kind; with
+/// `decompose`, its atomic claims (text and status) and why it was checked whole, if it was.
 fn normative_answer(value: &Value) -> Value {
     let sentences: Vec<Value> = value["sentences"]
         .as_array()
@@ -282,6 +285,15 @@ fn normative_answer(value: &Value) -> Value {
                 "citations": cited, "marks": marks});
             if let Some(kind) = sentence["failure"]["kind"].as_str() {
                 normative["failure"] = json!(kind);
+            }
+            if let Some(claims) = sentence["claims"].as_array().filter(|c| !c.is_empty()) {
+                normative["claims"] = claims
+                    .iter()
+                    .map(|claim| json!({"text": claim["text"], "status": claim["status"]}))
+                    .collect();
+            }
+            if let Some(kind) = sentence["decomposed"]["whole"]["kind"].as_str() {
+                normative["whole"] = json!(kind);
             }
             normative
         })

@@ -29,7 +29,7 @@ fn every_shipped_scenario_passes() {
 fn every_answer_scenario_passes() {
     let suite = Suite::parse(include_str!("../conformance/answers.json")).expect("it parses");
     let verdicts = suite.verdicts(None);
-    assert_eq!(verdicts.len(), 8);
+    assert_eq!(verdicts.len(), 10);
     let failures: Vec<String> = verdicts
         .iter()
         .filter_map(|v| v.result.as_ref().err().map(|why| format!("{}: {why}", v.name)))

@@ -1,31 +1,49 @@
 //! The answer-check machine: each sentence with something to check goes through the claim
-//! checker in turn, over one corpus, its call ids following the previous sentence's, so the
-//! whole answer is one machine a host saves and resumes like any other job.
+//! checker in turn (split into atomic claims first when the job asks, each claim then checked
+//! in turn), over one corpus, its call ids following the previous check's, so the whole answer
+//! is one machine a host saves and resumes like any other job.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::decompose::{Decomposition, decompose_step, keep};
 use super::marks::{MAX_MARKS, marks, split_after_marks};
 use super::report::{
-    AnswerReport, Counts, MarkHolds, MarkReport, SentenceFailure, SentenceReport, SentenceStatus,
+    AnswerReport, ClaimReport, Counts, Decomposed, MarkHolds, MarkReport, SentenceFailure,
+    SentenceReport, SentenceStatus,
 };
 use crate::agent::Spent;
 use crate::claim::{
-    ClaimCheck, ClaimFailed, ClaimFailureKind, ClaimOptions, Report, Verdict, search,
+    Citation, ClaimCheck, ClaimFailed, ClaimFailureKind, ClaimOptions, Report, search,
 };
 use crate::event::Event;
 use crate::indexed::{CorpusRef, IndexedCorpus};
 use crate::machine::{Input, Machine, Misuse, MisuseKind, Output};
-use crate::segment::{AnswerError, MAX_SENTENCES, Span, checkable, sentences};
+use crate::segment::{AnswerError, MAX_SENTENCES, Span, checkable, quote_span, sentences};
+use crate::step::{FailureKind, Step};
+
+/// What the sentence being checked is doing.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "work")]
+enum Work {
+    /// Being split into atomic claims.
+    Decompose { step: Box<Step<Decomposition>> },
+    /// One claim being checked: the sentence's own (`claim` absent) or its atomic claim.
+    Check {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claim: Option<usize>,
+        check: Box<ClaimCheck>,
+    },
+}
 
 /// The sentence being checked.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Current {
     index: usize,
-    check: Box<ClaimCheck>,
+    work: Work,
 }
 
 /// A check of a whole answer: a [`SentenceReport`] for each sentence, an [`AnswerReport`] at
@@ -36,6 +54,9 @@ pub struct AnswerCheck {
     answer: String,
     corpus: CorpusRef,
     options: ClaimOptions,
+    /// Whether each sentence is split into atomic claims before it is checked.
+    #[serde(default)]
+    decompose: bool,
     /// Every sentence; a checkable one is `pending` until its check ends.
     sentences: Vec<SentenceReport>,
     current: Option<Current>,
@@ -116,6 +137,8 @@ impl AnswerCheck {
                     marks: found,
                     report: None,
                     failure: None,
+                    claims: Vec::new(),
+                    decomposed: None,
                 });
             } else {
                 planned.push(not_checkable(index, sentence.text, sentence.span, found));
@@ -125,6 +148,7 @@ impl AnswerCheck {
             answer,
             corpus: CorpusRef::new(corpus),
             options,
+            decompose: false,
             sentences: planned,
             current: None,
             spent: Spent::default(),
@@ -134,6 +158,19 @@ impl AnswerCheck {
         };
         check.start_next();
         Ok(check)
+    }
+
+    /// The same check, each sentence first split into atomic claims by a typed step (one more
+    /// request a sentence), each claim then checked on its own. Call before the first input.
+    #[must_use]
+    pub fn decomposing(mut self, decompose: bool) -> Self {
+        if decompose != self.decompose && self.spent().requests == 0 {
+            self.decompose = decompose;
+            self.current = None;
+            self.events.clear();
+            self.start_next();
+        }
+        self
     }
 
     /// The answer.
@@ -153,19 +190,36 @@ impl AnswerCheck {
     pub fn spent(&self) -> Spent {
         let mut spent = self.spent;
         if let Some(current) = &self.current {
-            spent.add(current.check.spent());
+            spent.add(match &current.work {
+                Work::Decompose { step } => step.spent(),
+                Work::Check { check, .. } => check.spent(),
+            });
         }
         spent
     }
 
-    /// Starts the next pending sentence's check, or ends when none is left.
+    /// Starts what comes next: the next pending claim of the sentence being split, or the next
+    /// pending sentence (its decomposition first when the job asks for one); nothing when every
+    /// sentence has ended.
     fn start_next(&mut self) {
         let Some(sentence) = self.sentences.iter().find(|s| s.status == SentenceStatus::Pending)
         else {
             return;
         };
         let index = sentence.index;
-        let claim = sentence.claim.clone().unwrap_or_default();
+        let whole = sentence.claim.clone().unwrap_or_default();
+        if self.decompose && sentence.decomposed.is_none() {
+            let earlier = self.answer.get(..sentence.span.start).unwrap_or_default();
+            let step = decompose_step(earlier, &whole, self.options.retry, self.next_id);
+            self.events.push(Event::SentenceStarted { index });
+            self.current = Some(Current { index, work: Work::Decompose { step: Box::new(step) } });
+            return;
+        }
+        let (claim, text) =
+            match sentence.claims.iter().position(|c| c.status == SentenceStatus::Pending) {
+                Some(n) => (Some(n), sentence.claims[n].text.clone()),
+                None => (None, whole),
+            };
         let corpus = Arc::clone(self.corpus.get());
         // The passages the sentence's marks name are asked about first, then what the
         // retriever finds, each once.
@@ -178,73 +232,139 @@ impl AnswerCheck {
                 evidence.push(passage.text.clone());
             }
         }
-        for found in search(&corpus, &self.options.retriever, &claim) {
-            let text = &corpus.corpus().passages()[found].text;
-            if !evidence.contains(text) {
-                evidence.push(text.clone());
+        for found in search(&corpus, &self.options.retriever, &text) {
+            let passage = &corpus.corpus().passages()[found].text;
+            if !evidence.contains(passage) {
+                evidence.push(passage.clone());
             }
         }
-        self.events.push(Event::SentenceStarted { index });
-        let check = ClaimCheck::starting_at(claim, corpus, evidence, self.options, self.next_id);
-        self.current = Some(Current { index, check: Box::new(check) });
+        if !self.decompose {
+            self.events.push(Event::SentenceStarted { index });
+        }
+        let check = ClaimCheck::starting_at(text, corpus, evidence, self.options, self.next_id);
+        self.current = Some(Current { index, work: Work::Check { claim, check: Box::new(check) } });
     }
 
-    /// Moves the current check's events out.
+    /// Moves the current work's events out.
     fn pull_events(&mut self) {
         if let Some(current) = &mut self.current {
-            self.events.extend(current.check.drain_events());
+            self.events.extend(match &mut current.work {
+                Work::Decompose { step } => step.drain_events(),
+                Work::Check { check, .. } => check.drain_events(),
+            });
         }
     }
 
-    /// Records the current check once it has ended, and starts the next.
+    /// Records the current work once it has ended, and starts what comes next.
     fn advance(&mut self) {
-        let ended =
-            self.current.as_mut().is_some_and(|c| matches!(c.check.poll_output(), Output::Done));
+        let ended = self.current.as_mut().is_some_and(|current| match &mut current.work {
+            Work::Decompose { step } => step.is_done(),
+            Work::Check { check, .. } => matches!(check.poll_output(), Output::Done),
+        });
         if !ended {
             return;
         }
-        let Some(Current { index, check }) = self.current.take() else { return };
+        let Some(Current { index, work }) = self.current.take() else { return };
+        let go_on = match work {
+            Work::Decompose { step } => self.on_decomposed(index, *step),
+            Work::Check { claim, check } => self.on_checked(index, claim, *check),
+        };
+        if go_on {
+            self.start_next();
+        }
+    }
+
+    /// Ends the whole check: a request failed past its retries, or the host cancelled; nothing
+    /// more is asked.
+    fn end_with(&mut self, kind: ClaimFailureKind, index: usize, message: &str) -> bool {
+        self.failed =
+            Some(ClaimFailed::new(kind, format!("sentence {}: {message}", index + 1), self.spent));
+        false
+    }
+
+    /// Keeps the claims a decomposition wrote (or notes why the sentence is checked whole);
+    /// whether to go on.
+    fn on_decomposed(&mut self, index: usize, step: Step<Decomposition>) -> bool {
+        self.next_id = step.next_free_id();
+        self.spent.add(step.spent());
+        let outcome = step.finish();
+        if let Err(failed) = &outcome {
+            let kind = match failed.kind() {
+                FailureKind::Cancelled => Some(ClaimFailureKind::Cancelled),
+                FailureKind::Provider => Some(ClaimFailureKind::Provider),
+                _ => None,
+            };
+            if let Some(kind) = kind {
+                let message = format!("splitting it into claims: {}", failed.message());
+                return self.end_with(kind, index, &message);
+            }
+        }
+        let Some(sentence) = self.sentences.iter_mut().find(|s| s.index == index) else {
+            return false;
+        };
+        let whole =
+            |kind: &str, message: String| SentenceFailure { kind: kind.to_owned(), message };
+        sentence.decomposed = Some(match outcome {
+            Ok(decomposition) => {
+                let (kept, ungrounded) = keep(decomposition.claims, &self.answer);
+                sentence.claims = kept
+                    .into_iter()
+                    .map(|text| pending_claim(&sentence.text, sentence.span, text))
+                    .collect();
+                let whole = sentence.claims.is_empty().then(|| {
+                    whole(
+                        "no-claims-kept",
+                        format!(
+                            "the split kept no claim ({ungrounded} dropped: most of their words are not the answer's); the sentence was checked whole"
+                        ),
+                    )
+                });
+                Decomposed { ungrounded, whole }
+            }
+            Err(failed) => Decomposed {
+                ungrounded: 0,
+                whole: Some(whole(
+                    &format!("decompose-{}", failed.kind().as_str()),
+                    format!("{}; the sentence was checked whole", failed.message()),
+                )),
+            },
+        });
+        true
+    }
+
+    /// Records a claim check that ended, on its sentence or on the sentence's atomic claim;
+    /// whether to go on.
+    fn on_checked(&mut self, index: usize, claim: Option<usize>, check: ClaimCheck) -> bool {
         self.next_id = check.next_free_id();
         self.spent.add(check.spent());
         let outcome = check.finish();
-        let Some(sentence) = self.sentences.iter_mut().find(|s| s.index == index) else { return };
-        match outcome {
-            Ok(report) => record(sentence, report),
-            Err(failed)
-                if matches!(
-                    failed.kind(),
-                    ClaimFailureKind::NoNewEvidence | ClaimFailureKind::ResearchTurnLimit
-                ) =>
-            {
-                sentence.status = SentenceStatus::Insufficient;
-                settle_marks(sentence, None);
-            }
-            Err(failed) => {
-                if matches!(
-                    failed.kind(),
-                    ClaimFailureKind::Cancelled
-                        | ClaimFailureKind::Provider
-                        | ClaimFailureKind::AssessRequest
-                ) {
-                    // A request failed past its retries, or the host cancelled: the answer
-                    // ends there, nothing more is asked.
-                    self.failed = Some(ClaimFailed::new(
-                        failed.kind(),
-                        format!("sentence {}: {}", index + 1, failed.message()),
-                        self.spent,
-                    ));
-                    return;
-                }
-                sentence.status = SentenceStatus::Failed;
-                sentence.failure = Some(SentenceFailure {
-                    kind: failed.kind().as_str().to_owned(),
-                    message: failed.message().to_owned(),
-                });
-                settle_marks(sentence, None);
-            }
+        if let Err(failed) = &outcome
+            && matches!(
+                failed.kind(),
+                ClaimFailureKind::Cancelled
+                    | ClaimFailureKind::Provider
+                    | ClaimFailureKind::AssessRequest
+            )
+        {
+            return self.end_with(failed.kind(), index, failed.message());
         }
+        let Some(sentence) = self.sentences.iter_mut().find(|s| s.index == index) else {
+            return false;
+        };
+        let ended = Ended::of(outcome);
+        match claim.and_then(|n| sentence.claims.get_mut(n)) {
+            Some(atomic) => {
+                ended.onto_claim(atomic);
+                if sentence.claims.iter().any(|c| c.status == SentenceStatus::Pending) {
+                    return true;
+                }
+                settle_claims(sentence);
+            }
+            None => ended.onto_sentence(sentence),
+        }
+        settle_marks(sentence);
         self.events.push(Event::SentenceChecked { sentence: Box::new(sentence.clone()) });
-        self.start_next();
+        true
     }
 
     /// The report, once every sentence is checked.
@@ -278,39 +398,151 @@ fn not_checkable(index: usize, text: String, span: Span, marks: Vec<MarkReport>)
         marks,
         report: None,
         failure: None,
+        claims: Vec::new(),
+        decomposed: None,
     }
 }
 
-/// A sentence's check ended with a report.
-fn record(sentence: &mut SentenceReport, report: Report) {
-    sentence.status = SentenceStatus::of(report.assessment.verdict);
-    sentence.confidence = Some(report.assessment.confidence);
-    sentence.citations.clone_from(&report.citations);
-    settle_marks(sentence, Some(&report));
-    sentence.report = Some(Box::new(report));
+/// An atomic claim to check, its span its own where the sentence holds it verbatim, else the
+/// sentence's.
+fn pending_claim(sentence: &str, sentence_span: Span, text: String) -> ClaimReport {
+    let span = quote_span(sentence, &text).map_or(sentence_span, |inner| Span {
+        start: sentence_span.start + inner.start,
+        end: sentence_span.start + inner.end,
+        start_utf16: sentence_span.start_utf16 + inner.start_utf16,
+        end_utf16: sentence_span.start_utf16 + inner.end_utf16,
+    });
+    ClaimReport {
+        text,
+        span,
+        status: SentenceStatus::Pending,
+        confidence: None,
+        citations: Vec::new(),
+        report: None,
+        failure: None,
+    }
+}
+
+/// What a claim check that ended gives its sentence or atomic claim.
+struct Ended {
+    status: SentenceStatus,
+    confidence: Option<f64>,
+    citations: Vec<Citation>,
+    report: Option<Box<Report>>,
+    failure: Option<SentenceFailure>,
+}
+
+impl Ended {
+    fn of(outcome: Result<Report, ClaimFailed>) -> Self {
+        let none = |status, failure| Self {
+            status,
+            confidence: None,
+            citations: Vec::new(),
+            report: None,
+            failure,
+        };
+        match outcome {
+            Ok(report) => Self {
+                status: SentenceStatus::of(report.assessment.verdict),
+                confidence: Some(report.assessment.confidence),
+                citations: report.citations.clone(),
+                report: Some(Box::new(report)),
+                failure: None,
+            },
+            Err(failed)
+                if matches!(
+                    failed.kind(),
+                    ClaimFailureKind::NoNewEvidence | ClaimFailureKind::ResearchTurnLimit
+                ) =>
+            {
+                none(SentenceStatus::Insufficient, None)
+            }
+            Err(failed) => none(
+                SentenceStatus::Failed,
+                Some(SentenceFailure {
+                    kind: failed.kind().as_str().to_owned(),
+                    message: failed.message().to_owned(),
+                }),
+            ),
+        }
+    }
+
+    fn onto_sentence(self, sentence: &mut SentenceReport) {
+        sentence.status = self.status;
+        sentence.confidence = self.confidence;
+        sentence.citations = self.citations;
+        sentence.report = self.report;
+        sentence.failure = self.failure;
+    }
+
+    fn onto_claim(self, claim: &mut ClaimReport) {
+        claim.status = self.status;
+        claim.confidence = self.confidence;
+        claim.citations = self.citations;
+        claim.report = self.report;
+        claim.failure = self.failure;
+    }
+}
+
+/// A split sentence's status from its claims': the worst (contradicted, then insufficient,
+/// then failed, then supported), with the confidence and citations of the claims that have it.
+fn settle_claims(sentence: &mut SentenceReport) {
+    let rank = |status: SentenceStatus| match status {
+        SentenceStatus::Contradicted => 0,
+        SentenceStatus::Insufficient => 1,
+        SentenceStatus::Failed => 2,
+        SentenceStatus::Supported => 3,
+        SentenceStatus::NotCheckable | SentenceStatus::Pending => 4,
+    };
+    let worst = sentence
+        .claims
+        .iter()
+        .map(|c| c.status)
+        .min_by_key(|status| rank(*status))
+        .unwrap_or(SentenceStatus::Insufficient);
+    let deciding: Vec<&ClaimReport> =
+        sentence.claims.iter().filter(|c| c.status == worst).collect();
+    let confidences = deciding.iter().filter_map(|c| c.confidence);
+    // A supported sentence is as sure as its least sure claim; a contradicted one as its
+    // surest contradiction.
+    sentence.confidence = match worst {
+        SentenceStatus::Contradicted => confidences.reduce(f64::max),
+        _ => confidences.reduce(f64::min),
+    };
+    let mut citations: Vec<Citation> = Vec::new();
+    for citation in deciding.iter().flat_map(|c| &c.citations) {
+        if !citations.contains(citation) {
+            citations.push(citation.clone());
+        }
+    }
+    sentence.failure = deciding.iter().find_map(|c| c.failure.clone());
+    sentence.citations = citations;
+    sentence.status = worst;
+    sentence.report = None;
 }
 
 /// Whether each mark's passage holds the sentence: it does when the verdict is supported and
 /// the passage is cited for it (a contradicted verdict's cited passage contradicts).
-fn settle_marks(sentence: &mut SentenceReport, report: Option<&Report>) {
+fn settle_marks(sentence: &mut SentenceReport) {
+    let status = sentence.status;
+    let citations = &sentence.citations;
     for (n, mark) in sentence.marks.iter_mut().enumerate() {
         let Some(passage) = &mark.passage else {
             mark.holds = MarkHolds::UnknownPassage;
             continue;
         };
-        let Some(report) = report.filter(|_| n < MAX_MARKS) else {
-            mark.holds = if sentence.status == SentenceStatus::Insufficient && n < MAX_MARKS {
-                MarkHolds::DoesNotSupport
-            } else {
-                MarkHolds::Unchecked
-            };
-            continue;
-        };
-        let cited = report.citations.iter().any(|c| c.passage.as_deref() == Some(passage.as_str()));
-        mark.holds = match (report.assessment.verdict, cited) {
-            (Verdict::Supported, true) => MarkHolds::Supports,
-            (Verdict::Contradicted, true) => MarkHolds::Contradicts,
-            _ => MarkHolds::DoesNotSupport,
+        let cited = citations.iter().any(|c| c.passage.as_deref() == Some(passage.as_str()));
+        mark.holds = match (status, cited) {
+            _ if n >= MAX_MARKS => MarkHolds::Unchecked,
+            (SentenceStatus::Supported, true) => MarkHolds::Supports,
+            (SentenceStatus::Contradicted, true) => MarkHolds::Contradicts,
+            (
+                SentenceStatus::Supported
+                | SentenceStatus::Contradicted
+                | SentenceStatus::Insufficient,
+                _,
+            ) => MarkHolds::DoesNotSupport,
+            _ => MarkHolds::Unchecked,
         };
     }
 }
@@ -324,7 +556,8 @@ impl Machine for AnswerCheck {
             return Output::Done;
         }
         match &mut self.current {
-            Some(current) => current.check.poll_output(),
+            Some(Current { work: Work::Decompose { step }, .. }) => step.poll_output(),
+            Some(Current { work: Work::Check { check, .. }, .. }) => check.poll_output(),
             None => Output::Done,
         }
     }
@@ -333,7 +566,10 @@ impl Machine for AnswerCheck {
         let Some(current) = self.current.as_mut().filter(|_| self.failed.is_none()) else {
             return Err(Misuse::new(MisuseKind::Finished, "input after the check ended"));
         };
-        current.check.handle_input(input)?;
+        match &mut current.work {
+            Work::Decompose { step } => step.handle_input(input)?,
+            Work::Check { check, .. } => check.handle_input(input)?,
+        }
         self.pull_events();
         self.advance();
         Ok(())

@@ -6,7 +6,9 @@
 //! in UTF-16 code units (what JavaScript's strings index), and whether it has anything to
 //! check ([`sentences`]). [`AnswerCheck`] (the job kind `"answer"`) checks each such sentence
 //! through the claim checker, the answer's own citation marks (`[e1]`, `[1]`) included, and
-//! reports per sentence ([`report`]).
+//! reports per sentence ([`report`]). With `decompose`, a typed step first splits each sentence
+//! into at most [`MAX_CLAIMS`] atomic claims, each checked on its own and mapped back to its
+//! sentence's span (or its own, where the claim is the answer's text verbatim).
 //!
 //! The answer is text: markup is not interpreted (an HTML tag is characters like any other).
 //! Emoji, combining marks, zero-width joiners and direction marks keep their exact offsets;
@@ -14,6 +16,7 @@
 //! invisible spaces, control characters) are refused, as in claims read from files.
 
 mod check;
+mod decompose;
 mod marks;
 pub mod report;
 
@@ -22,7 +25,9 @@ pub use crate::segment::{
     sentences,
 };
 pub use check::AnswerCheck;
+pub use decompose::{Decomposition, MAX_CLAIMS};
 pub use marks::MAX_MARKS;
 pub use report::{
-    AnswerReport, Counts, MarkHolds, MarkReport, SentenceFailure, SentenceReport, SentenceStatus,
+    AnswerReport, ClaimReport, Counts, Decomposed, MarkHolds, MarkReport, SentenceFailure,
+    SentenceReport, SentenceStatus,
 };

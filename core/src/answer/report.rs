@@ -77,6 +77,44 @@ pub struct SentenceFailure {
     pub message: String,
 }
 
+/// One atomic claim of a sentence the job asked to split ([`super::AnswerCheck`] with
+/// `decompose`), checked on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimReport {
+    /// The claim, as the decomposition wrote it.
+    pub text: String,
+    /// Where it comes from in the answer: its sentence's span, or its own where the claim is
+    /// the answer's text verbatim.
+    pub span: Span,
+    /// What became of it (`pending` until its check ends).
+    pub status: SentenceStatus,
+    /// How sure its verdict is, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// The passages that decided its verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub citations: Vec<Citation>,
+    /// Its check's whole report, when it ended with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Box<Report>>,
+    /// Why its check failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<SentenceFailure>,
+}
+
+/// How a sentence the job asked to split was split.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decomposed {
+    /// Claims the model wrote that were dropped: most of their words are not the answer's.
+    #[serde(default)]
+    pub ungrounded: usize,
+    /// Why the sentence was checked whole instead (the step failed, or kept no claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole: Option<SentenceFailure>,
+}
+
 /// One sentence of the answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -107,6 +145,14 @@ pub struct SentenceReport {
     /// Why its check failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<SentenceFailure>,
+    /// Its atomic claims, each checked, when the job asked to split sentences and the split
+    /// kept any; the sentence's status is then the worst of theirs (contradicted, insufficient,
+    /// failed, supported), and its citations theirs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<ClaimReport>,
+    /// How it was split, when the job asked for that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decomposed: Option<Decomposed>,
 }
 
 /// How many sentences ended each way.

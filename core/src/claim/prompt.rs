@@ -22,6 +22,10 @@ pub const RESEARCH_SYSTEM: &str = "You research a claim. Use lookup_evidence to 
 pub const VERIFY_SYSTEM: &str =
     "You judge whether a document supports a claim. Answer with one word: Yes or No.";
 
+/// The system prompt of the step that splits an answer's sentence into atomic claims (see
+/// [`decompose_prompt`]).
+pub const DECOMPOSE_SYSTEM: &str = "You split one sentence of an answer into atomic claims. Each claim states one fact of the sentence as a short sentence that stands on its own: replace pronouns and references with what they name, using the answer's earlier text where needed. Add nothing the sentence does not say, leave out nothing it states, and do not judge whether it is true. A sentence that states one fact gives one claim: the sentence itself. Answer only by calling submit with the claims.";
+
 /// The system prompt of the summary step.
 pub const SUMMARY_SYSTEM: &str = "Write one sentence for a reader who has not seen the evidence.";
 
@@ -93,6 +97,8 @@ const CLAIM: &str = "claim";
 const EVIDENCE: &str = "evidence";
 const ASSESSMENT: &str = "assessment";
 const PASSAGE: &str = "passage";
+const SENTENCE: &str = "sentence";
+const EARLIER: &str = "earlier";
 const RESULT: &str = "result";
 
 /// The marker that opens an item: `<<<begin LABEL CODE>>>`.
@@ -205,6 +211,33 @@ pub fn summary_prompt(assessment_json: &str) -> String {
         "Summarize this assessment of a claim (JSON; exactly what stands between its markers):\n{}\n",
         delimit(ASSESSMENT, &code, assessment_json)
     )
+}
+
+/// The task of the step that splits a sentence into atomic claims: the sentence, and the
+/// answer's text before it (what its pronouns may name; omitted when there is none), each
+/// delimited.
+#[must_use]
+pub fn decompose_prompt(earlier: &str, sentence: &str) -> String {
+    let code = boundary_code([earlier, sentence].into_iter());
+    let mut out = String::new();
+    if !earlier.trim().is_empty() {
+        let _ = write!(
+            out,
+            "The answer's text before the sentence (context only): {}\n\n",
+            delimit(EARLIER, &code, earlier)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Split this sentence into atomic claims: {}",
+        delimit(SENTENCE, &code, sentence)
+    );
+    out
+}
+
+/// The sentence of a decomposition prompt, as shown.
+pub(crate) fn sentence_in(prompt: &str) -> Option<&str> {
+    delimited(prompt, SENTENCE).first().copied()
 }
 
 /// The verifier route's question about one passage (or a chunk of one), as MiniCheck asks it:

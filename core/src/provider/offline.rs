@@ -9,6 +9,7 @@
 //!   else `supported`. The citation is the chosen item, quoted as shown.
 //! - `lookup_evidence`: once, with the claim's content words as the query; then a short note.
 //! - `submit`: for a `{text}` schema, one sentence built from the assessment in the task; for
+//!   a sentence to split into claims, the sentence itself as the one claim; for
 //!   other schemas, the smallest value the schema's `required`/`type`/`enum`/`const`/`minimum`
 //!   keywords describe.
 
@@ -16,7 +17,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::claim::prompt::{assessment_in, claim_in, evidence_in};
+use crate::claim::prompt::{assessment_in, claim_in, evidence_in, sentence_in};
 use crate::claim::{LOOKUP_EVIDENCE, RECORD_ASSESSMENT};
 use crate::drive::Transport;
 use crate::message::{AssistantMessage, ContentBlock, Message, ModelRequest, ToolCall, Usage};
@@ -91,6 +92,9 @@ pub fn respond(request: ModelRequest<'_>) -> AssistantMessage {
     } else if let Some(submit) = request.tools.iter().find(|tool| tool.name == SUBMIT) {
         let value = if requires_text(&submit.parameters) {
             json!({ "text": summarize(request.task().unwrap_or_default()) })
+        } else if let Some(sentence) = request.task().and_then(sentence_in) {
+            // A decomposition: the sentence as its one claim (the baseline splits nothing).
+            json!({ "claims": [sentence] })
         } else {
             minimal_value(&submit.parameters)
         };

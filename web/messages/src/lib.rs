@@ -102,13 +102,23 @@ pub struct CheckRequest {
     /// not in it names the passage whose id it is.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub marks: BTreeMap<String, String>,
+    /// For an answer: split each sentence into atomic claims before checking them (one more
+    /// request a sentence).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub decompose: bool,
 }
 
 impl CheckRequest {
     /// A check of one claim.
     #[must_use]
     pub fn claim(id: impl Into<String>, claim: impl Into<String>) -> Self {
-        Self { id: id.into(), claim: claim.into(), kind: CheckKind::Claim, marks: BTreeMap::new() }
+        Self {
+            id: id.into(),
+            claim: claim.into(),
+            kind: CheckKind::Claim,
+            marks: BTreeMap::new(),
+            decompose: false,
+        }
     }
 
     /// A check of a whole answer, sentence by sentence.
@@ -739,6 +749,45 @@ pub struct SentenceView {
     /// Why its check failed.
     #[serde(default)]
     pub failure: Option<SentenceFailureView>,
+    /// Its atomic claims, each checked, when the check split sentences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<ClaimView>,
+    /// How it was split, when the check split sentences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decomposed: Option<DecomposedView>,
+}
+
+/// One atomic claim of a split sentence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimView {
+    /// The claim.
+    pub text: String,
+    /// Where it comes from in the answer (its sentence's span, or its own when verbatim).
+    pub span: SpanView,
+    /// As a sentence's.
+    pub status: String,
+    /// How sure, when there is a verdict.
+    #[serde(default)]
+    pub confidence: Option<f64>,
+    /// The passages that decided it.
+    #[serde(default)]
+    pub citations: Vec<CitationView>,
+    /// Why its check failed.
+    #[serde(default)]
+    pub failure: Option<SentenceFailureView>,
+}
+
+/// How a sentence was split.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecomposedView {
+    /// Claims dropped because most of their words are not the answer's.
+    #[serde(default)]
+    pub ungrounded: usize,
+    /// Why the sentence was checked whole instead.
+    #[serde(default)]
+    pub whole: Option<SentenceFailureView>,
 }
 
 /// Why a sentence's check failed.

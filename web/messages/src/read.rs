@@ -17,8 +17,9 @@ use serde_json::{Map, Value};
 
 use crate::{
     AnswerView, AssessmentView, BadLine, CheckKind, CheckRequest, CheckResult, CitationView,
-    CorpusStorage, CorpusSummary, EventView, FailureView, FromWorker, Item, MarkView, Outcome,
-    ReportView, SentenceFailureView, SentenceView, SpanView, SpentView, StepOutcome, UsageView,
+    ClaimView, CorpusStorage, CorpusSummary, DecomposedView, EventView, FailureView, FromWorker,
+    Item, MarkView, Outcome, ReportView, SentenceFailureView, SentenceView, SpanView, SpentView,
+    StepOutcome, UsageView,
 };
 
 /// A type read from its JSON [`Value`]; the error names the field at fault.
@@ -297,7 +298,11 @@ impl FromJson for CheckRequest {
                 marks.insert(mark.clone(), id.to_owned());
             }
         }
-        Ok(CheckRequest { id: f.string("id")?, claim: f.string("claim")?, kind, marks })
+        let decompose = match f.get(&["decompose"]) {
+            None => false,
+            Some(_) => f.boolean("decompose")?,
+        };
+        Ok(CheckRequest { id: f.string("id")?, claim: f.string("claim")?, kind, marks, decompose })
     }
 }
 
@@ -338,16 +343,44 @@ impl FromJson for MarkView {
     }
 }
 
+impl FromJson for SentenceFailureView {
+    fn from_json(value: &Value) -> Result<Self, String> {
+        let f = Fields::of("failure", value)?;
+        Ok(SentenceFailureView { kind: f.string("kind")?, message: f.string("message")? })
+    }
+}
+
+impl FromJson for ClaimView {
+    fn from_json(value: &Value) -> Result<Self, String> {
+        let f = Fields::of("claim", value)?;
+        Ok(ClaimView {
+            text: f.string("text")?,
+            span: f.read("span")?,
+            status: f.string("status")?,
+            confidence: match f.get(&["confidence"]) {
+                None => None,
+                Some(_) => Some(f.float("confidence")?),
+            },
+            citations: f.list_or_empty("citations")?,
+            failure: f.get(&["failure"]).map(SentenceFailureView::from_json).transpose()?,
+        })
+    }
+}
+
+impl FromJson for DecomposedView {
+    fn from_json(value: &Value) -> Result<Self, String> {
+        let f = Fields::of("decomposed", value)?;
+        Ok(DecomposedView {
+            ungrounded: f.opt_unsigned(&["ungrounded"], USIZE)?.unwrap_or(0) as usize,
+            whole: f.get(&["whole"]).map(SentenceFailureView::from_json).transpose()?,
+        })
+    }
+}
+
 impl FromJson for SentenceView {
     fn from_json(value: &Value) -> Result<Self, String> {
         let f = Fields::of("sentence", value)?;
-        let failure = match f.get(&["failure"]) {
-            None => None,
-            Some(failure) => {
-                let g = Fields::of("failure", failure)?;
-                Some(SentenceFailureView { kind: g.string("kind")?, message: g.string("message")? })
-            }
-        };
+        let failure = f.get(&["failure"]).map(SentenceFailureView::from_json).transpose()?;
         Ok(SentenceView {
             index: f.unsigned(&["index"], USIZE)? as usize,
             text: f.string("text")?,
@@ -360,6 +393,8 @@ impl FromJson for SentenceView {
             citations: f.list_or_empty("citations")?,
             marks: f.list_or_empty("marks")?,
             failure,
+            claims: f.list_or_empty("claims")?,
+            decomposed: f.get(&["decomposed"]).map(DecomposedView::from_json).transpose()?,
         })
     }
 }

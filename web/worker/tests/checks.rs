@@ -440,3 +440,32 @@ fn an_answer_is_checked_sentence_by_sentence_with_its_spans_and_marks() {
     assert_eq!(failure["kind"], "config");
     assert!(failure["message"].as_str().unwrap().contains("the answer is empty"), "{failure}");
 }
+
+/// An answer checked with `decompose`: the request carries it to the core's answer job, and the
+/// page reads each sentence's atomic claims (the offline baseline splits nothing: one claim, the
+/// sentence) from the report, as serde reads them.
+#[test]
+fn an_answer_split_into_claims_reports_each_claim() {
+    let (engine, mut pool, recorded) = with_demo();
+    take(&recorded);
+    let answer = "The Golden Gate Bridge opened to pedestrians in 1937. \
+                  Its towers rise 746 feet above the water.";
+    engine.handle_json(
+        &json!({"type": "check", "checks": [{"id": "a1", "claim": answer, "kind": "answer",
+                "decompose": true}], "provider": {"kind": "offline"}, "concurrency": 1})
+        .to_string(),
+    );
+    pool.run_until_stalled();
+    let result = &finished(&take(&recorded))[0];
+    let Outcome::Report { report } = &result.outcome else { panic!("{result:?}") };
+    let view = AnswerView::from_json(report).unwrap();
+    assert_eq!(view, serde_json::from_value::<AnswerView>(report.clone()).unwrap());
+    for sentence in &view.sentences {
+        assert_eq!(sentence.claims.len(), 1, "{report}");
+        assert_eq!(sentence.claims[0].text, sentence.text);
+        assert_eq!(sentence.claims[0].status, sentence.status);
+        assert!(sentence.decomposed.as_ref().is_some_and(|d| d.whole.is_none()), "{report}");
+    }
+    // A request a sentence to split it, and one to assess its one claim.
+    assert_eq!(view.requests, 4, "{report}");
+}

@@ -194,6 +194,7 @@ fn new_session(
             retry,
             assess,
             marks: check.marks.clone(),
+            decompose: check.decompose,
             ..AnswerConfig::new(check.claim.clone(), corpus.id().clone())
         }),
     };

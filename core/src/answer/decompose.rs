@@ -1,0 +1,168 @@
+//! Splitting a sentence into atomic claims, when the job asks for it (`decompose: true`): a
+//! typed step whose submission is `{"claims": [...]}`, each claim then checked on its own.
+//!
+//! A model that splits may also invent: a claim none of whose words the answer has would be
+//! checked as if the answer said it, and a faithful sentence would fail for it. So a claim is
+//! kept only when most of its words are the answer's ([`grounded`]); a step that fails, or
+//! whose claims are all dropped, leaves the sentence checked whole, and the report says why.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::claim::prompt::{DATA_NOTICE, DECOMPOSE_SYSTEM, decompose_prompt};
+use crate::retry::RetryPolicy;
+use crate::segment::{MAX_SENTENCE_CHARS, checkable};
+use crate::step::{Step, step};
+
+/// The most claims a sentence is split into.
+pub const MAX_CLAIMS: usize = 4;
+
+/// The output limit of the step: four short sentences and the call around them.
+const OUTPUT_LIMIT: u32 = 512;
+
+/// The share of a claim's words that must be in the answer for it to be kept.
+const GROUNDED_SHARE: f64 = 0.75;
+
+/// What the step submits (its derived schema is [`schema`], which the step validates against
+/// and asks constrained providers for).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Decomposition {
+    /// The atomic claims, in the sentence's order.
+    #[schemars(length(min = 1, max = 4), inner(length(min = 1, max = 2000)))]
+    pub claims: Vec<String>,
+}
+
+/// The schema of a submission: one to [`MAX_CLAIMS`] non-empty claims, none longer than a
+/// sentence may be.
+#[must_use]
+pub fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "claims": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_CLAIMS,
+                "items": {"type": "string", "minLength": 1, "maxLength": MAX_SENTENCE_CHARS}
+            }
+        },
+        "required": ["claims"],
+        "additionalProperties": false
+    })
+}
+
+/// The step that splits `sentence`, `earlier` being the answer's text before it, its call ids
+/// from `first`.
+pub(super) fn decompose_step(
+    earlier: &str,
+    sentence: &str,
+    retry: RetryPolicy,
+    first: u64,
+) -> Step<Decomposition> {
+    step::<Decomposition>(
+        format!("{DECOMPOSE_SYSTEM}{DATA_NOTICE}"),
+        decompose_prompt(earlier, sentence),
+    )
+    .constrained(schema())
+    .output_limit(OUTPUT_LIMIT)
+    .max_attempts(2)
+    .max_turns(3)
+    .retry(retry)
+    .build()
+    .expect("the decomposition step's configuration is valid")
+    .starting_at(first)
+}
+
+/// The claims worth checking of a submission: trimmed, each once, with something to check, and
+/// grounded in `answer`; how many were dropped as not grounded.
+pub(super) fn keep(claims: Vec<String>, answer: &str) -> (Vec<String>, usize) {
+    let answer_words = words(answer);
+    let mut kept: Vec<String> = Vec::new();
+    let mut ungrounded = 0;
+    for claim in claims {
+        let claim = claim.trim().to_owned();
+        if !checkable(&claim) || kept.contains(&claim) {
+            continue;
+        }
+        if grounded(&claim, &answer_words) {
+            kept.push(claim);
+        } else {
+            ungrounded += 1;
+        }
+    }
+    (kept, ungrounded)
+}
+
+/// Whether at least [`GROUNDED_SHARE`] of `claim`'s words are among `answer_words`.
+fn grounded(claim: &str, answer_words: &[String]) -> bool {
+    let claim_words = words(claim);
+    if claim_words.is_empty() {
+        return false;
+    }
+    let found = claim_words.iter().filter(|word| answer_words.contains(word)).count();
+    #[allow(clippy::cast_precision_loss)]
+    let share = found as f64 / claim_words.len() as f64;
+    share >= GROUNDED_SHARE
+}
+
+/// The lowercased alphanumeric words of `text`.
+fn words(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_of_the_answers_words_are_kept_and_invented_ones_dropped() {
+        let answer = "The Eiffel Tower is in Paris. It was finished in 1889 and is 330 m tall.";
+        let (kept, dropped) = keep(
+            vec![
+                " The Eiffel Tower was finished in 1889. ".to_owned(),
+                "The Eiffel Tower is 330 m tall.".to_owned(),
+                "The Eiffel Tower was finished in 1889.".to_owned(),
+                "Gustave Eiffel designed the tower for the 1889 World Fair.".to_owned(),
+                "Thanks!".to_owned(),
+            ],
+            answer,
+        );
+        assert_eq!(
+            kept,
+            ["The Eiffel Tower was finished in 1889.", "The Eiffel Tower is 330 m tall."]
+        );
+        assert_eq!(dropped, 1);
+    }
+
+    #[test]
+    fn the_schema_bounds_the_claims() {
+        let schema = schema();
+        assert_eq!(schema["properties"]["claims"]["maxItems"], MAX_CLAIMS);
+        assert_eq!(schema["properties"]["claims"]["minItems"], 1);
+        assert_eq!(
+            schema["properties"]["claims"]["items"]["maxLength"],
+            crate::segment::MAX_SENTENCE_CHARS
+        );
+    }
+
+    /// The schema a submission is validated against (derived) bounds it as the one constrained
+    /// providers are asked for does.
+    #[test]
+    fn the_derived_schema_is_the_constrained_one() {
+        let derived = serde_json::to_value(schemars::schema_for!(Decomposition)).unwrap();
+        let claims = &derived["properties"]["claims"];
+        assert_eq!(claims["minItems"], 1);
+        assert_eq!(claims["maxItems"], MAX_CLAIMS);
+        assert_eq!(claims["items"]["minLength"], 1);
+        assert_eq!(claims["items"]["maxLength"], crate::segment::MAX_SENTENCE_CHARS);
+        assert_eq!(derived["additionalProperties"], false);
+    }
+}
