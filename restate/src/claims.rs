@@ -10,7 +10,8 @@ use serde_json::Value;
 
 /// One row of a claim file: the format of `shared/data/vitaminc/claims-dev.jsonl` (a row
 /// may carry its own small corpus, a label and `meta.gold`), or plain `{id, claim}`; or an
-/// answer to check sentence by sentence, `{"kind": "answer", "answer": ..., "marks": {...}}`
+/// answer to check sentence by sentence, `{"kind": "answer", "answer": ..., "marks": {...},
+/// "decompose": true}` (`marks` and `decompose` optional)
 /// (labelled `faithful` or `hallucinated`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Row {
@@ -29,6 +30,9 @@ pub struct Row {
     /// Which passage each of the answer's citation marks names.
     #[serde(default)]
     pub marks: BTreeMap<String, String>,
+    /// Split the answer's sentences into atomic claims before checking them.
+    #[serde(default)]
+    pub decompose: bool,
     /// Its own corpus: passage id → text.
     #[serde(default)]
     pub corpus: Option<BTreeMap<String, String>>,
@@ -61,6 +65,9 @@ pub struct ClaimRow {
     /// Which passage each of the answer's citation marks names.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub marks: BTreeMap<String, String>,
+    /// Split the answer's sentences into atomic claims before checking them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub decompose: bool,
     /// The row's own corpus (passage id → text), else the batch's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corpus: Option<BTreeMap<String, String>>,
@@ -136,6 +143,7 @@ pub fn inline_rows(rows: &[Row]) -> Vec<ClaimRow> {
             claim: row.claim.clone(),
             answer: row.answer.clone(),
             marks: row.marks.clone(),
+            decompose: row.decompose,
             corpus: row.corpus.clone(),
         })
         .collect()
@@ -149,6 +157,9 @@ pub fn set_work(job: &mut serde_json::Map<String, Value>, row: &ClaimRow) {
             job.insert("answer".to_owned(), Value::from(answer.clone()));
             if !row.marks.is_empty() {
                 job.insert("marks".to_owned(), serde_json::json!(row.marks));
+            }
+            if row.decompose {
+                job.insert("decompose".to_owned(), Value::from(true));
             }
         }
         None => {

@@ -211,7 +211,8 @@ fn the_offline_model_checks_a_labelled_batch_with_its_own_corpora_like_eval() {
 
 /// Answers in a batch file (`"kind": "answer"`): each checked sentence by sentence through a
 /// real Restate server, its result line the answer's report, the summary judging it faithful or
-/// hallucinated as `eval` does in one process; a bad answer is refused with its line.
+/// hallucinated as `eval` does in one process; a row's `decompose` reaches its job; a bad answer
+/// is refused with its line.
 #[test]
 fn answers_in_a_batch_file_are_checked_sentence_by_sentence_like_eval() {
     let _serial = serial();
@@ -220,7 +221,7 @@ fn answers_in_a_batch_file_are_checked_sentence_by_sentence_like_eval() {
     let corpus = json!({"e1": EIFFEL, "e2": "The Louvre is a museum in Paris."});
     let rows = [
         json!({"id": "f", "kind": "answer", "answer": "The Eiffel Tower is in Paris [e1]. The Louvre is a museum.",
-               "corpus": corpus, "label": "faithful"}),
+               "corpus": corpus, "label": "faithful", "decompose": true}),
         json!({"id": "h", "answer": "Hello! The Louvre is a museum. The moon is made of green cheese.",
                "corpus": corpus, "label": "hallucinated"}),
         json!({"id": "c", "claim": "The Eiffel Tower is in Paris.", "corpus": corpus, "label": "supported"}),
@@ -244,6 +245,11 @@ fn answers_in_a_batch_file_are_checked_sentence_by_sentence_like_eval() {
     assert_eq!(sentences[0]["status"], "not-checkable");
     assert_eq!(report["faithful"], false, "the moon's sentence is not supported: {report}");
     assert_eq!(lines[0]["result"]["value"]["sentences"][0]["marks"][0]["passage"], "e1");
+    // The row that asks for its sentences split has them split (the baseline: one claim each);
+    // the other row's are checked whole.
+    let split = &lines[0]["result"]["value"]["sentences"][1];
+    assert_eq!(split["claims"][0]["text"], "The Louvre is a museum.", "{split}");
+    assert!(sentences[1].get("claims").is_none(), "{report}");
     assert!(lines[2]["result"]["value"]["assessment"].is_object(), "the claim's row is a claim");
     // `eval` in one process judges the same rows alike.
     let file_rows = batch::read_claims(&claims).unwrap();

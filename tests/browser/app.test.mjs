@@ -400,6 +400,19 @@ test('check an answer: each sentence marked in words, its evidence with the quot
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
     await page.locator(id('check-1')).locator(id('sentence')).nth(1).waitFor();
     assert.equal(await page.locator(id('check-1')).locator(id('sentence')).count(), 2);
+    // Split into claims first: a sentence's evidence lists its claims, each with its verdict
+    // in words (the offline baseline splits nothing: the sentence is its one claim).
+    await page.click(id('mode-answer'));
+    await page.fill(id('answer-input'), answer);
+    await page.check(id('decompose'));
+    await page.click(id('run'));
+    const split = page.locator(id('check-2'));
+    await split.locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.equal(await split.locator(id('verdict')).innerText(), '1 of 2 not shown to hold');
+    await split.locator(id('sentence')).nth(1).click();
+    const claims = split.locator(id('selected-sentence')).locator(id('claim'));
+    assert.deepEqual(await claims.allInnerTexts(), ['✗ contradicted Quarterly revenue grew 9 percent.']);
+    await screenshot(page, 'answer-split');
     assert.deepEqual(errors, []);
   } finally {
     await close();

@@ -171,8 +171,10 @@ test('an answer in the element: each sentence marked with words as its check end
       const report = await verity.checkAnswer({ answer: 'It opened in 1889 [e1]. The Louvre is a museum.', corpus, onSentence: (s) => seen.push(s.index) });
       const refused = await verity.checkAnswer({ answer: ' ', corpus }).catch((error) => `${error.name}: ${error.message}`);
       const hidden = await verity.checkAnswer({ answer: 'It opened\u202e in 1889.', corpus }).catch((error) => [error.kind, error.message]);
+      const split = await verity.checkAnswer({ answer: 'It opened in 1889 [e1]. The Louvre is a museum.', corpus, decompose: true });
+      const badSplit = await verity.checkAnswer({ answer: 'It opened in 1889.', corpus, decompose: 'yes' }).catch((error) => `${error.name}: ${error.message}`);
       verity.terminate();
-      return { seen, report, refused, hidden };
+      return { seen, report, refused, hidden, split, badSplit };
     });
     assert.deepEqual(module.seen, [0, 1]);
     assert.equal(module.report.faithful, true);
@@ -182,6 +184,12 @@ test('an answer in the element: each sentence marked with words as its check end
     assert.match(module.refused, /TypeError: checkAnswer: answer must be a non-empty string/);
     assert.equal(module.hidden[0], 'config');
     assert.match(module.hidden[1], /U\+202E/);
+    // `decompose`: each sentence split first (the baseline keeps it one claim), a request more
+    // a sentence; a value that is not a boolean is refused before anything is sent.
+    assert.deepEqual(module.split.sentences.map((s) => s.claims.map((c) => [c.text, c.status])),
+      [[['It opened in 1889.', 'supported']], [['The Louvre is a museum.', 'supported']]]);
+    assert.equal(module.split.requests, module.report.requests + 2);
+    assert.match(module.badSplit, /TypeError: checkAnswer: decompose must be true or false/);
     assert.deepEqual(errors, []);
   } finally {
     await close();

@@ -50,6 +50,10 @@ export interface SentenceReport {
   marks?: { label: string; span: Span; passage?: string; holds: 'supports' | 'contradicts' | 'does-not-support' | 'unknown-passage' | 'unchecked' }[];
   report?: Omit<Report, 'cited'>;
   failure?: { kind: string; message: string };
+  /** With `decompose`: its atomic claims, each checked (the sentence is the worst of them). */
+  claims?: { text: string; span: Span; status: SentenceStatus; confidence?: number; citations?: Citation[]; report?: Omit<Report, 'cited'>; failure?: { kind: string; message: string } }[];
+  /** With `decompose`: claims dropped as not the answer's words, and why it was checked whole. */
+  decomposed?: { ungrounded: number; whole?: { kind: string; message: string } };
 }
 
 /** The core's answer report, plus the corpus items its sentences' citations quote. */
@@ -107,8 +111,9 @@ export class Verity extends EventTarget {
   constructor(options?: { provider?: ProviderOption; concurrency?: number; workerUrl?: string | URL });
   createCorpus(): VerityCorpus;
   checkClaim(options: { claim: string; corpus: VerityCorpus; signal?: AbortSignal; onEvent?: (event: VerityEvent) => void; provider?: ProviderOption }): Promise<Report>;
-  /** Checks a whole answer sentence by sentence; `marks` maps its citation marks to passage ids. */
-  checkAnswer(options: { answer: string; corpus: VerityCorpus; marks?: Record<string, string>; signal?: AbortSignal; onEvent?: (event: VerityEvent) => void; onSentence?: (sentence: SentenceReport) => void; provider?: ProviderOption }): Promise<AnswerReport>;
+  /** Checks a whole answer sentence by sentence; `marks` maps its citation marks to passage ids;
+   * `decompose` splits each sentence into atomic claims first (one more request a sentence). */
+  checkAnswer(options: { answer: string; corpus: VerityCorpus; marks?: Record<string, string>; decompose?: boolean; signal?: AbortSignal; onEvent?: (event: VerityEvent) => void; onSentence?: (sentence: SentenceReport) => void; provider?: ProviderOption }): Promise<AnswerReport>;
   runStep<T = unknown>(options: {
     prompt: string;
     schema: object;
@@ -125,7 +130,7 @@ export class Verity extends EventTarget {
 }
 
 /** `<verity-check claim="..." corpus="URL" provider="JSON">`, or `answer="..."` (or the
- * element's own text) with `marks="JSON"` for a whole answer; events `verity-result`
+ * element's own text) with `marks="JSON"` and `decompose` for a whole answer; events `verity-result`
  * (`detail`: the report) and `verity-error` (`detail`: `{kind, message, spent}`). Parts:
  * `answer`, `sentence` (with the status: `sentence supported`), `tag`, `evidence`, `passage`,
  * `quote`, `mark`, `head`, `badge`, `meta`, `status`. */

@@ -168,15 +168,18 @@ export class Verity extends EventTarget {
    * answer report JSON (`answer`, `sentences` with each one's `span` in UTF-8 and UTF-16,
    * `status`, `confidence`, located `citations` and checked `marks`, `counts`,
    * `supportedShare`, `faithful`, `requests`, `usage`) plus `cited`, the corpus items quoted.
-   * `marks` maps the answer's citation marks to passage ids (`{"1": "e1"}`); `onSentence` is
-   * called with each sentence's report as its check ends. Rejects like `checkClaim`.
+   * `marks` maps the answer's citation marks to passage ids (`{"1": "e1"}`); `decompose: true`
+   * splits each sentence into atomic claims first (one more request a sentence; each
+   * sentence's `claims` then says how each fared); `onSentence` is called with each sentence's
+   * report as its check ends. Rejects like `checkClaim`.
    */
-  checkAnswer({ answer, corpus, marks, signal, onEvent, onSentence, provider } = {}) {
+  checkAnswer({ answer, corpus, marks, decompose, signal, onEvent, onSentence, provider } = {}) {
     if (typeof answer !== 'string' || !answer.trim()) return Promise.reject(new TypeError('checkAnswer: answer must be a non-empty string'));
     if (!(corpus instanceof VerityCorpus)) return Promise.reject(new TypeError('checkAnswer: corpus must come from verity.createCorpus()'));
     if (marks != null && (typeof marks !== 'object' || Object.values(marks).some((id) => typeof id !== 'string'))) {
       return Promise.reject(new TypeError('checkAnswer: marks maps each mark to a passage id ({"1": "e1"})'));
     }
+    if (decompose != null && typeof decompose !== 'boolean') return Promise.reject(new TypeError('checkAnswer: decompose must be true or false'));
     if (signal?.aborted) return Promise.reject(cancelledBeforeStart());
     const id = nextId('answer');
     const events = (event) => {
@@ -186,6 +189,7 @@ export class Verity extends EventTarget {
     const promise = this.#track(id, { onEvent: events, signal });
     const check = { id, claim: answer, kind: 'answer' };
     if (marks) check.marks = { ...marks };
+    if (decompose) check.decompose = true;
     this._post({
       type: 'check',
       checks: [check],
@@ -507,10 +511,10 @@ const STATUS_WORDS = {
 
 /** `<verity-check claim="..." [corpus="same-origin URL"] [provider='{"api": ...}']>`, or
  * `answer="..."` (or the element's own text) for a whole answer, rendered inline with each
- * sentence marked as its check ends; the `provider` attribute takes no API key (refused,
+ * sentence marked as its check ends (`decompose` splits each sentence into claims first); the `provider` attribute takes no API key (refused,
  * naming why), the `provider` property does. */
 export class VerityCheckElement extends HTMLElement {
-  static observedAttributes = ['claim', 'answer', 'corpus', 'provider', 'marks'];
+  static observedAttributes = ['claim', 'answer', 'corpus', 'provider', 'marks', 'decompose'];
 
   #root;
   #abort = null;
@@ -663,7 +667,7 @@ export class VerityCheckElement extends HTMLElement {
       if (abort.signal.aborted) return;
       status.textContent = 'Checking…';
       const report = await engine.checkAnswer({
-        answer, corpus, marks, signal: abort.signal,
+        answer, corpus, marks, decompose: this.hasAttribute('decompose'), signal: abort.signal,
         onEvent: (event) => {
           if (event?.type === 'sentenceStarted') status.textContent = `Checking sentence ${event.index + 1}…`;
           else status.textContent = describe(event) ?? status.textContent;
@@ -765,6 +769,13 @@ function evidence(sentence) {
   const box = el('div', { class: 'evidence', part: 'evidence', role: 'region', 'aria-label': `Evidence for sentence ${sentence.index + 1}` },
     el('p', {}, `${icon} Sentence ${sentence.index + 1}: ${words}${confidence}`));
   if (sentence.failure) box.append(el('p', {}, `${sentence.failure.kind}: ${sentence.failure.message}`));
+  if (sentence.claims?.length) {
+    box.append(el('ul', { class: 'claims', part: 'claims', 'aria-label': 'Its claims' }, ...sentence.claims.map((claim) => {
+      const [claimIcon, claimWords] = STATUS_WORDS[claim.status] ?? ['', claim.status];
+      return el('li', { class: claim.status, part: `claim ${claim.status}` }, `${claimIcon} ${claim.text}: ${claimWords}`);
+    })));
+  }
+  if (sentence.decomposed?.whole) box.append(el('p', {}, `Checked whole: ${sentence.decomposed.whole.message}`));
   for (const citation of sentence.citations ?? []) {
     const { text, span } = citation;
     const ok = span && span.startUtf16 <= span.endUtf16 && span.endUtf16 <= text.length;

@@ -131,6 +131,23 @@ fn SentenceEvidence(sentence: SentenceView) -> impl IntoView {
             }
         })
         .collect_view();
+    // A split sentence's claims, each with its verdict in words.
+    let claims = sentence
+        .claims
+        .iter()
+        .map(|claim| {
+            let (icon, words) = status_words(&claim.status);
+            view! {
+                <li data-testid="claim" class=format!("claim-{}", claim.status)>
+                    <span class=format!("verdict verdict-{}", claim.status)>{format!("{icon} {words}")}</span>
+                    " "{claim.text.clone()}
+                </li>
+            }
+        })
+        .collect_view();
+    let whole = sentence.decomposed.as_ref().and_then(|d| d.whole.clone()).map(|whole| {
+        view! { <p class="hint" data-testid="checked-whole">"Checked whole: "{whole.message}</p> }
+    });
     let marks = sentence
         .marks
         .iter()
@@ -148,6 +165,8 @@ fn SentenceEvidence(sentence: SentenceView) -> impl IntoView {
                 <span class="hint">{format!("Sentence {}{confidence}", sentence.index + 1)}</span>
             </p>
             <p class="claim-text">{sentence.text.clone()}</p>
+            <ul class="claims" aria-label="Its claims">{claims}</ul>
+            {whole}
             {failure}
             <Show when=move || none>
                 <p class="hint">"No passage decided it."</p>

@@ -50,6 +50,7 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
     // Claims one per line, or a whole answer checked sentence by sentence.
     let answer_mode = RwSignal::new(false);
     let answer = RwSignal::new(String::new());
+    let decompose = RwSignal::new(false);
     let claim_count = move || text.with(|text| claims_of(text).len());
     let corpus_empty = move || engine.corpus.with(|c| c.items == 0);
     let run = move || {
@@ -57,6 +58,7 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
         if answer_mode.get_untracked() {
             engine.run_answer(
                 answer.get_untracked().trim().to_owned(),
+                decompose.get_untracked(),
                 settings.with_untracked(for_check),
             );
         } else {
@@ -112,7 +114,7 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
                 when=move || answer_mode.get()
                 fallback=move || view! { <ClaimsInput engine run why_disabled /> }
             >
-                <AnswerInput answer run why_disabled />
+                <AnswerInput answer decompose run why_disabled />
             </Show>
             <RunControls engine concurrency run why_disabled answer_mode />
             <p class="hint" id="run-why">{why_disabled}" "<span class="kbd-hint">"Ctrl+Enter runs."</span></p>
@@ -171,6 +173,7 @@ fn ClaimsInput(
 #[component]
 fn AnswerInput(
     answer: RwSignal<String>,
+    decompose: RwSignal<bool>,
     run: impl Fn() + Copy + Send + Sync + 'static,
     why_disabled: impl Fn() -> String + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
@@ -192,6 +195,10 @@ fn AnswerInput(
                 }
             ></textarea>
             <p class="hint">"Each sentence that states something is checked as a claim against the corpus; a mark such as [e1] is checked against the passage with that id."</p>
+            <label class="row">
+                <input type="checkbox" data-testid="decompose" prop:checked=move || decompose.get() on:change=move |ev| decompose.set(event_target_checked(&ev)) />
+                " Split each sentence into its claims first (one more request a sentence; the sentence holds only if every claim does)"
+            </label>
         </div>
     }
 }

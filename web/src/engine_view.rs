@@ -21,6 +21,16 @@ pub fn result_kind(result: &CheckResult) -> CheckKind {
     }
 }
 
+/// Whether a finished answer's sentences were split into claims (any sentence says how).
+fn result_decomposed(result: &CheckResult) -> bool {
+    match &result.outcome {
+        Outcome::Report { report } => report["sentences"]
+            .as_array()
+            .is_some_and(|sentences| sentences.iter().any(|s| s.get("decomposed").is_some())),
+        Outcome::Failed { .. } => false,
+    }
+}
+
 /// How many table rows one page of the corpus shows.
 pub const PAGE_SIZE: usize = 20;
 /// The most characters of streamed text a check card keeps (the newest ones).
@@ -125,6 +135,8 @@ pub struct CheckState {
     pub kind: CheckKind,
     /// An answer's sentences checked so far, in the order they ended.
     pub sentences: Vec<SentenceView>,
+    /// An answer whose sentences are split into claims (kept for a re-run).
+    pub decompose: bool,
 }
 
 impl CheckState {
@@ -146,12 +158,17 @@ impl CheckState {
             signs: 0,
             kind: CheckKind::Claim,
             sentences: Vec::new(),
+            decompose: false,
         }
     }
 
     /// [`CheckState::new`] of the check `request` asks for.
     fn of(request: CheckRequest, phase: Phase) -> Self {
-        Self { kind: request.kind, ..Self::new(request.id, request.claim, phase) }
+        Self {
+            kind: request.kind,
+            decompose: request.decompose,
+            ..Self::new(request.id, request.claim, phase)
+        }
     }
 
     /// Whether it is queued or running.
@@ -558,9 +575,10 @@ impl Engine {
                 }),
                 None => {
                     let kind = result_kind(&result);
+                    let decompose = result_decomposed(&result);
                     let claim = result.claim.clone();
                     let state = CheckState::new(id, claim, Phase::Finished(Box::new(result)));
-                    self.add_card(CheckState { kind, ..state });
+                    self.add_card(CheckState { kind, decompose, ..state });
                 }
             }
         }
@@ -690,8 +708,8 @@ impl Engine {
     }
 
     /// Checks a whole answer, sentence by sentence, in a new card.
-    pub fn run_answer(&self, answer: String, provider: ProviderChoice) {
-        let check = CheckRequest::answer(self.new_check_id(), answer);
+    pub fn run_answer(&self, answer: String, decompose: bool, provider: ProviderChoice) {
+        let check = CheckRequest { decompose, ..CheckRequest::answer(self.new_check_id(), answer) };
         let mut state = CheckState::of(check.clone(), Phase::Queued);
         state.saving = true;
         self.add_card(state);
@@ -708,9 +726,10 @@ impl Engine {
     /// it does not come back as a second card after a reload.
     pub fn rerun(&self, card: CheckCard, provider: ProviderChoice, concurrency: usize) {
         let id = self.new_check_id();
-        let (old, claim, kind) =
-            card.state.with_untracked(|state| (state.id.clone(), state.claim.clone(), state.kind));
-        let check = CheckRequest { kind, ..CheckRequest::claim(id, claim) };
+        let (old, claim, kind, decompose) = card.state.with_untracked(|state| {
+            (state.id.clone(), state.claim.clone(), state.kind, state.decompose)
+        });
+        let check = CheckRequest { kind, decompose, ..CheckRequest::claim(id, claim) };
         let mut state = CheckState::of(check.clone(), Phase::Queued);
         state.saving = true;
         card.state.set(state);

@@ -1,5 +1,5 @@
 //! `eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N]
-//! [--sample N] [--assess agent|verifier]`:
+//! [--sample N] [--assess agent|verifier] [--reports FILE] [--decompose]`:
 //! runs the claim checker over a labelled claim file (the format of `shared/data/vitaminc/claims-dev.jsonl`:
 //! one `{id, claim, corpus: {id: text}, label, meta: {gold}}` per line, each row its own corpus)
 //! and prints one JSON object: counts, accuracy, balanced accuracy, the confusion matrix, the
@@ -7,6 +7,11 @@
 //! recall of each label, the binary balanced accuracy (supported against the rest), and tokens
 //! and seconds per claim. `--sample N` checks N rows balanced by label: the first N/3 of each
 //! label in file order (the same rows every run). Progress goes to stderr.
+//!
+//! A file of answers (`{"id", "answer", "corpus" or "document", "label": "faithful" |
+//! "hallucinated"}`, see `verity_tests::answers`) is checked answer by answer instead;
+//! `--reports FILE` writes each answer's report, `--decompose` splits each sentence into atomic
+//! claims before checking them.
 //!
 //! The model is the offline baseline unless `--provider` names a provider configuration (the
 //! JSON of `verity_core::provider::Provider`, e.g. `{"api": "openai", "baseUrl":
@@ -49,6 +54,8 @@ struct Options {
     sample: Option<usize>,
     /// `--reports FILE`: each answer's report (or failure) as a JSON line, with its id and label.
     reports: Option<String>,
+    /// `--decompose`: each answer's sentences split into atomic claims before they are checked.
+    decompose: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -60,6 +67,7 @@ fn parse_args() -> Result<Options, String> {
     let mut retries = 0;
     let mut sample = None;
     let mut reports = None;
+    let mut decompose = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -89,6 +97,7 @@ fn parse_args() -> Result<Options, String> {
             "--reports" => {
                 reports = Some(args.next().ok_or("--reports needs a file to write")?);
             }
+            "--decompose" => decompose = true,
             "--sample" => {
                 sample = Some(
                     args.next()
@@ -106,8 +115,17 @@ fn parse_args() -> Result<Options, String> {
         "keyword" => Retriever::Keyword,
         other => return Err(format!("unknown retriever {other:?} (bm25 or keyword)")),
     };
-    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N] [--sample N] [--assess agent|verifier] [--reports FILE]";
-    Ok(Options { file: file.ok_or(usage)?, retriever, provider, assess, retries, sample, reports })
+    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N] [--sample N] [--assess agent|verifier] [--reports FILE] [--decompose]";
+    Ok(Options {
+        file: file.ok_or(usage)?,
+        retriever,
+        provider,
+        assess,
+        retries,
+        sample,
+        reports,
+        decompose,
+    })
 }
 
 fn main() -> ExitCode {
@@ -159,6 +177,12 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
     if let Some(n) = options.sample {
         rows = balanced_sample(rows, n);
     }
+    if options.decompose {
+        return Err(format!(
+            "{}: --decompose splits an answer's sentences, and this file holds claims",
+            options.file
+        ));
+    }
     let started = std::time::Instant::now();
     let job = job_fields(options);
     let total = rows.len();
@@ -207,7 +231,10 @@ fn evaluate_answers(
         });
     }
     let started = std::time::Instant::now();
-    let job = job_fields(options);
+    let mut job = job_fields(options);
+    if options.decompose {
+        job.insert("decompose".to_owned(), json!(true));
+    }
     let total = rows.len();
     let mut reports = match &options.reports {
         Some(path) => Some(std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?),
@@ -233,6 +260,7 @@ fn evaluate_answers(
     summary["file"] = json!(options.file);
     summary["model"] = json!(model_name);
     summary["retriever"] = json!(options.retriever);
+    summary["decompose"] = json!(options.decompose);
     if let Some(n) = options.sample {
         summary["sample"] = json!(n);
     }

@@ -106,7 +106,7 @@ fn quote_span(citation: &CitationView) -> String {
     format!("{passage}:{}-{}", citation.span.start_utf16, citation.span.end_utf16)
 }
 
-/// An answer's rows: one per sentence.
+/// An answer's rows: one per sentence, and one per claim of a split sentence after it.
 fn answer_rows(csv: &mut String, result: &CheckResult, report: &Value, origin: &[String; 7]) {
     let view = match AnswerView::from_json(report) {
         Ok(view) => view,
@@ -137,6 +137,26 @@ fn answer_rows(csv: &mut String, result: &CheckResult, report: &Value, origin: &
         cells.push(format!("{}-{}", sentence.span.start_utf16, sentence.span.end_utf16));
         cells.push(quotes.join(" "));
         csv.push_str(&row(cells));
+        // A split sentence's claims follow it, a row each (`a1#2.1`), with their own spans.
+        for (n, claim) in sentence.claims.iter().enumerate() {
+            let failure = claim.failure.as_ref();
+            let cited: Vec<&str> =
+                claim.citations.iter().filter_map(|c| c.passage.as_deref()).collect();
+            let quotes: Vec<String> = claim.citations.iter().map(quote_span).collect();
+            let mut cells = vec![
+                format!("{}#{}.{}", result.id, sentence.index + 1, n + 1),
+                claim.text.clone(),
+                claim.status.clone(),
+                failure.map(|f| f.kind.clone()).unwrap_or_default(),
+                claim.confidence.map(|c| fixed(c, 2)).unwrap_or_default(),
+                failure.map(|f| f.message.clone()).unwrap_or_default(),
+                cited.join(" "),
+            ];
+            cells.extend(origin.iter().cloned());
+            cells.push(format!("{}-{}", claim.span.start_utf16, claim.span.end_utf16));
+            cells.push(quotes.join(" "));
+            csv.push_str(&row(cells));
+        }
     }
 }
 
@@ -223,5 +243,45 @@ mod tests {
         assert!(md.contains("2. **Supported** (80% confidence), characters 4–27:"), "{md}");
         assert!(md.contains("(passage d2, characters 10–28)"), "{md}");
         assert!(md.contains("Mark \\[d2\\]: supports"), "{md}");
+    }
+
+    /// A split sentence's claims follow its row, a row each with the claim's own span.
+    #[test]
+    fn a_split_sentence_exports_a_row_per_claim() {
+        let span =
+            |a: usize, b: usize| json!({"start": a, "end": b, "startUtf16": a, "endUtf16": b});
+        let report = json!({"answer": "It opened in 1937 and is red.", "supportedShare": 0.0,
+        "faithful": false, "requests": 3, "usage": {"input": 1, "output": 1},
+        "sentences": [
+            {"index": 0, "text": "It opened in 1937 and is red.", "span": span(0, 29),
+             "status": "contradicted", "confidence": 0.7, "decomposed": {"ungrounded": 1},
+             "claims": [
+                {"text": "It opened in 1937", "span": span(0, 17), "status": "supported",
+                 "confidence": 0.9},
+                {"text": "It is red.", "span": span(0, 29), "status": "contradicted",
+                 "confidence": 0.7,
+                 "citations": [{"passage": "d3", "quote": "It is orange.", "span": span(0, 13),
+                                "text": "It is orange."}]}
+             ]}
+        ]});
+        let results = [CheckResult {
+            id: "a1".into(),
+            claim: "It opened in 1937 and is red.".into(),
+            outcome: Outcome::Report { report },
+            cited: Vec::new(),
+            provenance: None,
+        }];
+        let csv = to_csv(&results);
+        let rows: Vec<&str> = csv.split("\r\n").collect();
+        assert!(rows[1].starts_with("\"a1#1\",\"It opened in 1937 and is red.\",\"contradicted\""));
+        assert!(
+            rows[2].starts_with("\"a1#1.1\",\"It opened in 1937\",\"supported\",\"\",\"0.90\"")
+        );
+        assert!(rows[2].ends_with("\"0-17\",\"\""), "{csv}");
+        assert!(rows[3].starts_with("\"a1#1.2\",\"It is red.\",\"contradicted\""), "{csv}");
+        assert!(rows[3].ends_with("\"0-29\",\"d3:0-13\""), "{csv}");
+        let md = crate::markdown::to_markdown(&results);
+        assert!(md.contains("   - Claim, **Supported**: It opened in 1937\n"), "{md}");
+        assert!(md.contains("   - Claim, **Contradicted**: It is red\\.\n"), "{md}");
     }
 }

@@ -124,6 +124,16 @@ fn answer_markdown(md: &mut String, result: &CheckResult, report: &serde_json::V
         if let Some(failure) = &sentence.failure {
             md.push_str(&format!("   - `{}`: {}\n", failure.kind, inline(&failure.message)));
         }
+        for claim in &sentence.claims {
+            let status = match claim.status.as_str() {
+                "failed" => "Check failed".to_owned(),
+                verdict => verdict_text(verdict),
+            };
+            md.push_str(&format!("   - Claim, **{status}**: {}\n", inline(&claim.text)));
+        }
+        if let Some(whole) = sentence.decomposed.as_ref().and_then(|d| d.whole.as_ref()) {
+            md.push_str(&format!("   - Checked whole: {}\n", inline(&whole.message)));
+        }
         for citation in &sentence.citations {
             md.push_str(&format!(
                 "   - {} (passage {}, characters {}–{})\n",
