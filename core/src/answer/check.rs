@@ -306,7 +306,8 @@ impl AnswerCheck {
             |kind: &str, message: String| SentenceFailure { kind: kind.to_owned(), message };
         sentence.decomposed = Some(match outcome {
             Ok(decomposition) => {
-                let (kept, ungrounded) = keep(decomposition.claims, &self.answer);
+                let earlier = self.answer.get(..sentence.span.start).unwrap_or_default();
+                let (kept, ungrounded) = keep(decomposition.claims, earlier, &sentence.text);
                 sentence.claims = kept
                     .into_iter()
                     .map(|text| pending_claim(&sentence.text, sentence.span, text))

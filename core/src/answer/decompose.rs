@@ -1,10 +1,12 @@
 //! Splitting a sentence into atomic claims, when the job asks for it (`decompose: true`): a
 //! typed step whose submission is `{"claims": [...]}`, each claim then checked on its own.
 //!
-//! A model that splits may also invent: a claim none of whose words the answer has would be
-//! checked as if the answer said it, and a faithful sentence would fail for it. So a claim is
-//! kept only when most of its words are the answer's ([`grounded`]); a step that fails, or
-//! whose claims are all dropped, leaves the sentence checked whole, and the report says why.
+//! A model that splits may also invent, or copy: a claim none of whose words the answer has,
+//! or an earlier sentence's, would be checked as if this sentence said it, and a faithful
+//! sentence could fail for it. So a claim is kept only when at least half its words are the
+//! sentence's, at most four come from the answer's text before it (a resolved "it"), and three
+//! quarters are one or the other ([`grounded`]); a step that fails, or whose claims are all
+//! dropped, leaves the sentence checked whole, and the report says why.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -19,9 +21,6 @@ pub const MAX_CLAIMS: usize = 4;
 
 /// The output limit of the step: four short sentences and the call around them.
 const OUTPUT_LIMIT: u32 = 512;
-
-/// The share of a claim's words that must be in the answer for it to be kept.
-const GROUNDED_SHARE: f64 = 0.75;
 
 /// What the step submits (its derived schema is [`schema`], which the step validates against
 /// and asks constrained providers for).
@@ -74,10 +73,12 @@ pub(super) fn decompose_step(
     .starting_at(first)
 }
 
-/// The claims worth checking of a submission: trimmed, each once, with something to check, and
-/// grounded in `answer`; how many were dropped as not grounded.
-pub(super) fn keep(claims: Vec<String>, answer: &str) -> (Vec<String>, usize) {
-    let answer_words = words(answer);
+/// The claims worth checking of a submission for `sentence` (`earlier` being the answer's text
+/// before it): trimmed, each once, with something to check, and grounded ([`grounded`]); how
+/// many were dropped as not grounded.
+pub(super) fn keep(claims: Vec<String>, earlier: &str, sentence: &str) -> (Vec<String>, usize) {
+    let own = words(sentence);
+    let context = words(earlier);
     let mut kept: Vec<String> = Vec::new();
     let mut ungrounded = 0;
     for claim in claims {
@@ -85,7 +86,7 @@ pub(super) fn keep(claims: Vec<String>, answer: &str) -> (Vec<String>, usize) {
         if !checkable(&claim) || kept.contains(&claim) {
             continue;
         }
-        if grounded(&claim, &answer_words) {
+        if grounded(&claim, &own, &context) {
             kept.push(claim);
         } else {
             ungrounded += 1;
@@ -94,16 +95,24 @@ pub(super) fn keep(claims: Vec<String>, answer: &str) -> (Vec<String>, usize) {
     (kept, ungrounded)
 }
 
-/// Whether at least [`GROUNDED_SHARE`] of `claim`'s words are among `answer_words`.
-fn grounded(claim: &str, answer_words: &[String]) -> bool {
+/// The most words a claim may take from the answer's earlier text: what a resolved reference
+/// needs ("it" → "the Eiffel Tower"), not a sentence's worth.
+const MAX_BORROWED: usize = 4;
+
+/// Whether `claim` is the sentence's: at least half of its words are the sentence's own
+/// (`own`), at most [`MAX_BORROWED`] come from the earlier text (`context`: what a pronoun may
+/// name), and at least three quarters are one or the other. A claim of an earlier sentence, one
+/// that adds an earlier sentence to this one, or an invented one, is not.
+fn grounded(claim: &str, own: &[String], context: &[String]) -> bool {
     let claim_words = words(claim);
     if claim_words.is_empty() {
         return false;
     }
-    let found = claim_words.iter().filter(|word| answer_words.contains(word)).count();
-    #[allow(clippy::cast_precision_loss)]
-    let share = found as f64 / claim_words.len() as f64;
-    share >= GROUNDED_SHARE
+    let in_own = claim_words.iter().filter(|word| own.contains(word)).count();
+    let borrowed =
+        claim_words.iter().filter(|word| !own.contains(word) && context.contains(word)).count();
+    let total = claim_words.len();
+    2 * in_own >= total && borrowed <= MAX_BORROWED && 4 * (in_own + borrowed) >= 3 * total
 }
 
 /// The lowercased alphanumeric words of `text`.
@@ -124,7 +133,8 @@ mod tests {
 
     #[test]
     fn claims_of_the_answers_words_are_kept_and_invented_ones_dropped() {
-        let answer = "The Eiffel Tower is in Paris. It was finished in 1889 and is 330 m tall.";
+        let earlier = "The Eiffel Tower is in Paris. ";
+        let sentence = "It was finished in 1889 and is 330 m tall.";
         let (kept, dropped) = keep(
             vec![
                 " The Eiffel Tower was finished in 1889. ".to_owned(),
@@ -133,13 +143,41 @@ mod tests {
                 "Gustave Eiffel designed the tower for the 1889 World Fair.".to_owned(),
                 "Thanks!".to_owned(),
             ],
-            answer,
+            earlier,
+            sentence,
         );
         assert_eq!(
             kept,
             ["The Eiffel Tower was finished in 1889.", "The Eiffel Tower is 330 m tall."]
         );
         assert_eq!(dropped, 1);
+    }
+
+    /// Seen with Qwen2.5-Coder-0.5B on the composed dev answers: asked to split the third
+    /// sentence, it also wrote the earlier sentences' claims, which the answer's words ground
+    /// but which are not this sentence's.
+    #[test]
+    fn claims_of_earlier_sentences_are_not_this_sentences() {
+        let earlier = "Charlotte is the largest city of North Carolina. Elizabeth of York's uncle was Richard III. ";
+        let sentence = "The movie Kick-Ass 2 had negative reviews.";
+        let (kept, dropped) = keep(
+            vec![
+                "The movie Kick-Ass 2 had negative reviews.".to_owned(),
+                "Elizabeth of York's uncle was Richard III.".to_owned(),
+                "Charlotte is the largest city of North Carolina. The movie Kick-Ass 2 had negative reviews.".to_owned(),
+            ],
+            earlier,
+            sentence,
+        );
+        assert_eq!(kept, [sentence]);
+        assert_eq!(dropped, 2);
+        // A pronoun resolved from the earlier text keeps its claim.
+        let (kept, _) = keep(
+            vec!["The Eiffel Tower was finished in 1889.".to_owned()],
+            "The Eiffel Tower is in Paris. ",
+            "It was finished in 1889.",
+        );
+        assert_eq!(kept.len(), 1);
     }
 
     #[test]
