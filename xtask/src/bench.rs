@@ -5,6 +5,8 @@
 //! heuristic, natively and in wasm, against MiniSearch in Node), one JSON object.
 //! `cargo xtask bench in-tab [ROUNDS]`: the model in the tab (SmolLM2's GGUF in wllama, in
 //! headless Chromium over the built `dist/`) on one thread and on the app's count, in turn.
+//! `cargo xtask bench ready [ROUNDS]`: the app's cold load to "Engine ready" over a 10 Mbit/s
+//! link with 40 ms of latency (files gzipped as a host serves them), then on loopback.
 
 use crate::{Result, cargo, output, root, run, setup, target_dir};
 use std::path::{Path, PathBuf};
@@ -12,7 +14,7 @@ use std::process::{Command, Stdio};
 
 const USAGE: &str = "usage: cargo xtask bench step [SECONDS] | cargo xtask bench claim [SECONDS] \
                      | cargo xtask bench retrieve FILE [--corpus CORPUS] | cargo xtask bench batch [--scale-only] \
-                     | cargo xtask bench in-tab [ROUNDS]";
+                     | cargo xtask bench in-tab [ROUNDS] | cargo xtask bench ready [ROUNDS]";
 
 pub fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
@@ -20,6 +22,7 @@ pub fn bench(args: &[String]) -> Result {
         Some("retrieve") => retrieve(&args[1..]),
         Some("batch") => crate::batch::bench(&args[1..]),
         Some("in-tab") => in_tab(args.get(1).map_or("3", String::as_str)),
+        Some("ready") => ready(args.get(1).map_or("5", String::as_str)),
         _ => Err(USAGE.to_owned()),
     }
 }
@@ -37,6 +40,17 @@ fn in_tab(rounds: &str) -> Result {
         .env("VERITY_GGUF", crate::llama::gguf()?)
         .arg(root().join("bench/in-tab.mjs"))
         .arg(rounds))
+}
+
+/// The app's time to a ready engine on a slow link and on loopback (`bench/ready.mjs`),
+/// `rounds` cold loads each, over the `dist/` that `cargo xtask dist` built.
+fn ready(rounds: &str) -> Result {
+    if !crate::web::dist_dir().join("index.html").is_file() {
+        return Err("dist/ has no app: run cargo xtask dist first".to_owned());
+    }
+    setup::npm_packages()?;
+    setup::chromium()?;
+    run(Command::new("node").current_dir(root()).arg(root().join("bench/ready.mjs")).arg(rounds))
 }
 
 /// A suite of cases (`step` or `claim`, see `verity_bench::suite`), natively then in wasm.
