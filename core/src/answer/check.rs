@@ -209,7 +209,7 @@ impl AnswerCheck {
         let index = sentence.index;
         let whole = sentence.claim.clone().unwrap_or_default();
         if self.decompose && sentence.decomposed.is_none() {
-            let earlier = self.answer.get(..sentence.span.start).unwrap_or_default();
+            let earlier = earlier_text(&self.answer, sentence.span.start);
             let step = decompose_step(earlier, &whole, self.options.retry, self.next_id);
             self.events.push(Event::SentenceStarted { index });
             self.current = Some(Current { index, work: Work::Decompose { step: Box::new(step) } });
@@ -306,7 +306,7 @@ impl AnswerCheck {
             |kind: &str, message: String| SentenceFailure { kind: kind.to_owned(), message };
         sentence.decomposed = Some(match outcome {
             Ok(decomposition) => {
-                let earlier = self.answer.get(..sentence.span.start).unwrap_or_default();
+                let earlier = earlier_text(&self.answer, sentence.span.start);
                 let (kept, ungrounded) = keep(decomposition.claims, earlier, &sentence.text);
                 sentence.claims = kept
                     .into_iter()
@@ -385,6 +385,22 @@ impl AnswerCheck {
             usage: self.spent.usage,
         }
     }
+}
+
+/// The most of the answer's text before a sentence that its decomposition is shown (what its
+/// pronouns may name): the sentence or two before it, not the whole answer again for every
+/// sentence.
+const EARLIER_CHARS: usize = 600;
+
+/// The answer's text before byte `start`: its last [`EARLIER_CHARS`] characters or fewer,
+/// from a word's start.
+fn earlier_text(answer: &str, start: usize) -> &str {
+    let before = answer.get(..start).unwrap_or_default();
+    let Some((cut, _)) = before.char_indices().rev().nth(EARLIER_CHARS - 1) else {
+        return before;
+    };
+    let tail = &before[cut..];
+    tail.find(char::is_whitespace).map_or(tail, |space| &tail[space..]).trim_start()
 }
 
 fn not_checkable(index: usize, text: String, span: Span, marks: Vec<MarkReport>) -> SentenceReport {
@@ -593,5 +609,26 @@ impl Machine for AnswerCheck {
             ));
         }
         Ok(self.report())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decomposition_is_shown_the_text_just_before_its_sentence() {
+        assert_eq!(earlier_text("It opened. It is tall.", 11), "It opened. ");
+        let long = format!("{} The tower opened in 1889. ", "word ".repeat(1_000));
+        let start = long.len();
+        let earlier = earlier_text(&long, start);
+        assert!(earlier.chars().count() <= EARLIER_CHARS, "{}", earlier.len());
+        assert!(
+            earlier.starts_with("word") && earlier.ends_with("opened in 1889. "),
+            "{earlier:?}"
+        );
+        // Multi-byte characters are cut at their boundaries.
+        let accents = "é".repeat(2_000);
+        assert_eq!(earlier_text(&accents, accents.len()).chars().count(), EARLIER_CHARS);
     }
 }
