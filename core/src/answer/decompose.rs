@@ -22,8 +22,8 @@ pub const MAX_CLAIMS: usize = 4;
 /// The output limit of the step: four short sentences and the call around them.
 const OUTPUT_LIMIT: u32 = 512;
 
-/// What the step submits (its derived schema is [`schema`], which the step validates against
-/// and asks constrained providers for).
+/// What the step submits: one to [`MAX_CLAIMS`] claims of 1 to 2,000 characters (its derived
+/// schema, which the step validates against and asks constrained providers for).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Decomposition {
