@@ -11,7 +11,17 @@ import init from "./verity-web.js";
 // (Chrome on Android, Safari before 16), the tab holding a Web Lock runs the engine in a
 // dedicated worker and the others reach it over a BroadcastChannel. Either way the answer is
 // an object with a dedicated Worker's members, which is what the UI was written against.
-globalThis.verityEngine = (url) => runsModels(url);
+globalThis.verityEngine = (url) => {
+  if (url === ENGINE_URL && early) {
+    const engine = early;
+    early = null;
+    return engine;
+  }
+  return runsModels(url);
+};
+
+/** The most messages of the engine kept for a UI that has not listened yet. */
+const MAX_UNHEARD = 1000;
 
 // This build's id (`cargo xtask dist` writes it here and in the worker's loader): the engine
 // tells every page its own first, and a page of another build says so rather than misread it.
@@ -67,6 +77,10 @@ function engineAt(url) {
  * its `ready` as after a reload. Three crashes within a minute stop the restarts. */
 function runsModels(url) {
   let listener = null;
+  // What the engine says before the UI listens (it starts before the UI's wasm has loaded),
+  // given to the UI when it does, in order; a UI that never comes (its wasm failed) keeps at
+  // most MAX_UNHEARD.
+  let unheard = [];
   const handlers = {};
   let engine = null;
   let differs = false;
@@ -96,7 +110,8 @@ function runsModels(url) {
           .catch((error) => port.postMessage({ error: `the model in the tab could not start: ${error?.message ?? error}` }));
         return;
       }
-      listener?.(event);
+      if (listener) listener(event);
+      else if (unheard.length < MAX_UNHEARD) unheard.push(event);
     };
     if (handlers.messageerror) engine.onmessageerror = handlers.messageerror;
     if (handlers.error) engine.onerror = handlers.error;
@@ -122,7 +137,12 @@ function runsModels(url) {
   const post = quietSearch((message) => engine.postMessage(message));
   return {
     postMessage: post,
-    set onmessage(next) { listener = next; },
+    set onmessage(next) {
+      listener = next;
+      const kept = unheard;
+      unheard = [];
+      for (const event of kept) next?.(event);
+    },
     set onmessageerror(next) { handlers.messageerror = next; engine.onmessageerror = next; },
     set onerror(next) { handlers.error = next; engine.onerror = next; },
     terminate: () => engine.terminate(),
@@ -290,6 +310,14 @@ function elected(url) {
     terminate: () => bus.close(),
   };
 }
+
+// The engine starts now, before the UI's wasm is fetched, and the UI takes it when it asks
+// (web/src/bridge.rs's WORKER_URL): the engine's wasm, most of the page's bytes, then loads
+// beside the UI's instead of after it, and on a slow link the engine is ready about 0.2 s
+// sooner (docs/BENCHMARKS.md, "Time to a ready engine"). What it says before the UI listens is
+// kept for the UI.
+const ENGINE_URL = "./verity-worker_loader.js";
+let early = runsModels(ENGINE_URL);
 
 const status = document.getElementById("boot-status");
 try {

@@ -4,7 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { serve, browser, screenshot, recordingServer, inEngine, ROOT } from './harness.mjs';
+import { serve, browser, screenshot, recordingServer, inEngine, waitUntil, ROOT } from './harness.mjs';
 
 let site;
 before(async () => { site = await serve(); });
@@ -292,6 +292,36 @@ test('the page is interactive before the engine has loaded', async () => {
     assert.deepEqual(errors, []);
   } finally {
     held?.release();
+    await close();
+  }
+});
+
+test('the engine starts beside the UI: its wasm is fetched while the UI\'s loads, and what it says before the UI listens reaches the UI', async () => {
+  const { page, errors, close } = await browser();
+  // The UI's wasm held: the engine's is asked for anyway (before, the UI started the engine,
+  // so nothing of the engine was fetched until the UI's wasm had run).
+  const ui = site.hold('/verity-web_bg.wasm');
+  const engine = site.hold('/verity-worker_bg.wasm');
+  try {
+    await page.goto(`${site.url}?early`);
+    await waitUntil(() => ui.asked() === 1, 'the page asked for the UI\'s wasm');
+    await waitUntil(() => engine.asked() === 1, 'the engine asked for its wasm while the UI\'s is held', 20000);
+    engine.release();
+    // The engine loads and says it is ready, with no UI to hear it yet; the UI, released,
+    // is told all the same.
+    await page.waitForTimeout(1500);
+    assert.equal(await page.locator('.engine-ready').count(), 0, 'no UI yet');
+    ui.release();
+    await page.locator('.engine-ready').waitFor({ timeout: 30000 });
+    await page.fill(id('claims-input'), 'The storage migration finished in March without data loss.');
+    await upload(page, 'notes.jsonl', CORPUS);
+    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+    await page.click(id('run'));
+    await page.locator(id('check-1')).locator(id('verdict')).waitFor({ timeout: 30000 });
+    assert.deepEqual(errors, []);
+  } finally {
+    ui.release();
+    engine.release();
     await close();
   }
 });
