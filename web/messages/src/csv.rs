@@ -9,7 +9,10 @@
 use serde_json::Value;
 
 use crate::text::{failure_verdict, fixed};
-use crate::{AnswerView, CheckResult, CitationView, FailureView, FromJson, Outcome, ReportView};
+use crate::{
+    AnswerView, CheckResult, CitationView, FailureView, FromJson, Outcome, ReportView,
+    SentenceFailureView, SpanView,
+};
 
 /// The columns, in order. An answer's result is a row per sentence: its id is the check's
 /// with `#` and the sentence's number, `span` its place in the answer and `quote spans` each
@@ -120,44 +123,62 @@ fn answer_rows(csv: &mut String, result: &CheckResult, report: &Value, origin: &
         }
     };
     for sentence in &view.sentences {
-        let cited: Vec<&str> =
-            sentence.citations.iter().filter_map(|c| c.passage.as_deref()).collect();
-        let quotes: Vec<String> = sentence.citations.iter().map(quote_span).collect();
-        let failure = sentence.failure.as_ref();
-        let mut cells = vec![
-            format!("{}#{}", result.id, sentence.index + 1),
-            sentence.text.clone(),
-            sentence.status.clone(),
-            failure.map(|f| f.kind.clone()).unwrap_or_default(),
-            sentence.confidence.map(|c| fixed(c, 2)).unwrap_or_default(),
-            failure.map(|f| f.message.clone()).unwrap_or_default(),
-            cited.join(" "),
-        ];
-        cells.extend(origin.iter().cloned());
-        cells.push(format!("{}-{}", sentence.span.start_utf16, sentence.span.end_utf16));
-        cells.push(quotes.join(" "));
-        csv.push_str(&row(cells));
+        let id = format!("{}#{}", result.id, sentence.index + 1);
+        csv.push_str(&checked_row(
+            id,
+            &sentence.text,
+            &sentence.status,
+            sentence.confidence,
+            sentence.failure.as_ref(),
+            &sentence.citations,
+            sentence.span,
+            origin,
+        ));
         // A split sentence's claims follow it, a row each (`a1#2.1`), with their own spans.
         for (n, claim) in sentence.claims.iter().enumerate() {
-            let failure = claim.failure.as_ref();
-            let cited: Vec<&str> =
-                claim.citations.iter().filter_map(|c| c.passage.as_deref()).collect();
-            let quotes: Vec<String> = claim.citations.iter().map(quote_span).collect();
-            let mut cells = vec![
-                format!("{}#{}.{}", result.id, sentence.index + 1, n + 1),
-                claim.text.clone(),
-                claim.status.clone(),
-                failure.map(|f| f.kind.clone()).unwrap_or_default(),
-                claim.confidence.map(|c| fixed(c, 2)).unwrap_or_default(),
-                failure.map(|f| f.message.clone()).unwrap_or_default(),
-                cited.join(" "),
-            ];
-            cells.extend(origin.iter().cloned());
-            cells.push(format!("{}-{}", claim.span.start_utf16, claim.span.end_utf16));
-            cells.push(quotes.join(" "));
-            csv.push_str(&row(cells));
+            let id = format!("{}#{}.{}", result.id, sentence.index + 1, n + 1);
+            csv.push_str(&checked_row(
+                id,
+                &claim.text,
+                &claim.status,
+                claim.confidence,
+                claim.failure.as_ref(),
+                &claim.citations,
+                claim.span,
+                origin,
+            ));
         }
     }
+}
+
+/// The row of one checked piece of an answer (a sentence, or a split sentence's claim): its
+/// status, failure, confidence, cited passages, place in the answer and its quotes' places.
+#[allow(clippy::too_many_arguments)]
+fn checked_row(
+    id: String,
+    text: &str,
+    status: &str,
+    confidence: Option<f64>,
+    failure: Option<&SentenceFailureView>,
+    citations: &[CitationView],
+    span: SpanView,
+    origin: &[String; 7],
+) -> String {
+    let cited: Vec<&str> = citations.iter().filter_map(|c| c.passage.as_deref()).collect();
+    let quotes: Vec<String> = citations.iter().map(quote_span).collect();
+    let mut cells = vec![
+        id,
+        text.to_owned(),
+        status.to_owned(),
+        failure.map(|f| f.kind.clone()).unwrap_or_default(),
+        confidence.map(|c| fixed(c, 2)).unwrap_or_default(),
+        failure.map(|f| f.message.clone()).unwrap_or_default(),
+        cited.join(" "),
+    ];
+    cells.extend(origin.iter().cloned());
+    cells.push(format!("{}-{}", span.start_utf16, span.end_utf16));
+    cells.push(quotes.join(" "));
+    row(cells)
 }
 
 fn row(cells: impl IntoIterator<Item = String>) -> String {
