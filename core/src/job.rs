@@ -572,6 +572,7 @@ impl Job {
                 // The answer's report says what holds per sentence: no summary requests.
                 let options = ClaimOptions {
                     summary: false,
+                    within_answer: true,
                     ..claim_options(
                         config.retriever,
                         config.research_turns,
@@ -684,6 +685,7 @@ fn claim_options(
         retry,
         assess,
         summary: true,
+        within_answer: false,
     }
 }
 

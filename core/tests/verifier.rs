@@ -692,3 +692,40 @@ fn a_damaged_saved_state_fails_typed_instead_of_panicking() {
     assert_eq!(failed.kind(), verity_core::JobFailureKind::AssessRequest);
     assert!(failed.message().contains("damaged"), "{}", failed.message());
 }
+
+#[test]
+fn an_answers_sentence_is_decided_by_the_answers_threshold_and_a_claim_is_not() {
+    use verity_core::claim::verifier::{Rule, ScoredPassage, VerifierWeights, decide, decide_by};
+    let weights = VerifierWeights::builtin();
+    assert!(weights.thresholds.answer_supported.is_some(), "the default weights have one");
+    // A score where the answer's rule says supported and the claim's does not: every asked
+    // passage gets it (the prior is 0.5, so S is the calibrated score).
+    let asked = |p: f64| -> Vec<ScoredPassage<'static>> {
+        [SUPPORTS, CONTRADICTS, HALL].map(|text| ScoredPassage { text, score: Some(p) }).to_vec()
+    };
+    let p = (1..100)
+        .map(|i| f64::from(i) / 100.0)
+        .find(|&p| {
+            let passages = asked(p);
+            decide(CLAIM, &passages, Some(0.5), weights).verdict != Verdict::Supported
+                && decide_by(CLAIM, &passages, Some(0.5), weights, Rule::AnswerSentence).verdict
+                    == Verdict::Supported
+        })
+        .expect("the answer's threshold is under the claim's most probable class somewhere");
+
+    // The answer job: its one sentence is supported on the first round (no research, no
+    // summary: the prior and the questions are all it asks).
+    let corpus = corpus();
+    let config = json!({"kind": "answer", "answer": CLAIM, "corpus": corpus.id(),
+        "retriever": {"bm25": {"k": 3}}, "assess": "verifier"});
+    let job = Job::from_json(&config.to_string(), &[Arc::clone(&corpus)]).unwrap();
+    let model = ScriptedModel::new([answer(0.5), answer(p), answer(p), answer(p)]).recording();
+    let value = pollster::block_on(drive(job, &model, &verity_core::NoTools)).unwrap();
+    let report = serde_json::to_value(&value).unwrap();
+    let sentence = &report["sentences"][0];
+    assert_eq!(sentence["status"], "supported", "{report}");
+    assert!(model.recorded().iter().all(|r| r.probe.is_some()), "questions only");
+
+    // (A claim job decides these scores by the claim's rule: not supported, as `decide`
+    // said above.)
+}

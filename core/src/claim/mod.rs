@@ -43,7 +43,8 @@ pub use failure::{ClaimFailed, ClaimFailureKind};
 pub use lookup::{LOOKUP_EVIDENCE, Lookup, LookupMode, lookup_evidence, lookup_schema, search};
 pub use report::{Assessment, Citation, Report, Route, Summary, Verdict, assessment_schema};
 pub use verifier::{
-    AssessMode, Decision, ScoredPassage, VerifierOptions, VerifierRecord, VerifierWeights, decide,
+    AssessMode, Decision, Rule, ScoredPassage, VerifierOptions, VerifierRecord, VerifierWeights,
+    decide_by,
 };
 
 /// The research agent's turn bound when the caller does not say.
@@ -90,6 +91,9 @@ pub struct ClaimOptions {
     /// of each would cost a request a sentence; theirs is written by the check
     /// ([`written_summary`]).
     pub summary: bool,
+    /// Whether the claim is a sentence of an answer (or one of its claims): the verifier
+    /// route then decides `supported` by the answer's threshold ([`Rule::AnswerSentence`]).
+    pub within_answer: bool,
 }
 
 impl Default for ClaimOptions {
@@ -101,6 +105,7 @@ impl Default for ClaimOptions {
             retry: RetryPolicy::default(),
             assess: AssessMode::Agent,
             summary: true,
+            within_answer: false,
         }
     }
 }
@@ -509,7 +514,8 @@ impl ClaimCheck {
                 self.evidence.get(index).map(|text| ScoredPassage { text, score })
             })
             .collect();
-        let decision = decide(&self.claim, &passages, prior, weights);
+        let rule = if self.options.within_answer { Rule::AnswerSentence } else { Rule::Claim };
+        let decision = decide_by(&self.claim, &passages, prior, weights, rule);
         let fallback =
             self.asked.iter().any(|a| a.reading.source != verifier::ScoreSource::Probabilities);
         let best = decision.best.and_then(|i| passages[i].score);

@@ -56,6 +56,14 @@
 //! Ties go to `supported`, then `contradicted`. The confidence is the verdict's probability,
 //! and for `insufficient` `1 - max(P(supported), P(contradicted))`.
 //!
+//! A sentence of an answer (or one of its atomic claims) is decided by another rule
+//! ([`Rule::AnswerSentence`], [`decide_by`]): `supported` when `P(supported)` reaches the
+//! file's `answerSupported`, whichever class is the most probable; otherwise as a claim. An
+//! answer is faithful only when every one of its sentences holds, so the claim's rule, which
+//! misses some supported claims, misses more answers the more sentences they have; the answer's
+//! threshold trades that against the wrong sentences it lets through, and is fitted on answers
+//! composed from dev claims.
+//!
 //! Citations are the passages that decided, each once, quoted whole: for `supported` every
 //! asked passage whose `S` reaches `citeSupport` (at least the best-scored one), for
 //! `contradicted` the topic passage. A conclusive verdict needs a passage the model judged:
@@ -80,21 +88,25 @@
 //!     "insufficient": {"bias": 0.0,  "weights": [0.0, 0.0, 0.0, 0.0, 0.0]}
 //!   },
 //!   "thresholds": {"supported": 0.5, "contradicted": 0.5, "citeSupport": 0.5,
-//!                  "topicOverlap": 0.3},
+//!                  "topicOverlap": 0.3, "answerSupported": 0.3},
 //!   "scoreClamp": 0.001
 //! }
 //! ```
 //!
 //! `features` must be exactly [`FEATURES`], in that order (a file written for other features
 //! is refused, not misread); each class has one weight per feature; every number is finite;
-//! thresholds are in `[0, 1]`; `scoreClamp` is in `(0, 0.5)`. A multinomial logistic
+//! thresholds are in `[0, 1]` (`answerSupported` may be left out: an answer's sentences are
+//! then decided as claims); `scoreClamp` is in `(0, 0.5)`. A multinomial logistic
 //! regression fitted with `insufficient` as the reference class writes its weights as zeros.
 //!
 //! The files in the repository were fitted by `cargo xtask fit --model M`
 //! (`tests/src/bin/fit/`) on VitaminC's 300 dev claims with each model's scores
 //! (`"fitted": true`; a file's `note` gives its cross-validated figures): every class on
 //! `calibratedMaxS`, `overlap` and `missingNumbers`, the verdict the most probable class
-//! (thresholds 0), `contradicted` gated at a topic overlap of 0.3.
+//! (thresholds 0), `contradicted` gated at a topic overlap of 0.3; `answerSupported` the
+//! threshold with the best expected balanced accuracy over answers of three dev claims
+//! (faithful: three supported; hallucinated: two supported and one contradicted), each claim's
+//! `P(supported)` taken from the cross-validation fold that did not see it.
 
 use std::sync::OnceLock;
 
@@ -110,8 +122,8 @@ pub use answer::{ProbabilityIssue, Reading, ScoreSource, read_answer, yes_no_sco
 pub use questions::{Question, chunk_bounds, plan};
 use scoring::usable;
 pub use scoring::{
-    ClassProbabilities, Classes, Decision, FEATURES, Features, Linear, ScoredPassage, Thresholds,
-    VerifierWeights, decide, features,
+    ClassProbabilities, Classes, Decision, FEATURES, Features, Linear, Rule, ScoredPassage,
+    Thresholds, VerifierWeights, decide, decide_by, features,
 };
 
 /// Passages asked about when the configuration does not say.
@@ -723,6 +735,49 @@ mod tests {
         // No passage judged: nothing to calibrate.
         let (none, ..) = features(claim, &scored(&[(claim, None)]), Some(0.9), weights);
         assert_eq!(none.calibrated_max_s, 0.0);
+    }
+
+    #[test]
+    fn an_answers_sentence_is_supported_from_the_answers_threshold() {
+        let claim = "The river ferry ran until 1966.";
+        let passage = "The river ferry ran until 1966, when the bridge opened.";
+        let mut weights = placeholder();
+        // A score where `supported` is not the most probable class.
+        let passages = scored(&[(passage, Some(0.4))]);
+        let as_claim = decide(claim, &passages, None, &weights);
+        let p = as_claim.probabilities;
+        assert!(p.supported < p.contradicted.max(p.insufficient), "{as_claim:?}");
+        assert_ne!(as_claim.verdict, Verdict::Supported);
+        // No answer threshold: a sentence is decided as a claim is.
+        let sentence = decide_by(claim, &passages, None, &weights, Rule::AnswerSentence);
+        assert_eq!(sentence.verdict, as_claim.verdict);
+        // At the threshold: supported, with its probability as the confidence and the
+        // passage cited.
+        weights.thresholds.answer_supported = Some(p.supported);
+        let sentence = decide_by(claim, &passages, None, &weights, Rule::AnswerSentence);
+        assert_eq!(sentence.verdict, Verdict::Supported, "{sentence:?}");
+        assert_eq!(sentence.cited, [0]);
+        assert!((sentence.confidence - p.supported).abs() < 1e-12);
+        // The claim's rule is unchanged by it, and a sentence just under it is not supported.
+        assert_eq!(decide(claim, &passages, None, &weights).verdict, as_claim.verdict);
+        weights.thresholds.answer_supported = Some(p.supported + 1e-9);
+        let under = decide_by(claim, &passages, None, &weights, Rule::AnswerSentence);
+        assert_ne!(under.verdict, Verdict::Supported);
+        // Nothing judged: never supported, whatever the threshold.
+        weights.thresholds.answer_supported = Some(0.0);
+        let nothing =
+            decide_by(claim, &scored(&[(passage, None)]), None, &weights, Rule::AnswerSentence);
+        assert_eq!(nothing.verdict, Verdict::Insufficient);
+    }
+
+    #[test]
+    fn an_answer_threshold_outside_zero_to_one_is_refused() {
+        let mut weights = VerifierWeights::builtin().clone();
+        for bad in [-0.1, 1.5] {
+            weights.thresholds.answer_supported = Some(bad);
+            let text = serde_json::to_string(&weights).unwrap_or_default();
+            assert!(VerifierWeights::from_json(&text).is_err(), "{bad} was taken");
+        }
     }
 
     #[test]

@@ -51,6 +51,13 @@ pub struct Thresholds {
     /// nothing).
     #[serde(default)]
     pub topic_overlap: f64,
+    /// `P(supported)` a sentence of an answer needs for `supported` ([`Rule::AnswerSentence`]),
+    /// whether or not another class is more probable. An answer is faithful only when every
+    /// sentence holds, so a claim's most-probable-class rule compounds its misses over the
+    /// sentences; this threshold is fitted on answers composed from dev claims (`cargo xtask
+    /// fit`). Absent: a sentence is decided as a claim is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_supported: Option<f64>,
 }
 
 /// The scoring model's data: the weights file (see [the route's docs](super) for its format).
@@ -111,7 +118,13 @@ impl VerifierWeights {
             }
         }
         let t = self.thresholds;
-        let all = [t.supported, t.contradicted, t.cite_support, t.topic_overlap];
+        let all = [
+            t.supported,
+            t.contradicted,
+            t.cite_support,
+            t.topic_overlap,
+            t.answer_supported.unwrap_or(0.0),
+        ];
         if all.iter().any(|v| !(0.0..=1.0).contains(v)) {
             return Err("thresholds must be between 0 and 1".to_owned());
         }
@@ -304,15 +317,43 @@ pub fn features(
     (features, best.map(|(i, _)| i), topic)
 }
 
+/// Which rule turns the class probabilities into a verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Rule {
+    /// A claim checked on its own: the most probable class (with its thresholds and the topic
+    /// gate for `contradicted`).
+    #[default]
+    Claim,
+    /// A sentence (or one of its claims) of an answer: `supported` from the weights'
+    /// `answerSupported` threshold when they have one ([`Thresholds::answer_supported`]),
+    /// otherwise as a claim.
+    AnswerSentence,
+}
+
 /// The verdict, confidence and citations for `claim` from its scored passages and the prior
-/// `S0` (see [`features`] and [the route's docs](super)): the one scoring function the route, the tests
-/// and a fitting command use.
+/// `S0` (see [`features`] and [the route's docs](super)), by the claim's rule: the one scoring
+/// function the route, the tests and a fitting command use ([`decide_by`] for an answer's
+/// sentences).
 #[must_use]
 pub fn decide(
     claim: &str,
     passages: &[ScoredPassage<'_>],
     prior: Option<f64>,
     weights: &VerifierWeights,
+) -> Decision {
+    decide_by(claim, passages, prior, weights, Rule::Claim)
+}
+
+/// [`decide`] by `rule`.
+#[must_use]
+pub fn decide_by(
+    claim: &str,
+    passages: &[ScoredPassage<'_>],
+    prior: Option<f64>,
+    weights: &VerifierWeights,
+    rule: Rule,
 ) -> Decision {
     let (features, best, topic) = features(claim, passages, prior, weights);
     let x = features.to_array();
@@ -331,7 +372,11 @@ pub fn decide(
     let t = weights.thresholds;
     let (p_sup, p_con) = (probabilities.supported, probabilities.contradicted);
     let p_ins = probabilities.insufficient;
-    let (verdict, confidence) = if p_sup >= p_con && p_sup >= p_ins && p_sup >= t.supported {
+    let supported = match (rule, t.answer_supported) {
+        (Rule::AnswerSentence, Some(at)) => p_sup >= at,
+        _ => p_sup >= p_con && p_sup >= p_ins && p_sup >= t.supported,
+    };
+    let (verdict, confidence) = if supported {
         (Verdict::Supported, p_sup)
     } else if p_con > p_sup
         && p_con >= p_ins
