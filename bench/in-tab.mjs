@@ -1,12 +1,16 @@
-// The model in the tab on one thread and on several, side by side: `cargo xtask bench in-tab
-// [ROUNDS]` (it sets VERITY_GGUF to SmolLM2-135M-Instruct's GGUF, the real-model tests' file).
+// The model in the tab on one thread and on several, and the native llama.cpp server, side by
+// side: `cargo xtask bench in-tab [ROUNDS] [--model smollm2|qwen0.5|qwen1.5]` (it sets
+// VERITY_GGUF to the model's GGUF, SmolLM2-135M-Instruct's by default, and VERITY_LLAMA_URL to
+// a native server of the same file on two threads).
 // Serves the built app (dist/) with its headers, so the page is cross-origin isolated, loads the
 // GGUF from another loopback origin into wllama (as web/in-tab.js does) in headless Chromium,
 // and asks one request (the in-tab test's: 48 tokens at most, temperature 0) on 1 thread, then
 // on the app's count (navigator.hardwareConcurrency capped at 4), ROUNDS times in turn; prints
 // each run's prompt and generation tokens a second (llama.cpp's own `timings`) and the load
 // average, which matters: llama.cpp's threads wait on one another, and a busy machine slows
-// several threads far more than one.
+// several threads far more than one. Each round then asks the native server the same request
+// (its prompt cache off, so it reads the whole prompt as the tab does), and the last lines give
+// the medians and the tab's share of native speed at the same thread count.
 import { createReadStream, statSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { serve, browser, recordingServer } from '../tests/browser/harness.mjs';
@@ -14,6 +18,13 @@ import { serve, browser, recordingServer } from '../tests/browser/harness.mjs';
 const GGUF = process.env.VERITY_GGUF;
 if (!GGUF) throw new Error('VERITY_GGUF is not set (cargo xtask bench in-tab sets it)');
 const rounds = Number(process.argv[2] ?? 3);
+const NATIVE = process.env.VERITY_LLAMA_URL;
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
+const runs = { tab: {}, native: [] };
 
 const REQUEST = {
   messages: [
@@ -52,7 +63,31 @@ try {
         await wllama.exit();
         return { threads, prompt: timings.prompt_per_second, generation: timings.predicted_per_second, tokens: timings.predicted_n };
       }, { url: `${models.url}/model.gguf`, n, request: REQUEST });
-      console.log(`${run.threads} thread${run.threads === 1 ? ' ' : 's'}: prompt ${run.prompt.toFixed(1)}, generation ${run.generation.toFixed(1)} tokens a second (${run.tokens} generated; load average ${loadavg()[0].toFixed(2)})`);
+      console.log(`in the tab, ${run.threads} thread${run.threads === 1 ? ' ' : 's'}: prompt ${run.prompt.toFixed(1)}, generation ${run.generation.toFixed(1)} tokens a second (${run.tokens} generated; load average ${loadavg()[0].toFixed(2)})`);
+      (runs.tab[run.threads] ??= []).push(run);
+    }
+    if (NATIVE) {
+      const response = await fetch(`${NATIVE.replace(/\/$/, '')}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...REQUEST, model: 'local', cache_prompt: false }),
+      });
+      const { timings } = await response.json();
+      const run = { prompt: timings.prompt_per_second, generation: timings.predicted_per_second, tokens: timings.predicted_n };
+      console.log(`native server, 2 threads: prompt ${run.prompt.toFixed(1)}, generation ${run.generation.toFixed(1)} tokens a second (${run.tokens} generated; load average ${loadavg()[0].toFixed(2)})`);
+      runs.native.push(run);
+    }
+  }
+  const figure = (list, key) => median(list.map((run) => run[key]));
+  for (const [n, list] of Object.entries(runs.tab)) {
+    console.log(`median in the tab, ${n} thread${n === '1' ? ' ' : 's'}: prompt ${figure(list, 'prompt').toFixed(1)}, generation ${figure(list, 'generation').toFixed(1)} tokens a second (${list.length} runs)`);
+  }
+  if (runs.native.length) {
+    const native = { prompt: figure(runs.native, 'prompt'), generation: figure(runs.native, 'generation') };
+    console.log(`median native, 2 threads: prompt ${native.prompt.toFixed(1)}, generation ${native.generation.toFixed(1)} tokens a second (${runs.native.length} runs)`);
+    const same = runs.tab[2];
+    if (same) {
+      console.log(`the tab's share of native at 2 threads: prompt ${(figure(same, 'prompt') / native.prompt).toFixed(3)}, generation ${(figure(same, 'generation') / native.generation).toFixed(3)} (goal: 0.333)`);
     }
   }
 } finally {

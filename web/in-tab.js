@@ -59,8 +59,7 @@ function announce(detail) {
 
 /** Keeps a file the person picked in the browser; answers the model reference for it. */
 export async function keepModelFile(file) {
-  const head = new Uint8Array(await file.slice(0, 4).arrayBuffer());
-  if (String.fromCharCode(...head) !== "GGUF") {
+  if (!(await isGguf(file))) {
     throw new Error(`${file.name} is not a GGUF model file (it does not start with "GGUF")`);
   }
   const cache = await caches.open(CACHE);
@@ -69,7 +68,19 @@ export async function keepModelFile(file) {
   return `file:${file.name}`;
 }
 
-/** The model as a Blob: from the cache, else downloaded (with progress) and kept. */
+/** Whether `blob` starts as a GGUF file does. */
+async function isGguf(blob) {
+  const head = new Uint8Array(await blob.slice(0, 4).arrayBuffer());
+  return String.fromCharCode(...head) === "GGUF";
+}
+
+/** The model as a Blob: from the cache, else downloaded (with progress) and kept.
+ *
+ * The download streams into the cache and the model is read back from there: a Blob the page
+ * builds from a download's thousands of chunks is not reliably readable once it is large
+ * (Chromium refused a 128 MB slice of Qwen2.5-Coder-0.5B's 491 MB with `NotReadableError`,
+ * which wllama, reading the model slice by slice, stopped on), while the cache's is a file the
+ * browser keeps; nor does the page then hold the whole file in its memory while it loads. */
 async function modelBlob(reference, progress) {
   const { key, fetchable } = modelKey(reference);
   const cache = await caches.open(CACHE);
@@ -79,24 +90,39 @@ async function modelBlob(reference, progress) {
   const response = await fetch(key);
   if (!response.ok) throw new Error(`downloading the model ${key} failed: HTTP ${response.status}`);
   const total = Number(response.headers.get("content-length")) || 0;
-  const reader = response.body.getReader();
-  const parts = [];
   let loadedBytes = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    parts.push(value);
-    loadedBytes += value.length;
-    progress({ loaded: loadedBytes, total });
-  }
-  const blob = new Blob(parts);
-  const head = new Uint8Array(await blob.slice(0, 4).arrayBuffer());
-  if (String.fromCharCode(...head) !== "GGUF") throw new Error(`${key} is not a GGUF model file`);
+  const counted = response.body.pipeThrough(new TransformStream({
+    transform(chunk, controller) {
+      loadedBytes += chunk.length;
+      progress({ loaded: loadedBytes, total });
+      controller.enqueue(chunk);
+    },
+    flush() {
+      // A download cut short is not kept as if it were the model.
+      if (total && loadedBytes !== total) throw new Error(`${loadedBytes} of ${total} bytes arrived`);
+    },
+  }));
   try {
-    await cache.put(key, new Response(blob, { headers: { "content-length": String(blob.size) } }));
+    await cache.put(key, new Response(counted, { headers: { "content-type": "application/octet-stream" } }));
   } catch (error) {
-    // Not kept (a full disk): it is used now and downloaded again after a reload.
+    if (error?.name !== "QuotaExceededError") {
+      throw new Error(`downloading the model ${key} failed: ${error?.message ?? error}`);
+    }
+    // Not kept (the browser's storage is full): downloaded again and held in memory (and
+    // downloaded again after a reload).
     announce({ state: "not-kept", model: reference, message: String(error?.message ?? error) });
+    const again = await fetch(key);
+    if (!again.ok) throw new Error(`downloading the model ${key} failed: HTTP ${again.status}`);
+    const blob = await again.blob();
+    if (!(await isGguf(blob))) throw new Error(`${key} is not a GGUF model file`);
+    return blob;
+  }
+  const stored = await cache.match(key);
+  if (!stored) throw new Error(`the model ${key} was downloaded but the browser did not keep it`);
+  const blob = await stored.blob();
+  if (!(await isGguf(blob))) {
+    await cache.delete(key);
+    throw new Error(`${key} is not a GGUF model file`);
   }
   return blob;
 }

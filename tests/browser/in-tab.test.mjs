@@ -6,12 +6,15 @@
 // (VERITY_LLAMA_URL) prints both speeds side by side.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createReadStream, statSync } from 'node:fs';
+import { createReadStream, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import { serve, browser, screenshot, recordingServer, TOWERS } from './harness.mjs';
 
 const GGUF = process.env.VERITY_GGUF;
 const skip = GGUF ? false : 'VERITY_GGUF is not set (cargo xtask test installs the model and sets it)';
+/** Qwen2.5-Coder-0.5B-Instruct's GGUF (491 MB), the model the verifier route's default weights
+ * were fitted on. */
+const QWEN = process.env.VERITY_QWEN_GGUF;
 
 let site;
 before(async () => { site = await serve(); });
@@ -19,20 +22,50 @@ after(async () => { await site?.close(); });
 
 const id = (name) => `[data-testid="${name}"]`;
 
-/** A loopback server of the GGUF (another origin than the app's: CORS, as a model host has). */
-function modelServer() {
+/** A loopback server of the GGUF `file` (another origin than the app's: CORS, as a model host
+ * has). */
+function modelServer(file = GGUF) {
   return recordingServer((request, response) => {
-    if (request.url !== `/${basename(GGUF)}`) {
+    if (request.url !== `/${basename(file)}`) {
       response.writeHead(404, { 'access-control-allow-origin': '*' }).end();
       return;
     }
     response.writeHead(200, {
       'access-control-allow-origin': '*',
       'content-type': 'application/octet-stream',
-      'content-length': String(statSync(GGUF).size),
+      'content-length': String(statSync(file).size),
     });
-    createReadStream(GGUF).pipe(response);
+    createReadStream(file).pipe(response);
   });
+}
+
+/** The memory the browser's processes hold (proportional set sizes, Linux), sampled until
+ * `stop()`, which answers the peaks: `all` the browser's processes, `tab` its renderers (the
+ * page, its workers and the engine's shared worker; not the browser, GPU and network
+ * processes). */
+function memoryWatch() {
+  const sample = () => {
+    const sums = { all: 0, tab: 0 };
+    for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+      try {
+        if (!/chrom/i.test(readFileSync(`/proc/${pid}/comm`, 'utf8'))) continue;
+        const kb = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+        if (!kb) continue;
+        sums.all += Number(kb[1]) * 1024;
+        if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type=renderer')) sums.tab += Number(kb[1]) * 1024;
+      } catch { /* the process ended */ }
+    }
+    return sums;
+  };
+  const peak = { all: 0, tab: 0 };
+  const take = () => {
+    const now = sample();
+    peak.all = Math.max(peak.all, now.all);
+    peak.tab = Math.max(peak.tab, now.tab);
+  };
+  take();
+  const timer = setInterval(take, 500);
+  return { stop() { clearInterval(timer); take(); return peak; } };
 }
 
 /** Checks `claim` and waits for its card's verdict (or fails with what the card says). */
@@ -113,8 +146,77 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
       line += `; native llama.cpp server prompt ${native.prompt_per_second.toFixed(1)}, generation ${native.predicted_per_second.toFixed(1)}`;
     }
     console.log(line);
+
+    // The verifier route's question (one token, its probabilities): the tab answers with
+    // `top_logprobs` as llama.cpp's server does, so the route reads P(Yes) there too.
+    const probe = await page.evaluate(async (body) => {
+      const model = await import('/verity-in-tab.js');
+      const { port1, port2 } = new MessageChannel();
+      const answered = new Promise((resolve) => {
+        port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
+      });
+      await model.answer({ body: JSON.stringify(body) }, port2);
+      return JSON.parse((await answered).body);
+    }, {
+      model: url,
+      messages: [{ role: 'user', content: 'Document: The Eiffel Tower is in Paris.\nClaim: The Eiffel Tower is in Paris.\nIs the claim supported by the document? Answer Yes or No.' }],
+      max_tokens: 1,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 10,
+    });
+    const first = probe.choices?.[0]?.logprobs?.content?.[0];
+    console.log(`the verifier's question in the tab: ${JSON.stringify(first ?? probe).slice(0, 400)}`);
+    assert.ok(Array.isArray(first?.top_logprobs) && first.top_logprobs.length > 1, JSON.stringify(probe).slice(0, 400));
+    assert.ok(first.top_logprobs.every((entry) => typeof entry.token === 'string' && Number.isFinite(entry.logprob)));
     assert.equal(downloads(), 1, 'after a reload the model came from the browser, not the network');
   } finally {
+    await close();
+    await models.close();
+  }
+});
+
+test('Qwen2.5-Coder-0.5B in the tab checks a claim through the verifier route, reading the answers\' probabilities', { skip: QWEN ? false : 'VERITY_QWEN_GGUF is not set (cargo xtask test installs the model and sets it)', timeout: 900000 }, async () => {
+  const models = await modelServer(QWEN);
+  const { page, errors, close } = await browser();
+  const memory = memoryWatch();
+  try {
+    const url = `${models.url}/${basename(QWEN)}`;
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
+    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+    await page.selectOption(id('provider-kind'), 'openai');
+    await page.selectOption(id('provider-preset'), 'intab');
+    await page.fill(id('provider-model'), url);
+    const started = Date.now();
+    const verdict = await checkToVerdict(page, 'The Eiffel Tower is in Paris.', 'in-tab-qwen');
+    const seconds = (Date.now() - started) / 1000;
+    const peak = memory.stop();
+    await screenshot(page, 'in-tab-qwen');
+    assert.match(verdict, /supported/i, verdict);
+    const card = page.locator('li.card', { hasText: 'The Eiffel Tower is in Paris.' });
+    const citations = card.locator(id('citation'));
+    assert.equal(await citations.count(), 1, await card.innerText());
+    assert.match(await citations.innerText(), /Eiffel Tower is a wrought-iron lattice tower/);
+    // The report: every question was read from the model's probabilities, none from the
+    // sampled token.
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click(id('export-json'))]);
+    let text = '';
+    for await (const chunk of await download.createReadStream()) text += chunk;
+    const questions = [];
+    JSON.stringify(JSON.parse(text), (key, value) => {
+      if (key === 'verifier' && Array.isArray(value?.questions)) questions.push(...value.questions);
+      return value;
+    });
+    assert.ok(questions.length >= 2 && questions.length <= 4, `${questions.length} questions: ${text.slice(0, 400)}`);
+    assert.ok(questions.every((question) => question.source === 'probabilities'), JSON.stringify(questions));
+    assert.equal(models.requests.filter((request) => request.method === 'GET').length, 1, 'downloaded once');
+    console.log(`Qwen2.5-Coder-0.5B in the tab: verdict "${verdict}" through the verifier route (${questions.length} questions, each read from its probabilities) in ${seconds.toFixed(1)} s, the 491 MB download and load included; at its peak the tab's processes held ${(peak.tab / 2 ** 20).toFixed(0)} MB, all the browser's ${(peak.all / 2 ** 20).toFixed(0)} MB`);
+    assert.ok(peak.tab < 1.5 * 2 ** 30, `the tab held ${peak.tab} bytes with the model loaded (goal: under 1.5 GB)`);
+    assert.deepEqual(errors, []);
+  } finally {
+    memory.stop();
     await close();
     await models.close();
   }

@@ -3,8 +3,9 @@
 //! design's figure and the ratio to it.
 //! `cargo xtask bench retrieve FILE [--corpus CORPUS]`: retrieval (our BM25 and keyword
 //! heuristic, natively and in wasm, against MiniSearch in Node), one JSON object.
-//! `cargo xtask bench in-tab [ROUNDS]`: the model in the tab (SmolLM2's GGUF in wllama, in
-//! headless Chromium over the built `dist/`) on one thread and on the app's count, in turn.
+//! `cargo xtask bench in-tab [ROUNDS] [--model NAME]`: the model in the tab (SmolLM2's GGUF by
+//! default, in wllama, in headless Chromium over the built `dist/`) on one thread and on the
+//! app's count, in turn, beside the native llama.cpp server with the same file on two threads.
 //! `cargo xtask bench ready [ROUNDS]`: the app's cold load to "Engine ready" over a 10 Mbit/s
 //! link with 40 ms of latency (files gzipped as a host serves them), then on loopback.
 
@@ -14,30 +15,43 @@ use std::process::{Command, Stdio};
 
 const USAGE: &str = "usage: cargo xtask bench step [SECONDS] | cargo xtask bench claim [SECONDS] \
                      | cargo xtask bench retrieve FILE [--corpus CORPUS] | cargo xtask bench batch [--scale-only] \
-                     | cargo xtask bench in-tab [ROUNDS] | cargo xtask bench ready [ROUNDS]";
+                     | cargo xtask bench in-tab [ROUNDS] [--model smollm2|qwen0.5|qwen1.5] \
+                     | cargo xtask bench ready [ROUNDS]";
 
 pub fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
         Some(suite @ ("step" | "claim")) => cases(suite, args.get(1).map_or("2", String::as_str)),
         Some("retrieve") => retrieve(&args[1..]),
         Some("batch") => crate::batch::bench(&args[1..]),
-        Some("in-tab") => in_tab(args.get(1).map_or("3", String::as_str)),
+        Some("in-tab") => in_tab(&args[1..]),
         Some("ready") => ready(args.get(1).map_or("5", String::as_str)),
         _ => Err(USAGE.to_owned()),
     }
 }
 
-/// The model in the tab on one thread and on the app's count (`bench/in-tab.mjs`), `rounds`
-/// times in turn, over the `dist/` that `cargo xtask dist` built.
-fn in_tab(rounds: &str) -> Result {
+/// The model in the tab on one thread and on the app's count (`bench/in-tab.mjs`), beside the
+/// native server of the same GGUF on two threads, `ROUNDS` times in turn, over the `dist/` that
+/// `cargo xtask dist` built.
+fn in_tab(args: &[String]) -> Result {
     if !crate::web::dist_dir().join("verity-in-tab.js").is_file() {
         return Err("dist/ has no app: run cargo xtask dist first".to_owned());
     }
+    let (mut rounds, mut model) = ("3".to_owned(), crate::llama::Model::SmolLm2);
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--model" => model = crate::llama::Model::parse(args.next().ok_or(USAGE)?)?,
+            value if value.parse::<u32>().is_ok_and(|n| n > 0) => value.clone_into(&mut rounds),
+            _ => return Err(USAGE.to_owned()),
+        }
+    }
     setup::npm_packages()?;
     setup::chromium()?;
+    let server = crate::llama::start_with(model, None)?;
     run(Command::new("node")
         .current_dir(root())
-        .env("VERITY_GGUF", crate::llama::gguf()?)
+        .env("VERITY_GGUF", model.gguf()?)
+        .env("VERITY_LLAMA_URL", &server.base_url)
         .arg(root().join("bench/in-tab.mjs"))
         .arg(rounds))
 }

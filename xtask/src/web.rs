@@ -518,9 +518,12 @@ pub fn browser_tests(llama: Option<&str>) -> Result {
     let mut node = Command::new("node");
     if let Some(url) = llama {
         node.env("VERITY_LLAMA_URL", url);
-        // SmolLM2's GGUF (98 MB) for the model in the tab (tests/browser/in-tab.test.mjs): the
-        // tab loads it in seconds, where Qwen-0.5B's 491 MB would take minutes single-threaded.
+        // SmolLM2's GGUF (98 MB) for most tests of the model in the tab
+        // (tests/browser/in-tab.test.mjs): the tab loads it in seconds; Qwen-0.5B's (491 MB,
+        // already installed for the server above) for the one that checks a claim through the
+        // verifier route whose weights were fitted on it.
         node.env("VERITY_GGUF", super::llama::gguf()?);
+        node.env("VERITY_QWEN_GGUF", super::llama::Model::Qwen05.gguf()?);
     }
     run(node
         .current_dir(root())
