@@ -105,6 +105,10 @@ async function modelBlob(reference, progress) {
   try {
     await cache.put(key, new Response(counted, { headers: { "content-type": "application/octet-stream" } }));
   } catch (error) {
+    if (total && loadedBytes < total) {
+      const mb = (bytes) => (bytes / 1e6).toFixed(1);
+      throw new Error(`downloading the model ${key} failed: the download broke after ${mb(loadedBytes)} of ${mb(total)} MB (nothing of it is kept; checking again downloads it again)`);
+    }
     if (error?.name !== "QuotaExceededError") {
       throw new Error(`downloading the model ${key} failed: ${error?.message ?? error}`);
     }

@@ -222,6 +222,50 @@ test('Qwen2.5-Coder-0.5B in the tab checks a claim through the verifier route, r
   }
 });
 
+test('a model download that breaks is not kept, and a re-run downloads it again without a reload', { skip, timeout: 900000 }, async () => {
+  // The first download stops halfway (the connection is cut); the next is whole.
+  const size = statSync(GGUF).size;
+  let downloads = 0;
+  const models = await recordingServer((request, response) => {
+    downloads += 1;
+    response.writeHead(200, { 'access-control-allow-origin': '*', 'content-type': 'application/octet-stream', 'content-length': String(size) });
+    if (downloads > 1) {
+      createReadStream(GGUF).pipe(response);
+      return;
+    }
+    createReadStream(GGUF, { end: Math.floor(size / 2) }).on('end', () => response.destroy()).pipe(response, { end: false });
+  });
+  const { page, errors, close } = await browser();
+  try {
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
+    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+    await page.selectOption(id('provider-kind'), 'openai');
+    await page.selectOption(id('provider-preset'), 'intab');
+    await page.fill(id('provider-model'), `${models.url}/${basename(GGUF)}`);
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 300000 });
+    const message = await card.locator(id('failure-message')).innerText();
+    assert.match(message, /could not be loaded in this tab: downloading the model .* failed: the download broke after [0-9.]+ of [0-9.]+ MB/, message);
+    await screenshot(page, 'in-tab-broken-download');
+    // Nothing of the broken download was kept as the model.
+    const kept = await page.evaluate(async () => (await (await caches.open('verity-models')).keys()).length);
+    assert.equal(kept, 0, 'a partial model was kept');
+    await card.locator(id('rerun')).click();
+    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 300000 });
+    assert.equal(await card.locator(id('failure-message')).count(), 0, await card.innerText());
+    assert.match(await card.locator(id('verdict')).innerText(), /supported|contradicted|insufficient/i);
+    assert.equal(downloads, 2, 'downloaded again once');
+    assert.deepEqual(errors.filter((error) => !/ERR_|network|Failed to fetch|download/i.test(error)), []);
+  } finally {
+    await close();
+    await models.close();
+  }
+});
+
 /** Loads the towers corpus, chooses the model in the tab with a model file `models` does not
  * have, checks a claim and returns the failure message its card shows (within `timeout` ms). */
 async function checkWithMissingModel(page, models, timeout) {
