@@ -229,20 +229,40 @@ function handsLargeFilesTo(engine) {
 }
 
 /** The model in the tab's state, in a line at the top of the page (web/in-tab.js announces
- * it): its download, that it is ready and kept in this browser, its speed, or why it failed. */
+ * it): its download (bytes, share and time left), that it is ready and kept in this browser,
+ * its speed, or why it failed. */
 function showModelState() {
   const MB = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
   const on = (threads) => (threads ? ` on ${threads} thread${threads === 1 ? "" : "s"}` : "");
+  let download = null; // { model, started, from }: the download being shown
+  const left = (detail) => {
+    if (download?.model !== detail.model) download = { model: detail.model, started: performance.now(), from: detail.loaded };
+    const seconds = (performance.now() - download.started) / 1000;
+    const rate = (detail.loaded - download.from) / seconds;
+    if (!detail.total || seconds < 1 || !(rate > 0)) return "";
+    const rest = (detail.total - detail.loaded) / rate;
+    return `, about ${rest < 90 ? `${Math.ceil(rest)} s` : `${Math.ceil(rest / 60)} min`} left`;
+  };
+  const speed = (timings) => {
+    // A one-token answer (the verifier's questions) says nothing of the generation speed.
+    const parts = [];
+    if (timings?.prompt_n > 0) parts.push(`${timings.prompt_per_second.toFixed(0)} prompt`);
+    if (timings?.predicted_n > 1) parts.push(`${timings.predicted_per_second.toFixed(0)} generated`);
+    return parts.length ? `: ${parts.join(" and ")} tokens a second.` : ".";
+  };
   addEventListener("verity-model", ({ detail }) => {
     const line = topLine("model-state", "status");
     line.dataset.state = detail.state;
+    if (detail.state !== "loading") download = null;
     const name = detail.model.startsWith("file:") ? detail.model.slice(5) : detail.model.split("/").pop();
     line.textContent = {
-      loading: () => `Loading the model ${name} into this tab` + (detail.total ? `: ${MB(detail.loaded)} of ${MB(detail.total)}` : detail.loaded ? `: ${MB(detail.loaded)}` : "…"),
+      loading: () => `Loading the model ${name} into this tab` + (detail.total
+        ? `: ${MB(detail.loaded)} of ${MB(detail.total)} (${Math.floor((100 * detail.loaded) / detail.total)}%)${left(detail)}`
+        : detail.loaded ? `: ${MB(detail.loaded)}` : "…"),
       ready: () => `The model ${name} runs in this tab${on(detail.threads)} (${MB(detail.bytes)}, kept in this browser).`,
       kept: () => `The model file ${name} is kept in this browser (${MB(detail.bytes)}).`,
       "not-kept": () => `The model ${name} could not be kept in this browser (${detail.message}); it will be downloaded again after a reload.`,
-      answered: () => `The model ${name} runs in this tab${on(detail.threads)}` + (detail.timings ? `: ${detail.timings.prompt_per_second.toFixed(0)} prompt and ${detail.timings.predicted_per_second.toFixed(0)} generated tokens a second.` : "."),
+      answered: () => `The model ${name} runs in this tab${on(detail.threads)}${speed(detail.timings)}`,
       failed: () => `The model ${name} could not be loaded in this tab: ${detail.message}`,
     }[detail.state]?.() ?? "";
   });

@@ -189,8 +189,19 @@ test('Qwen2.5-Coder-0.5B in the tab checks a claim through the verifier route, r
     await page.selectOption(id('provider-kind'), 'openai');
     await page.selectOption(id('provider-preset'), 'intab');
     await page.fill(id('provider-model'), url);
+    // Every line the page shows about the model, as it shows them.
+    await page.evaluate(() => {
+      globalThis.modelLines = [];
+      addEventListener('verity-model', () => modelLines.push(document.querySelector('[data-testid="model-state"]')?.textContent));
+    });
     const started = Date.now();
     const verdict = await checkToVerdict(page, 'The Eiffel Tower is in Paris.', 'in-tab-qwen');
+    const lines = [...new Set(await page.evaluate(() => modelLines))];
+    // The download's progress in bytes, its share, and an estimate of the time left.
+    assert.ok(lines.some((line) => /Loading the model .*: [0-9.]+ MB of 491\.4 MB \(\d+%\), about \d+ (s|min) left/.test(line)), lines.slice(0, 5).join('\n'));
+    // One-token answers (the route's questions) show no generation speed.
+    const answered = lines.filter((line) => / runs in this tab on /.test(line) && /tokens a second/.test(line));
+    assert.ok(answered.length > 0 && answered.every((line) => !/ 0 generated| 1 generated/.test(line)), answered.join('\n'));
     const seconds = (Date.now() - started) / 1000;
     const peak = memory.stop();
     await screenshot(page, 'in-tab-qwen');
