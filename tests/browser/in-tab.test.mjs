@@ -23,8 +23,8 @@ after(async () => { await site?.close(); });
 const id = (name) => `[data-testid="${name}"]`;
 
 /** A loopback server of the GGUF `file` (another origin than the app's: CORS, as a model host
- * has). */
-function modelServer(file = GGUF) {
+ * has), at most `rate` bytes a second when given (a download a person can watch). */
+function modelServer(file = GGUF, rate = 0) {
   return recordingServer((request, response) => {
     if (request.url !== `/${basename(file)}`) {
       response.writeHead(404, { 'access-control-allow-origin': '*' }).end();
@@ -35,7 +35,23 @@ function modelServer(file = GGUF) {
       'content-type': 'application/octet-stream',
       'content-length': String(statSync(file).size),
     });
-    createReadStream(file).pipe(response);
+    const source = createReadStream(file, { highWaterMark: 1 << 20 });
+    if (!rate) {
+      source.pipe(response);
+      return;
+    }
+    const started = Date.now();
+    let sent = 0;
+    source.on('data', (chunk) => {
+      sent += chunk.length;
+      response.write(chunk);
+      const ahead = (sent / rate) * 1000 - (Date.now() - started);
+      if (ahead > 0) {
+        source.pause();
+        setTimeout(() => source.resume(), ahead);
+      }
+    });
+    source.on('end', () => response.end());
   });
 }
 
@@ -177,7 +193,8 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
 });
 
 test('Qwen2.5-Coder-0.5B in the tab checks a claim through the verifier route, reading the answers\' probabilities', { skip: QWEN ? false : 'VERITY_QWEN_GGUF is not set (cargo xtask test installs the model and sets it)', timeout: 900000 }, async () => {
-  const models = await modelServer(QWEN);
+  // 200 MB/s: the 491 MB take about 2.5 s, long enough for the page to estimate the rest.
+  const models = await modelServer(QWEN, 200e6);
   const { page, errors, close } = await browser();
   const memory = memoryWatch();
   try {
