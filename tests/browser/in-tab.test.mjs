@@ -84,6 +84,17 @@ function memoryWatch() {
   return { stop() { clearInterval(timer); take(); return peak; } };
 }
 
+/** Loads the towers corpus into the app's open page and chooses the model in the tab, the
+ * GGUF at `url`. */
+async function chooseModelInTab(page, url) {
+  await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
+  await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+  await page.selectOption(id('provider-kind'), 'openai');
+  await page.selectOption(id('provider-preset'), 'intab');
+  assert.equal(await page.inputValue(id('provider-base-url')), 'in-tab:');
+  await page.fill(id('provider-model'), url);
+}
+
 /** Checks `claim` and waits for its card's verdict (or fails with what the card says). */
 async function checkToVerdict(page, claim, shot) {
   await page.fill(id('claims-input'), claim);
@@ -104,12 +115,7 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
     const url = `${models.url}/${basename(GGUF)}`;
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
-    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
-    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
-    await page.selectOption(id('provider-kind'), 'openai');
-    await page.selectOption(id('provider-preset'), 'intab');
-    assert.equal(await page.inputValue(id('provider-base-url')), 'in-tab:');
-    await page.fill(id('provider-model'), url);
+    await chooseModelInTab(page, url);
     const started = Date.now();
     const verdict = await checkToVerdict(page, 'The Eiffel Tower is in Paris.', 'in-tab');
     const seconds = (Date.now() - started) / 1000;
@@ -201,11 +207,7 @@ test('Qwen2.5-Coder-0.5B in the tab checks a claim through the verifier route, r
     const url = `${models.url}/${basename(QWEN)}`;
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
-    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
-    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
-    await page.selectOption(id('provider-kind'), 'openai');
-    await page.selectOption(id('provider-preset'), 'intab');
-    await page.fill(id('provider-model'), url);
+    await chooseModelInTab(page, url);
     // Every line the page shows about the model, as it shows them.
     await page.evaluate(() => {
       globalThis.modelLines = [];
@@ -267,11 +269,7 @@ test('a model download that breaks is not kept, and a re-run downloads it again 
   try {
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
-    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
-    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
-    await page.selectOption(id('provider-kind'), 'openai');
-    await page.selectOption(id('provider-preset'), 'intab');
-    await page.fill(id('provider-model'), `${models.url}/${basename(GGUF)}`);
+    await chooseModelInTab(page, `${models.url}/${basename(GGUF)}`);
     await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
     await page.click(id('run'));
     const card = page.locator(id('check-1'));
@@ -297,11 +295,7 @@ test('a model download that breaks is not kept, and a re-run downloads it again 
 /** Loads the towers corpus, chooses the model in the tab with a model file `models` does not
  * have, checks a claim and returns the failure message its card shows (within `timeout` ms). */
 async function checkWithMissingModel(page, models, timeout) {
-  await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
-  await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
-  await page.selectOption(id('provider-kind'), 'openai');
-  await page.selectOption(id('provider-preset'), 'intab');
-  await page.fill(id('provider-model'), `${models.url}/missing.gguf`);
+  await chooseModelInTab(page, `${models.url}/missing.gguf`);
   await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
   await page.click(id('run'));
   const card = page.locator(id('check-1'));

@@ -135,6 +135,13 @@ struct Scored {
     prior: Option<f64>,
 }
 
+impl Scored {
+    /// The asked passages as the core's scoring functions take them.
+    fn scored_passages(&self) -> Vec<ScoredPassage<'_>> {
+        self.passages.iter().map(|(text, score)| ScoredPassage { text, score: *score }).collect()
+    }
+}
+
 fn run() -> Result<(), String> {
     let options = parse_args()?;
     let rows = verity_restate::batch::read_claims(std::path::Path::new(&options.claims))?;
@@ -165,11 +172,7 @@ fn run() -> Result<(), String> {
     let data: Vec<Datum> = scored
         .iter()
         .map(|row| {
-            let passages: Vec<ScoredPassage<'_>> = row
-                .passages
-                .iter()
-                .map(|(text, score)| ScoredPassage { text, score: *score })
-                .collect();
+            let passages = row.scored_passages();
             let (features, ..) = features(&row.claim, &passages, row.prior, base);
             let class = LABELS.iter().position(|label| *label == row.label).unwrap_or(2);
             let judged = row.passages.iter().any(|(_, score)| score.is_some_and(f64::is_finite));
@@ -198,14 +201,11 @@ fn run() -> Result<(), String> {
     let answers = answer_threshold(&truth, &predicted, &held_out_support);
     let mut fitted = fitted;
     fitted.answer_supported = answers["answerSupported"].as_f64();
-    // The decision the route makes, through the core's own `decide`, must be the one fitted.
+    // The decisions the route makes, through the core's own `decide` (a claim's rule and an
+    // answer's sentence's), must be the ones fitted.
     let weights = fitted.weights(base, &options, &cv, &answers, scored.len());
-    for (row, expected) in scored.iter().zip(&in_sample) {
-        let passages: Vec<ScoredPassage<'_>> = row
-            .passages
-            .iter()
-            .map(|(text, score)| ScoredPassage { text, score: *score })
-            .collect();
+    for ((row, expected), datum) in scored.iter().zip(&in_sample).zip(&data) {
+        let passages = row.scored_passages();
         let verdict = decide(&row.claim, &passages, row.prior, &weights).verdict;
         let name = serde_json::to_value(verdict).unwrap_or(Value::Null);
         if name != json!(LABELS[*expected]) {
@@ -214,16 +214,8 @@ fn run() -> Result<(), String> {
                 row.id, LABELS[*expected]
             ));
         }
-    }
-    // And the sentences' rule too.
-    for (row, datum) in scored.iter().zip(&data) {
-        let passages: Vec<ScoredPassage<'_>> = row
-            .passages
-            .iter()
-            .map(|(text, score)| ScoredPassage { text, score: *score })
-            .collect();
-        let decision = decide_by(&row.claim, &passages, row.prior, &weights, Rule::AnswerSentence);
-        let core = decision.verdict == verity_core::claim::Verdict::Supported;
+        let sentence = decide_by(&row.claim, &passages, row.prior, &weights, Rule::AnswerSentence);
+        let core = sentence.verdict == verity_core::claim::Verdict::Supported;
         if core != fitted.sentence_supported(datum) {
             return Err(format!(
                 "for {} as an answer's sentence, the core says supported: {core}, the fit the \
