@@ -209,11 +209,7 @@ pub(crate) fn checkable(sentence: &str) -> bool {
     if last.ends_with(['?', ':']) {
         return false;
     }
-    let words: Vec<String> = sentence
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .map(str::to_lowercase)
-        .collect();
+    let words: Vec<String> = crate::retrieve::tokenize::lower_words(sentence).collect();
     words.len() >= MIN_WORDS && !words.iter().all(|word| PLEASANTRIES.contains(&word.as_str()))
 }
 

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::claim::prompt::{DATA_NOTICE, DECOMPOSE_SYSTEM, decompose_prompt};
+use crate::retrieve::tokenize::lower_words;
 use crate::retry::RetryPolicy;
 use crate::segment::{MAX_SENTENCE_CHARS, checkable};
 use crate::step::{Step, step};
@@ -115,13 +116,9 @@ fn grounded(claim: &str, own: &[String], context: &[String]) -> bool {
     2 * in_own >= total && borrowed <= MAX_BORROWED && 4 * (in_own + borrowed) >= 3 * total
 }
 
-/// The lowercased alphanumeric words of `text`.
+/// The distinct lower-cased words of `text`, sorted.
 fn words(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .map(str::to_lowercase)
-        .collect();
+    let mut out: Vec<String> = lower_words(text).collect();
     out.sort_unstable();
     out.dedup();
     out

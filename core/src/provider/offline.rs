@@ -119,11 +119,7 @@ fn claim_of_research(task: &str) -> &str {
 }
 
 fn words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_owned)
-        .collect()
+    crate::retrieve::tokenize::lower_words(text).collect()
 }
 
 fn content_words(text: &str) -> Vec<String> {

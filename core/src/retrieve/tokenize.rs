@@ -82,6 +82,16 @@ pub fn bm25_terms(text: &str) -> Vec<String> {
     terms
 }
 
+/// The words of `text`, lower-cased, in order (duplicates and stop words kept): steps 1 and 2 of
+/// [`bm25_terms`]. What the checks that compare texts by their words use (an answer's
+/// checkable sentences and its claims, the offline baseline), where a term's stemming would
+/// blur what they compare.
+pub(crate) fn lower_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+}
+
 /// Calls `emit` with each term of `text` (see [`bm25_terms`]), `word` being the buffer for the
 /// words that need lower-casing.
 ///
