@@ -105,12 +105,12 @@ async function modelBlob(reference, progress) {
   try {
     await cache.put(key, new Response(counted, { headers: { "content-type": "application/octet-stream" } }));
   } catch (error) {
-    if (total && loadedBytes < total) {
-      const mb = (bytes) => (bytes / 1e6).toFixed(1);
-      throw new Error(`downloading the model ${key} failed: the download broke after ${mb(loadedBytes)} of ${mb(total)} MB (nothing of it is kept; checking again downloads it again)`);
-    }
     if (error?.name !== "QuotaExceededError") {
-      throw new Error(`downloading the model ${key} failed: ${error?.message ?? error}`);
+      const mb = (bytes) => (bytes / 1e6).toFixed(1);
+      const why = total && loadedBytes < total
+        ? `the download broke after ${mb(loadedBytes)} of ${mb(total)} MB (nothing of it is kept; checking again downloads it again)`
+        : error?.message ?? error;
+      throw new Error(`downloading the model ${key} failed: ${why}`);
     }
     // Not kept (the browser's storage is full): downloaded again and held in memory (and
     // downloaded again after a reload).

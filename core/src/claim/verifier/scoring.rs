@@ -318,8 +318,7 @@ pub fn features(
 }
 
 /// Which rule turns the class probabilities into a verdict.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Rule {
     /// A claim checked on its own: the most probable class (with its thresholds and the topic
