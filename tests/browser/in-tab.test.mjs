@@ -3,7 +3,10 @@
 // llama.cpp compiled to WebAssembly (npm @wllama/wllama), and a claim checked to a verdict with
 // no model server at all. Then, after a reload (the model now comes from the browser's cache,
 // not the network), one identical request in the tab and against the native llama.cpp server
-// (VERITY_LLAMA_URL) prints both speeds side by side.
+// (VERITY_LLAMA_URL) prints both speeds side by side, and the verifier route's one-token
+// question is answered with its `top_logprobs`. Qwen2.5-Coder-0.5B's GGUF (VERITY_QWEN_GGUF)
+// checks a claim through the verifier route in the tab, its download watched and the tab's
+// memory measured; a download cut halfway is not kept, and a re-run downloads it again.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createReadStream, readdirSync, readFileSync, statSync } from 'node:fs';
