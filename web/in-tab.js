@@ -25,6 +25,22 @@ const CONTEXT_TOKENS = 4096;
  * wait on memory) and takes the cores the page and the engine need. */
 const MAX_THREADS = 4;
 
+/** What a tab needs besides the model file's own bytes (llama.cpp's context and buffers, the
+ * page, its workers and the engine): measured with Qwen2.5-Coder-0.5B, whose 491 MB took the
+ * tab's processes to about 1.15 GB (docs/BENCHMARKS.md). */
+const NEEDS = { perByte: 1.3, fixed: 500e6 };
+
+/** Why a model of `bytes` cannot run in this tab, or null: the memory the device reports
+ * (`navigator.deviceMemory`, in GB, rounded down to a power of two, 8 meaning "8 or more",
+ * absent in some browsers, which are not judged) against what the model needs ([`NEEDS`]). */
+export function memoryProblem(bytes, device = globalThis.navigator?.deviceMemory) {
+  if (!bytes || !Number.isFinite(device) || device <= 0 || device >= 8) return null;
+  const needed = bytes * NEEDS.perByte + NEEDS.fixed;
+  if (needed <= device * 2 ** 30) return null;
+  const GB = (value) => `${(value / 1e9).toFixed(1)} GB`;
+  return `the model does not fit in this device's memory: it needs about ${GB(needed)}, and this device has about ${device} GB; choose a smaller model`;
+}
+
 /** How many threads the model runs on here: wllama's multi-threaded build needs
  * `SharedArrayBuffer`, which only a cross-origin isolated page has (the app's headers make it
  * one: Cross-Origin-Opener-Policy and Cross-Origin-Embedder-Policy); a page that is not, like
@@ -85,11 +101,22 @@ async function modelBlob(reference, progress) {
   const { key, fetchable } = modelKey(reference);
   const cache = await caches.open(CACHE);
   const kept = await cache.match(key);
-  if (kept) return kept.blob();
+  if (kept) {
+    const blob = await kept.blob();
+    const problem = memoryProblem(blob.size);
+    if (problem) throw new Error(problem);
+    return blob;
+  }
   if (!fetchable) throw new Error(`the model file ${reference.slice(5)} is no longer kept in this browser: pick it again`);
   const response = await fetch(key);
   if (!response.ok) throw new Error(`downloading the model ${key} failed: HTTP ${response.status}`);
   const total = Number(response.headers.get("content-length")) || 0;
+  // Known before the download: a model this device cannot hold is not downloaded.
+  const problem = memoryProblem(total);
+  if (problem) {
+    await response.body?.cancel().catch(() => {});
+    throw new Error(problem);
+  }
   let loadedBytes = 0;
   const counted = response.body.pipeThrough(new TransformStream({
     transform(chunk, controller) {
@@ -124,9 +151,10 @@ async function modelBlob(reference, progress) {
   const stored = await cache.match(key);
   if (!stored) throw new Error(`the model ${key} was downloaded but the browser did not keep it`);
   const blob = await stored.blob();
-  if (!(await isGguf(blob))) {
+  const why = (await isGguf(blob)) ? memoryProblem(blob.size) : `${key} is not a GGUF model file`;
+  if (why) {
     await cache.delete(key);
-    throw new Error(`${key} is not a GGUF model file`);
+    throw new Error(why);
   }
   return blob;
 }
@@ -147,7 +175,14 @@ function model(reference, progress) {
       progress();
       announce({ state: "loading", model: reference, ...done });
     });
-    await wllama.loadModel([blob], { n_ctx: CONTEXT_TOKENS, n_threads: threads() });
+    try {
+      await wllama.loadModel([blob], { n_ctx: CONTEXT_TOKENS, n_threads: threads() });
+    } catch (problem) {
+      // The device said nothing, or too much: what llama.cpp's allocation says, in words.
+      const text = String(problem?.message ?? problem);
+      if (/memory|alloc|RangeError/i.test(text)) throw new Error(`the model does not fit in this tab's memory (${(blob.size / 1e9).toFixed(1)} GB file): ${text}`);
+      throw problem;
+    }
     announce({ state: "ready", model: reference, bytes: blob.size, threads: wllama.getNumThreads() });
     return wllama;
   })();

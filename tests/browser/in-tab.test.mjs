@@ -295,6 +295,35 @@ test('a model download that breaks is not kept, and a re-run downloads it again 
   }
 });
 
+test('a model the device has not the memory for is refused before it is downloaded, saying so', { skip: QWEN ? false : 'VERITY_QWEN_GGUF is not set', timeout: 300000 }, async () => {
+  const models = await modelServer(QWEN);
+  const { context, page, errors, close } = await browser();
+  try {
+    // A device that reports 1 GB (navigator.deviceMemory); Qwen-0.5B's tab needs about 1.1.
+    await context.addInitScript(() => Object.defineProperty(Navigator.prototype, 'deviceMemory', { get: () => 1, configurable: true }));
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await chooseModelInTab(page, `${models.url}/${basename(QWEN)}`);
+    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 120000 });
+    const message = await card.locator(id('failure-message')).innerText();
+    assert.match(message, /does not fit in this device's memory: it needs about 1\.1 GB, and this device has about 1 GB; choose a smaller model/, message);
+    assert.match(await page.locator(id('model-state')).innerText(), /does not fit/);
+    // The advice is the model in the tab's, not a server's (keys, CORS).
+    assert.match(await card.locator(id('failure-advice')).innerText(), /The model in this tab could not be loaded: .*smaller model/);
+    await screenshot(page, 'in-tab-no-memory');
+    const kept = await page.evaluate(async () => (await (await caches.open('verity-models')).keys()).length);
+    assert.equal(kept, 0, 'nothing kept');
+    assert.equal(models.requests.filter((request) => request.method === 'GET').length, 1, 'asked once, not downloaded again');
+    assert.deepEqual(errors.filter((error) => !/ERR_|network|download/i.test(error)), []);
+  } finally {
+    await close();
+    await models.close();
+  }
+});
+
 /** Loads the towers corpus, chooses the model in the tab with a model file `models` does not
  * have, checks a claim and returns the failure message its card shows (within `timeout` ms). */
 async function checkWithMissingModel(page, models, timeout) {

@@ -549,14 +549,15 @@ impl CheckResult {
         self.provenance.clone().and_then(|value| serde_json::from_value(value).ok())
     }
 
-    /// This result with a failure's advice ([`text::what_to_do`] for its kind) written into
+    /// This result with a failure's advice ([`text::advice`] for its kind and message) written into
     /// the failure as `advice` ([`FailureView::advice`]): the worker adds it, so the words
     /// live in the worker's wasm and not in the page's.
     #[must_use]
     pub fn advised(mut self) -> Self {
         if let Outcome::Failed { failure: Value::Object(fields) } = &mut self.outcome {
             let kind = fields.get("kind").and_then(Value::as_str).unwrap_or_default();
-            let advice = Value::String(text::what_to_do(kind).to_owned());
+            let message = fields.get("message").and_then(Value::as_str).unwrap_or_default();
+            let advice = Value::String(text::advice(kind, message).to_owned());
             fields.insert("advice".to_owned(), advice);
         }
         self

@@ -3,7 +3,7 @@
 //! corpus is escaped (`inline`): it renders as the text it was, never as a link or markup.
 
 use crate::text::{
-    failure_verdict, fixed, provenance_text, spent_text, usage_text, verdict_text, what_to_do,
+    advice, failure_verdict, fixed, provenance_text, spent_text, usage_text, verdict_text,
 };
 use crate::{AnswerView, CheckResult, FailureView, FromJson, Outcome, ReportView};
 
@@ -66,7 +66,7 @@ pub fn to_markdown(results: &[CheckResult]) -> String {
                         None => format!("**Failed** (`{}`)", failure.kind),
                     },
                     inline(&failure.message),
-                    what_to_do(&failure.kind),
+                    advice(&failure.kind, &failure.message),
                     spent_text(&failure.spent)
                 )),
                 Err(error) => md.push_str(&format!("The failure could not be read: {error}\n")),

@@ -51,6 +51,27 @@ const REQUEST_FAILED: &str = "Check the API key, the base URL and the model name
     browser blocked the request (CORS), the server must allow this page's origin: for Ollama \
     set OLLAMA_ORIGINS; a local server must send Access-Control-Allow-Origin.";
 
+/// The advice for a request to the model in the tab that it could not answer: the page says
+/// why the model could not be loaded (not a GGUF file, a download that broke, not enough
+/// memory), and none of it is about keys or CORS.
+const IN_TAB_FAILED: &str = "The model in this tab could not be loaded: read why above. A \
+    download that broke is downloaded again when you re-run; a model this device has not the \
+    memory for needs a smaller model (a smaller GGUF file); the model's URL must serve a \
+    .gguf file to this page (CORS).";
+
+/// What to do after a failure of `kind` (the core's `JobFailureKind` names) whose message is
+/// `message`: [`what_to_do`], but for a request the model in the tab could not answer because
+/// it could not be loaded (web/in-tab.js says so in the message).
+pub fn advice(kind: &str, message: &str) -> &'static str {
+    if matches!(kind, "provider" | "assess-request")
+        && message.contains("could not be loaded in this tab")
+    {
+        IN_TAB_FAILED
+    } else {
+        what_to_do(kind)
+    }
+}
+
 /// What to do after a failure of this kind (the core's `JobFailureKind` names).
 pub fn what_to_do(kind: &str) -> &'static str {
     match kind {
@@ -226,7 +247,17 @@ pub fn verdict_counts(all: usize, results: &[crate::CheckResult]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::confidence_words;
+    use super::{REQUEST_FAILED, advice, confidence_words, what_to_do};
+
+    #[test]
+    fn a_model_in_the_tab_that_could_not_be_loaded_gets_its_own_advice() {
+        let message = "verifier request failed: HTTP 400: the model could not be loaded in this \
+                       tab: the model does not fit in this device's memory";
+        assert!(advice("assess-request", message).starts_with("The model in this tab"));
+        assert!(advice("provider", message).starts_with("The model in this tab"));
+        assert_eq!(advice("assess-request", "HTTP 401: bad key"), REQUEST_FAILED);
+        assert_eq!(advice("budget", message), what_to_do("budget"));
+    }
 
     #[test]
     fn a_confidence_is_told_in_words_with_what_to_do() {
