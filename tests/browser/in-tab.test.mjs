@@ -98,12 +98,37 @@ async function chooseModelInTab(page, url) {
   await page.fill(id('provider-model'), url);
 }
 
-/** Checks `claim` and waits for its card's verdict (or fails with what the card says). */
-async function checkToVerdict(page, claim, shot) {
+/** Checks `claim` and waits (at most `timeout` ms) until its card shows a verdict or a
+ * failure; answers the card. */
+async function runCheck(page, claim, timeout) {
   await page.fill(id('claims-input'), claim);
   await page.click(id('run'));
-  const cardLocator = page.locator('li.card', { hasText: claim });
-  await cardLocator.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 300000 });
+  const card = page.locator('li.card', { hasText: claim });
+  await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout });
+  return card;
+}
+
+/** Asks the model in the tab (`web/in-tab.js`, imported into the app's page) the
+ * OpenAI-compatible request `body` as the engine would; answers the response's body and the
+ * number of threads the model answered on. */
+function askInTab(page, body) {
+  return page.evaluate(async (body) => {
+    const model = await import('/verity-in-tab.js');
+    const threads = new Promise((resolve) => addEventListener('verity-model', ({ detail }) => {
+      if (detail.state === 'answered') resolve(detail.threads);
+    }));
+    const { port1, port2 } = new MessageChannel();
+    const answered = new Promise((resolve) => {
+      port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
+    });
+    await model.answer({ body: JSON.stringify(body) }, port2);
+    return { response: JSON.parse((await answered).body), threads: await threads };
+  }, body);
+}
+
+/** Checks `claim` and waits for its card's verdict (or fails with what the card says). */
+async function checkToVerdict(page, claim, shot) {
+  const cardLocator = await runCheck(page, claim, 300000);
   if (await cardLocator.locator(id('failure-message')).count()) {
     await screenshot(page, `${shot}-failed`);
     assert.fail(`the check failed: ${await cardLocator.innerText()}`);
@@ -148,18 +173,8 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
       max_tokens: 48,
       temperature: 0,
     };
-    const inTab = await page.evaluate(async (body) => {
-      const model = await import('/verity-in-tab.js');
-      const threads = new Promise((resolve) => addEventListener('verity-model', ({ detail }) => {
-        if (detail.state === 'answered') resolve(detail.threads);
-      }));
-      const { port1, port2 } = new MessageChannel();
-      const answered = new Promise((resolve) => {
-        port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
-      });
-      await model.answer({ body: JSON.stringify(body) }, port2);
-      return { ...JSON.parse((await answered).body).timings, threads: await threads };
-    }, request);
+    const asked = await askInTab(page, request);
+    const inTab = { ...asked.response.timings, threads: asked.threads };
     let line = `tokens a second, same request: in the tab (wllama, ${inTab.threads} thread${inTab.threads === 1 ? '' : 's'}) prompt ${inTab.prompt_per_second.toFixed(1)}, generation ${inTab.predicted_per_second.toFixed(1)}`;
     if (process.env.VERITY_LLAMA_URL) {
       const response = await fetch(`${process.env.VERITY_LLAMA_URL.replace(/\/$/, '')}/chat/completions`, {
@@ -174,15 +189,7 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
 
     // The verifier route's question (one token, its probabilities): the tab answers with
     // `top_logprobs` as llama.cpp's server does, so the route reads P(Yes) there too.
-    const probe = await page.evaluate(async (body) => {
-      const model = await import('/verity-in-tab.js');
-      const { port1, port2 } = new MessageChannel();
-      const answered = new Promise((resolve) => {
-        port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
-      });
-      await model.answer({ body: JSON.stringify(body) }, port2);
-      return JSON.parse((await answered).body);
-    }, {
+    const { response: probe } = await askInTab(page, {
       model: url,
       messages: [{ role: 'user', content: 'Document: The Eiffel Tower is in Paris.\nClaim: The Eiffel Tower is in Paris.\nIs the claim supported by the document? Answer Yes or No.' }],
       max_tokens: 1,
@@ -273,10 +280,7 @@ test('a model download that breaks is not kept, and a re-run downloads it again 
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
     await chooseModelInTab(page, `${models.url}/${basename(GGUF)}`);
-    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
-    await page.click(id('run'));
-    const card = page.locator(id('check-1'));
-    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 300000 });
+    const card = await runCheck(page, 'The Eiffel Tower is in Paris.', 300000);
     const message = await card.locator(id('failure-message')).innerText();
     assert.match(message, /could not be loaded in this tab: downloading the model .* failed: the download broke after [0-9.]+ of [0-9.]+ MB/, message);
     await screenshot(page, 'in-tab-broken-download');
@@ -304,10 +308,7 @@ test('a model the device has not the memory for is refused before it is download
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
     await chooseModelInTab(page, `${models.url}/${basename(QWEN)}`);
-    await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
-    await page.click(id('run'));
-    const card = page.locator(id('check-1'));
-    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 120000 });
+    const card = await runCheck(page, 'The Eiffel Tower is in Paris.', 120000);
     const message = await card.locator(id('failure-message')).innerText();
     assert.match(message, /does not fit in this device's memory: it needs about 1\.1 GB, and this device has about 1 GB; choose a smaller model/, message);
     assert.match(await page.locator(id('model-state')).innerText(), /does not fit/);
@@ -328,10 +329,7 @@ test('a model the device has not the memory for is refused before it is download
  * have, checks a claim and returns the failure message its card shows (within `timeout` ms). */
 async function checkWithMissingModel(page, models, timeout) {
   await chooseModelInTab(page, `${models.url}/missing.gguf`);
-  await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
-  await page.click(id('run'));
-  const card = page.locator(id('check-1'));
-  await card.locator(id('failure-message')).waitFor({ timeout });
+  const card = await runCheck(page, 'The Eiffel Tower is in Paris.', timeout);
   return card.locator(id('failure-message')).innerText();
 }
 
