@@ -101,17 +101,13 @@ async function modelBlob(reference, progress) {
   const { key, fetchable } = modelKey(reference);
   const cache = await caches.open(CACHE);
   const kept = await cache.match(key);
-  if (kept) {
-    const blob = await kept.blob();
-    const problem = memoryProblem(blob.size);
-    if (problem) throw new Error(problem);
-    return blob;
-  }
+  if (kept) return kept.blob();
   if (!fetchable) throw new Error(`the model file ${reference.slice(5)} is no longer kept in this browser: pick it again`);
   const response = await fetch(key);
   if (!response.ok) throw new Error(`downloading the model ${key} failed: HTTP ${response.status}`);
   const total = Number(response.headers.get("content-length")) || 0;
-  // Known before the download: a model this device cannot hold is not downloaded.
+  // Known before the download when the server says its size: a model this device cannot hold
+  // is not downloaded (`model` judges every model by its file's size too).
   const problem = memoryProblem(total);
   if (problem) {
     await response.body?.cancel().catch(() => {});
@@ -151,10 +147,9 @@ async function modelBlob(reference, progress) {
   const stored = await cache.match(key);
   if (!stored) throw new Error(`the model ${key} was downloaded but the browser did not keep it`);
   const blob = await stored.blob();
-  const why = (await isGguf(blob)) ? memoryProblem(blob.size) : `${key} is not a GGUF model file`;
-  if (why) {
+  if (!(await isGguf(blob))) {
     await cache.delete(key);
-    throw new Error(why);
+    throw new Error(`${key} is not a GGUF model file`);
   }
   return blob;
 }
@@ -175,6 +170,10 @@ function model(reference, progress) {
       progress();
       announce({ state: "loading", model: reference, ...done });
     });
+    // Whichever way it came (kept, downloaded, picked from disk): one the device cannot hold
+    // is not loaded.
+    const problem = memoryProblem(blob.size);
+    if (problem) throw new Error(problem);
     try {
       await wllama.loadModel([blob], { n_ctx: CONTEXT_TOKENS, n_threads: threads() });
     } catch (problem) {
