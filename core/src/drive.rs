@@ -3,19 +3,22 @@
 //! The traits have no `Send` bound, so a browser's `fetch` future fits; nothing here names an
 //! executor.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 
+use futures_util::StreamExt as _;
 use futures_util::future::{Either, join_all, select};
+use futures_util::stream::FuturesUnordered;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::event::Event;
 use crate::log::SessionError;
-use crate::machine::{Input, Machine, ModelCall, Output, Settled};
+use crate::machine::{CallId, Input, Machine, ModelCall, Output, OwnedToolBatch, Settled};
 use crate::message::{AssistantMessage, Delta, ModelRequest, StopReason, ToolCall, ToolOutput};
 use crate::session::{Session, SessionOutput, Store};
 
@@ -217,51 +220,118 @@ pub async fn drive_with<M: Machine>(
     tools: &impl Tools,
     options: DriveOptions<'_>,
 ) -> Result<M::Value, M::Error> {
-    let DriveOptions { cancel, mut events } = options;
+    let DriveOptions { cancel, events } = options;
     let cancel = cancel.as_ref();
+    let events = RefCell::new(events);
+    let mut in_flight = InFlight::default();
     loop {
-        report(&mut machine, &mut events);
+        report(&mut machine, &events);
         if let Some(reason) = cancel.and_then(Cancel::reason) {
+            // Dropping a request in flight aborts it.
+            drop(in_flight);
             if !matches!(machine.poll_output(), Output::Done) {
                 answer(&mut machine, Input::Cancel { reason });
-                report(&mut machine, &mut events);
+                report(&mut machine, &events);
             }
             return machine.finish();
         }
-        let input = match machine.poll_output() {
-            Output::CallModel(call) => {
-                let id = call.id;
-                match call_model(transport, call, cancel, &mut events).await {
-                    Some(response) => Input::ModelResponse { call: id, response },
-                    None => continue,
+        // Every model call the machine has pending is made at once (an answer check's
+        // sentences in flight); a tool batch runs once no call is in flight.
+        let mut batch = None;
+        for output in machine.poll_outputs() {
+            match output {
+                Output::CallModel(call) => in_flight.start(call, transport, cancel, &events),
+                Output::RunTools(tools) if batch.is_none() => {
+                    batch = Some(OwnedToolBatch {
+                        id: tools.id,
+                        calls: tools.calls.to_vec(),
+                        sequential: tools.sequential,
+                        replay_safe: Vec::new(),
+                    });
                 }
+                _ => {}
             }
-            Output::RunTools(batch) => {
-                let run = async {
-                    if batch.sequential {
-                        let mut results = Vec::with_capacity(batch.calls.len());
-                        for call in batch.calls {
-                            results.push(settle(tools, call).await);
-                        }
-                        results
-                    } else {
-                        join_all(batch.calls.iter().map(|call| settle(tools, call))).await
+        }
+        let input = if let Some((call, response)) = in_flight.next().await {
+            match response {
+                Some(response) => Input::ModelResponse { call, response },
+                None => continue,
+            }
+        } else if let Some(batch) = batch {
+            let run = async {
+                if batch.sequential {
+                    let mut results = Vec::with_capacity(batch.calls.len());
+                    for call in &batch.calls {
+                        results.push(settle(tools, call).await);
                     }
-                };
-                match until_cancelled(cancel, run).await {
-                    Some(results) => Input::Seal { batch: batch.id, results },
-                    None => continue,
+                    results
+                } else {
+                    join_all(batch.calls.iter().map(|call| settle(tools, call))).await
                 }
+            };
+            match until_cancelled(cancel, run).await {
+                Some(results) => Input::Seal { batch: batch.id, results },
+                None => continue,
             }
-            Output::Done => return machine.finish(),
+        } else {
+            return machine.finish();
         };
         answer(&mut machine, input);
     }
 }
 
+/// Where a driver's events go, if anywhere: shared by the model calls in flight (their
+/// streamed pieces) and the loop (the machine's events), never both at once.
+type Events<'a> = RefCell<Option<Box<dyn FnMut(Event) + 'a>>>;
+
+/// A model call in flight: its id and its response (`None`: dropped by a cancel).
+type Flying<'a> = Pin<Box<dyn Future<Output = (CallId, Option<AssistantMessage>)> + 'a>>;
+
+/// The model calls in flight, each answered as it comes back, whatever the order.
+struct InFlight<'a> {
+    ids: Vec<CallId>,
+    calls: FuturesUnordered<Flying<'a>>,
+}
+
+impl Default for InFlight<'_> {
+    fn default() -> Self {
+        Self { ids: Vec::new(), calls: FuturesUnordered::new() }
+    }
+}
+
+impl<'a> InFlight<'a> {
+    /// Makes `call` unless it is already in flight (a level-triggered machine offers it
+    /// again until it is answered).
+    fn start<'e: 'a, T: Transport>(
+        &mut self,
+        call: ModelCall<'_>,
+        transport: &'a T,
+        cancel: Option<&'a Cancel>,
+        events: &'a Events<'e>,
+    ) {
+        if self.ids.contains(&call.id) {
+            return;
+        }
+        self.ids.push(call.id);
+        let (id, delay_ms, request) = (call.id, call.delay_ms, call.request.to_owned_request());
+        self.calls.push(Box::pin(async move {
+            let response =
+                call_model(transport, id, delay_ms, request.as_request(), cancel, events).await;
+            (id, response)
+        }));
+    }
+
+    /// The next call to come back; `None` when none is in flight.
+    async fn next(&mut self) -> Option<(CallId, Option<AssistantMessage>)> {
+        let (id, response) = self.calls.next().await?;
+        self.ids.retain(|flying| *flying != id);
+        Some((id, response))
+    }
+}
+
 /// Hands the machine's events to the host's callback, if it has one.
-fn report<M: Machine>(machine: &mut M, events: &mut Option<Box<dyn FnMut(Event) + '_>>) {
-    if let Some(events) = events.as_mut() {
+fn report<M: Machine>(machine: &mut M, events: &Events<'_>) {
+    if let Some(events) = events.borrow_mut().as_mut() {
         machine.drain_events().into_iter().for_each(events);
     }
 }
@@ -272,27 +342,32 @@ fn answer<M: Machine>(machine: &mut M, input: Input) {
     }
 }
 
-/// Makes `call` after its delay, handing streamed pieces to `events`. `None` when the run was
-/// cancelled meanwhile: the request was dropped (which aborts it), or the transport itself
-/// returned `aborted` because of the cancel; such a response is not given to the machine, so
-/// the run ends cancelled rather than failed. A response that arrived complete is kept.
+/// Makes model call `id` after its delay, handing streamed pieces to `events`. `None` when
+/// the run was cancelled meanwhile: the request was dropped (which aborts it), or the
+/// transport itself returned `aborted` because of the cancel; such a response is not given to
+/// the machine, so the run ends cancelled rather than failed. A response that arrived
+/// complete is kept.
 async fn call_model(
     transport: &impl Transport,
-    call: ModelCall<'_>,
+    id: CallId,
+    delay_ms: u64,
+    request: ModelRequest<'_>,
     cancel: Option<&Cancel>,
-    events: &mut Option<Box<dyn FnMut(Event) + '_>>,
+    events: &Events<'_>,
 ) -> Option<AssistantMessage> {
-    let id = call.id;
     let response = until_cancelled(cancel, async {
-        if call.delay_ms > 0 {
-            transport.wait(call.delay_ms).await;
+        if delay_ms > 0 {
+            transport.wait(delay_ms).await;
         }
-        match events.as_mut() {
-            Some(events) => {
-                let mut on_delta = |delta| events(Event::Delta { call: id, delta });
-                transport.complete_streaming(call.request, &mut on_delta).await
-            }
-            None => transport.complete(call.request).await,
+        if events.borrow().is_some() {
+            let mut on_delta = |delta| {
+                if let Some(events) = events.borrow_mut().as_mut() {
+                    events(Event::Delta { call: id, delta });
+                }
+            };
+            transport.complete_streaming(request, &mut on_delta).await
+        } else {
+            transport.complete(request).await
         }
     })
     .await?;
@@ -355,31 +430,40 @@ pub async fn drive_session_with<M>(
 where
     M: Machine + Serialize + DeserializeOwned,
 {
-    let DriveOptions { cancel, mut events } = options;
+    let DriveOptions { cancel, events } = options;
     let cancel = cancel.as_ref();
-    loop {
-        if let Some(events) = events.as_mut() {
+    let events = RefCell::new(events);
+    let drain = |session: &mut Session<M>| {
+        if let Some(events) = events.borrow_mut().as_mut() {
             session.drain_events().into_iter().for_each(&mut *events);
         }
+    };
+    let mut in_flight = InFlight::default();
+    loop {
+        drain(session);
         // What was recorded last (the start, a lease, a response, results) is stored before
         // the next effect; with nothing to write, the store still checks the lease.
         session.sync(store).await?;
         if let Some(reason) = cancel.and_then(Cancel::reason) {
+            drop(in_flight);
             if !matches!(session.poll(), SessionOutput::Done) {
                 session.cancel(reason)?;
-                if let Some(events) = events.as_mut() {
-                    session.drain_events().into_iter().for_each(&mut *events);
-                }
+                drain(session);
             }
             return session.sync(store).await;
         }
-        match session.poll() {
-            SessionOutput::CallModel(call) => {
-                let id = call.id;
-                if let Some(response) = call_model(transport, call, cancel, &mut events).await {
-                    session.record_response(id, response)?;
-                }
+        // Every model call pending is made at once (an answer check's sentences in flight),
+        // each response recorded and stored as it comes back.
+        for call in session.poll_calls() {
+            in_flight.start(call, transport, cancel, &events);
+        }
+        if let Some((id, response)) = in_flight.next().await {
+            if let Some(response) = response {
+                session.record_response(id, response)?;
             }
+            continue;
+        }
+        match session.poll() {
             SessionOutput::RunTools { batch, pending, sequential } => {
                 let calls: Vec<ToolCall> =
                     pending.iter().filter(|p| !p.started).map(|p| p.call.clone()).collect();

@@ -217,6 +217,11 @@ pub struct AnswerConfig {
     /// request a sentence; default: each sentence is checked whole).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub decompose: bool,
+    /// How many sentences (or atomic claims) are checked at once: a positive integer, at most
+    /// 16 (default 1, one after another). Their model calls are pending together
+    /// ([`Machine::poll_outputs`]); a host that answers one at a time still gets every one.
+    #[serde(default, deserialize_with = "concurrency", skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
 }
 
 impl AnswerConfig {
@@ -234,6 +239,7 @@ impl AnswerConfig {
             assess: AssessMode::default(),
             marks: BTreeMap::new(),
             decompose: false,
+            concurrency: None,
         }
     }
 }
@@ -248,6 +254,16 @@ fn bound<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::E
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         Some(number) => Ok(Some(number.min(f64::from(u32::MAX)) as u32)),
         None => Err(D::Error::custom(format!("must be a positive integer, not {value}"))),
+    }
+}
+
+/// An answer job's concurrency: a [`bound`] no larger than
+/// [`MAX_CONCURRENCY`](crate::answer::MAX_CONCURRENCY).
+fn concurrency<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    let most = crate::answer::MAX_CONCURRENCY;
+    match bound(deserializer)? {
+        Some(n) if n > most => Err(D::Error::custom(format!("must be at most {most}, not {n}"))),
+        n => Ok(n),
     }
 }
 
@@ -588,7 +604,8 @@ impl Job {
                                 ConfigError::new("answer", error.to_string()).to_string(),
                             )
                         })?
-                        .decomposing(config.decompose);
+                        .decomposing(config.decompose)
+                        .concurrent(config.concurrency.unwrap_or(1));
                 Work::Answer { check: Box::new(check) }
             }
         };
@@ -629,16 +646,18 @@ impl Job {
     /// # Errors
     /// [`Misuse`] when `call` is not the model call the job is waiting for.
     pub fn record_delta(&mut self, call: CallId, delta: Delta) -> Result<(), Misuse> {
-        match self.poll_output() {
-            Output::CallModel(pending) if pending.id == call => {
-                self.deltas.push(Event::Delta { call, delta });
-                Ok(())
-            }
-            _ => Err(Misuse::new(
+        let pending = self
+            .poll_outputs()
+            .iter()
+            .any(|output| matches!(output, Output::CallModel(pending) if pending.id == call));
+        if !pending {
+            return Err(Misuse::new(
                 MisuseKind::UnexpectedInput,
-                format!("a streamed piece for {call}, which is not the pending model call"),
-            )),
+                format!("a streamed piece for {call}, which is not a pending model call"),
+            ));
         }
+        self.deltas.push(Event::Delta { call, delta });
+        Ok(())
     }
 
     /// What the job has spent so far.
@@ -743,6 +762,14 @@ impl Machine for Job {
             Work::Step { step } => step.poll_output(),
             Work::Claim { check } => check.poll_output(),
             Work::Answer { check } => check.poll_output(),
+        }
+    }
+
+    fn poll_outputs(&mut self) -> Vec<Output<'_>> {
+        match &mut self.work {
+            Work::Step { step } => step.poll_outputs(),
+            Work::Claim { check } => check.poll_outputs(),
+            Work::Answer { check } => check.poll_outputs(),
         }
     }
 

@@ -44,6 +44,7 @@ pub struct ToolBatch<'a> {
 
 /// What the host must do next. Level-triggered: until it is answered, polling again returns
 /// the same output with the same id, so a host that lost track (or resumed) can replay it.
+/// A machine may have several pending at once ([`Machine::poll_outputs`]).
 #[derive(Debug, Clone, Copy, Serialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[must_use]
@@ -212,10 +213,23 @@ pub trait Machine {
     /// What the host must do next (level-triggered, see [`Output`]).
     fn poll_output(&mut self) -> Output<'_>;
 
-    /// An answer to the current output.
+    /// Every output pending at once, which the host may carry out concurrently and answer in
+    /// any order (each answer names its output's id). Empty once the machine is done. The
+    /// first is what [`poll_output`](Self::poll_output) returns, so a host that answers one
+    /// output at a time needs nothing else. A machine that does one thing at a time (a step,
+    /// a claim check) returns its one output; an answer check returns one for each sentence in
+    /// flight, up to its configured concurrency.
+    fn poll_outputs(&mut self) -> Vec<Output<'_>> {
+        match self.poll_output() {
+            Output::Done => Vec::new(),
+            output => vec![output],
+        }
+    }
+
+    /// An answer to a pending output (the current one, or any of [`poll_outputs`](Self::poll_outputs)).
     ///
     /// # Errors
-    /// [`Misuse`] for an input that does not answer the current output; the state is unchanged.
+    /// [`Misuse`] for an input that does not answer a pending output; the state is unchanged.
     fn handle_input(&mut self, input: Input) -> Result<(), Misuse>;
 
     /// The events since the last drain (see [`crate::Event`]); machines without any return

@@ -542,10 +542,25 @@ where
         }
     }
 
-    /// Records the response to model call `call` and gives it to the machine.
+    /// Every model call pending at once ([`Machine::poll_outputs`]): an answer check's
+    /// sentences in flight. A host may make them together and record each response as it
+    /// comes back; the first is the one [`poll`](Self::poll) gives.
+    pub fn poll_calls(&mut self) -> Vec<ModelCall<'_>> {
+        self.machine
+            .poll_outputs()
+            .into_iter()
+            .filter_map(|output| match output {
+                Output::CallModel(call) => Some(call),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Records the response to model call `call` (any pending one) and gives it to the
+    /// machine.
     ///
     /// # Errors
-    /// A stale lease, or a call that is not the open one (nothing is recorded then).
+    /// A stale lease, or a call that is not pending (nothing is recorded then).
     pub fn record_response(
         &mut self,
         call: CallId,

@@ -349,3 +349,284 @@ fn the_offline_baseline_splits_nothing() {
         assert_eq!(status(sentence.status), "supported", "{sentence:#?}");
     }
 }
+
+/// A model that answers each request by what it asks, whatever order the calls come in: an
+/// assessment by its claim (the text before its evidence), a research turn with a note.
+fn by_claim(request: verity_core::ModelRequest<'_>) -> AssistantMessage {
+    let text = serde_json::to_string(&request.messages).unwrap();
+    if text.contains("Find more evidence") {
+        return AssistantMessage::text("Nothing more to find.");
+    }
+    let claim = text.split("Evidence (").next().unwrap();
+    if claim.contains("1928") {
+        assess("supported", &[E1])
+    } else if claim.contains("161 metres") {
+        assess("supported", &[E2])
+    } else if claim.contains("300 metres") {
+        assess("contradicted", &[E2])
+    } else {
+        assess("insufficient", &[])
+    }
+}
+
+const FOUR: &str = "The Tyne Bridge opened in 1928. The bridge is 161 metres long. \
+    The bridge is 300 metres long. Newcastle has a famous football club.";
+
+/// Drives `job` answering the last of its pending outputs first (saving and restoring it
+/// before each), as a host whose calls come back out of order would; returns its value, the
+/// most outputs pending at once, and its events.
+fn run_out_of_order(
+    mut job: Job,
+    respond: impl Fn(verity_core::ModelRequest<'_>) -> AssistantMessage,
+) -> (Result<JobValue, verity_core::JobFailed>, usize, Vec<Event>) {
+    let corpora = [corpus()];
+    let (mut most, mut events) = (0, Vec::new());
+    loop {
+        job = Job::restore(&job.save(), &corpora).unwrap();
+        events.extend(job.drain_events());
+        let outputs = job.poll_outputs();
+        most = most.max(outputs.len());
+        let mut ids: Vec<u64> = outputs
+            .iter()
+            .map(|output| match output {
+                Output::CallModel(call) => call.id.0,
+                other => panic!("an answer job asks only for model calls: {other:?}"),
+            })
+            .collect();
+        ids.dedup();
+        assert_eq!(ids.len(), outputs.len(), "two pending outputs share an id: {ids:?}");
+        let Some(Output::CallModel(call)) = outputs.last() else { break };
+        let input = Input::ModelResponse { call: call.id, response: respond(call.request) };
+        job.handle_input(input).unwrap();
+    }
+    events.extend(job.drain_events());
+    (job.finish_typed(), most, events)
+}
+
+fn answer_job(answer: &str, extra: Value) -> Job {
+    Job::from_json(&config(answer, extra), &[corpus()]).unwrap()
+}
+
+#[test]
+fn sentences_are_checked_concurrently_up_to_the_bound_and_end_as_one_at_a_time_does() {
+    let (alone, most, _) = run_out_of_order(answer_job(FOUR, json!({})), by_claim);
+    assert_eq!(most, 1, "one at a time unless the job asks for more");
+    let alone = answer_report(alone.unwrap());
+    for concurrency in [2, 3, 16] {
+        let job = answer_job(FOUR, json!({"concurrency": concurrency}));
+        let (value, most, events) = run_out_of_order(job, by_claim);
+        assert_eq!(most, concurrency.min(4), "sentences in flight at once");
+        let report = answer_report(value.unwrap());
+        assert_eq!(
+            serde_json::to_value(&report).unwrap(),
+            serde_json::to_value(&alone).unwrap(),
+            "concurrency {concurrency}: the same report as one at a time"
+        );
+        for index in 0..4 {
+            let started = events
+                .iter()
+                .filter(|e| matches!(e, Event::SentenceStarted { index: i } if *i == index))
+                .count();
+            let checked = events
+                .iter()
+                .filter(
+                    |e| matches!(e, Event::SentenceChecked { sentence } if sentence.index == index),
+                )
+                .count();
+            assert_eq!((started, checked), (1, 1), "sentence {index}'s events");
+        }
+    }
+    assert_eq!(status(alone.sentences[0].status), "supported");
+    assert_eq!(status(alone.sentences[2].status), "contradicted");
+    assert_eq!(status(alone.sentences[3].status), "insufficient");
+}
+
+#[test]
+fn split_sentences_have_their_claims_checked_concurrently_too() {
+    let offline =
+        |request: verity_core::ModelRequest<'_>| verity_core::provider::offline::respond(request);
+    let answer = "The Tyne Bridge opened in 1928 and was built by Dorman Long. \
+        The bridge is 161 metres long. Newcastle is in England.";
+    let extra = |concurrency: u32| json!({"decompose": true, "concurrency": concurrency});
+    let (alone, _, _) = run_out_of_order(answer_job(answer, extra(1)), offline);
+    let (together, most, _) = run_out_of_order(answer_job(answer, extra(4)), offline);
+    assert!(most > 1, "{most}");
+    assert_eq!(together.unwrap().into_value(), alone.unwrap().into_value());
+}
+
+#[test]
+fn a_cancel_ends_every_sentence_in_flight_with_what_was_spent() {
+    let mut job = answer_job(FOUR, json!({"concurrency": 3}));
+    let Output::CallModel(call) = job.poll_outputs()[1] else { panic!() };
+    let input = Input::ModelResponse { call: call.id, response: by_claim(call.request) };
+    job.handle_input(input).unwrap();
+    assert_eq!(job.poll_outputs().len(), 3, "the next sentence started in its place");
+    job.handle_input(Input::Cancel { reason: "stop".into() }).unwrap();
+    assert!(job.poll_outputs().is_empty());
+    let failed = job.finish_typed().unwrap_err();
+    assert_eq!(failed.kind(), JobFailureKind::Cancelled);
+    assert_eq!(failed.spent().requests, 1, "{failed:?}");
+}
+
+#[test]
+fn a_provider_failing_in_one_sentence_ends_the_answer_counting_every_sentences_requests() {
+    let mut job = answer_job(FOUR, json!({"concurrency": 2}));
+    let Output::CallModel(call) = job.poll_outputs()[0] else { panic!() };
+    let input = Input::ModelResponse { call: call.id, response: by_claim(call.request) };
+    job.handle_input(input).unwrap();
+    let Output::CallModel(call) = job.poll_outputs()[1] else { panic!() };
+    let input = Input::ModelResponse { call: call.id, response: AssistantMessage::failed("500") };
+    job.handle_input(input).unwrap();
+    assert!(job.poll_outputs().is_empty(), "nothing more is asked");
+    let failed = job.finish_typed().unwrap_err();
+    assert_eq!(failed.kind(), JobFailureKind::AssessRequest);
+    assert!(failed.message().starts_with("sentence 3: "), "{}", failed.message());
+    assert_eq!(failed.spent().requests, 2);
+}
+
+#[test]
+fn an_input_or_a_streamed_piece_for_no_pending_call_is_refused_and_changes_nothing() {
+    let mut job = answer_job(FOUR, json!({"concurrency": 2}));
+    let ids: Vec<_> = job
+        .poll_outputs()
+        .iter()
+        .map(|o| match o {
+            Output::CallModel(call) => call.id,
+            _ => panic!(),
+        })
+        .collect();
+    let delta = verity_core::Delta::Text { text: "Yes".into() };
+    job.record_delta(ids[1], delta.clone()).unwrap();
+    let saved = job.save();
+    let stranger = verity_core::CallId(ids[1].0 + 1);
+    let input = Input::ModelResponse { call: stranger, response: assess("supported", &[E1]) };
+    let misuse = job.handle_input(input).unwrap_err();
+    assert_eq!(misuse.kind, verity_core::MisuseKind::UnexpectedInput);
+    assert!(job.record_delta(stranger, delta).is_err());
+    assert_eq!(job.save(), saved);
+}
+
+#[test]
+fn an_answer_job_saved_with_one_sentence_in_flight_still_restores() {
+    let mut job = answer_job(FOUR, json!({}));
+    let Output::CallModel(call) = job.poll_output() else { panic!() };
+    let first = call.id;
+    let mut saved: Value = serde_json::from_str(&job.save()).unwrap();
+    // The form a job saved before answers could be checked concurrently has.
+    let check = saved["check"].as_object_mut().unwrap();
+    let active = check.remove("active").unwrap();
+    assert_eq!(active.as_array().unwrap().len(), 1, "{active}");
+    check.insert("current".into(), active[0].clone());
+    check.remove("concurrency");
+    let mut job = Job::restore(&saved.to_string(), &[corpus()]).unwrap();
+    let Output::CallModel(call) = job.poll_output() else { panic!() };
+    assert_eq!(call.id, first);
+    let (value, most, _) = run_out_of_order(job, by_claim);
+    assert_eq!(most, 1);
+    assert_eq!(answer_report(value.unwrap()).counts.supported, 2);
+}
+
+#[test]
+fn concurrency_is_a_positive_integer_up_to_16() {
+    for bad in [json!(0), json!(17), json!("2"), json!(1.5)] {
+        let failed =
+            Job::from_json(&config(FOUR, json!({"concurrency": bad})), &[corpus()]).unwrap_err();
+        assert_eq!(failed.kind(), JobFailureKind::Config);
+        assert!(failed.message().contains("concurrency"), "{bad}: {}", failed.message());
+    }
+}
+
+/// A transport that answers as `by_claim` does after yielding to the executor (longer for
+/// the first sentence's claim, so calls come back out of the order they went out), and counts
+/// how many requests were in flight at once.
+#[derive(Default)]
+struct Slow {
+    in_flight: std::cell::Cell<usize>,
+    most: std::cell::Cell<usize>,
+}
+
+impl verity_core::Transport for Slow {
+    async fn complete(&self, request: verity_core::ModelRequest<'_>) -> AssistantMessage {
+        self.in_flight.set(self.in_flight.get() + 1);
+        self.most.set(self.most.get().max(self.in_flight.get()));
+        let slow = serde_json::to_string(&request.messages).unwrap().contains("1928");
+        let response = by_claim(request);
+        for _ in 0..if slow { 8 } else { 1 } {
+            yield_now().await;
+        }
+        self.in_flight.set(self.in_flight.get() - 1);
+        response
+    }
+}
+
+/// Pending once, then ready: lets the executor poll the other requests in flight.
+async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|context| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            context.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}
+
+#[test]
+fn the_driver_makes_every_pending_call_at_once_and_answers_each_as_it_comes_back() {
+    let alone = Slow::default();
+    let one = pollster::block_on(verity_core::drive(
+        answer_job(FOUR, json!({})),
+        &alone,
+        &verity_core::NoTools,
+    ))
+    .unwrap();
+    assert_eq!(alone.most.get(), 1);
+    let together = Slow::default();
+    let three = pollster::block_on(verity_core::drive(
+        answer_job(FOUR, json!({"concurrency": 3})),
+        &together,
+        &verity_core::NoTools,
+    ))
+    .unwrap();
+    assert_eq!(together.most.get(), 3, "three sentences' requests in flight at once");
+    assert_eq!(three, one, "the same report");
+}
+
+#[test]
+fn a_durable_session_records_concurrent_responses_as_they_come_and_replays_them() {
+    let store = verity_core::MemoryStore::new();
+    let transport = Slow::default();
+    let mut session =
+        verity_core::Session::start(answer_job(FOUR, json!({"concurrency": 4}))).unwrap();
+    let mut events = Vec::new();
+    let options = verity_core::DriveOptions::new().events(|event| events.push(event));
+    pollster::block_on(verity_core::drive_session_with(
+        &mut session,
+        &store,
+        &transport,
+        &verity_core::NoTools,
+        options,
+    ))
+    .unwrap();
+    assert_eq!(transport.most.get(), 4);
+    let checked: Vec<usize> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SentenceChecked { sentence } => Some(sentence.index),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checked.len(), 4);
+    assert_ne!(checked[0], 0, "the first sentence's slow request came back last: {checked:?}");
+    let report = session.into_machine().finish_typed().unwrap().into_value();
+    // The log holds the responses in the order they came; replayed, they end the same.
+    let replayed = verity_core::indexed::with_corpora(&[corpus()], || {
+        verity_core::Session::<Job>::resume(store.log(), None)
+    })
+    .unwrap();
+    assert!(matches!(replayed.clone().poll(), verity_core::SessionOutput::Done));
+    assert_eq!(replayed.into_machine().finish_typed().unwrap().into_value(), report);
+}

@@ -1,7 +1,9 @@
 //! The answer-check machine: each sentence with something to check goes through the claim
-//! checker in turn (split into atomic claims first when the job asks, each claim then checked
-//! in turn), over one corpus, its call ids following the previous check's, so the whole answer
-//! is one machine a host saves and resumes like any other job.
+//! checker (split into atomic claims first when the job asks, each claim then checked on its
+//! own), over one corpus, so the whole answer is one machine a host saves and resumes like any
+//! other job. Up to the job's concurrency, sentences (or claims) are checked at once: each is
+//! its own claim check with its own range of call ids, and the host answers their model calls
+//! in whatever order they come back.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,11 +22,11 @@ use crate::claim::{
 };
 use crate::event::Event;
 use crate::indexed::{CorpusRef, IndexedCorpus};
-use crate::machine::{Input, Machine, Misuse, MisuseKind, Output};
+use crate::machine::{CallId, Input, Machine, Misuse, MisuseKind, Output};
 use crate::segment::{AnswerError, MAX_SENTENCES, Span, checkable, quote_span, sentences};
 use crate::step::{FailureKind, Step};
 
-/// What the sentence being checked is doing.
+/// What a sentence in flight is doing.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "work")]
 enum Work {
@@ -38,7 +40,7 @@ enum Work {
     },
 }
 
-/// The sentence being checked.
+/// A sentence in flight.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Current {
@@ -46,8 +48,82 @@ struct Current {
     work: Work,
 }
 
+impl Work {
+    fn poll_output(&mut self) -> Output<'_> {
+        match self {
+            Work::Decompose { step } => step.poll_output(),
+            Work::Check { check, .. } => check.poll_output(),
+        }
+    }
+
+    fn handle_input(&mut self, input: Input) -> Result<(), Misuse> {
+        match self {
+            Work::Decompose { step } => step.handle_input(input),
+            Work::Check { check, .. } => check.handle_input(input),
+        }
+    }
+
+    fn drain_events(&mut self) -> Vec<Event> {
+        match self {
+            Work::Decompose { step } => step.drain_events(),
+            Work::Check { check, .. } => check.drain_events(),
+        }
+    }
+
+    fn spent(&self) -> Spent {
+        match self {
+            Work::Decompose { step } => step.spent(),
+            Work::Check { check, .. } => check.spent(),
+        }
+    }
+
+    /// Whether it has ended (its outcome is then taken by `finish`).
+    fn is_done(&mut self) -> bool {
+        match self {
+            Work::Decompose { step } => step.is_done(),
+            Work::Check { check, .. } => matches!(check.poll_output(), Output::Done),
+        }
+    }
+
+    /// The id of what it waits for: its model call, or its tool batch.
+    fn pending_id(&mut self) -> Option<CallId> {
+        match self.poll_output() {
+            Output::CallModel(call) => Some(call.id),
+            Output::RunTools(batch) => Some(batch.id),
+            _ => None,
+        }
+    }
+}
+
+/// The call ids each piece of work (a sentence's check, its split, an atomic claim's check)
+/// may use when several are in flight: the next starts this far on, so no two ever share an
+/// id. A check that made a million requests (turns and retries are the job's to set) would
+/// reach the next one's; each id is a request, so that is out of reach of any run.
+const IDS_PER_WORK: u64 = 1_000_000;
+
+/// The most sentences (or claims) an answer job checks at once.
+pub const MAX_CONCURRENCY: u32 = 16;
+
+/// Reads the work in flight as the list it is, or as the one work (or none) that an answer
+/// check saved before several could be in flight (`current`).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<Current>, D::Error> {
+    use serde::de::Error as _;
+    // Through a value rather than an untagged enum, so that a bad saved state says what is
+    // wrong with it.
+    let value = serde_json::Value::deserialize(deserializer)?;
+    let read = if value.is_array() {
+        serde_json::from_value(value)
+    } else {
+        serde_json::from_value::<Option<Current>>(value).map(|one| one.into_iter().collect())
+    };
+    read.map_err(D::Error::custom)
+}
+
 /// A check of a whole answer: a [`SentenceReport`] for each sentence, an [`AnswerReport`] at
-/// the end. Sentences are checked one at a time, in order.
+/// the end. Sentences are started in order, as many at once as its concurrency allows (one
+/// unless [`concurrent`](Self::concurrent) says otherwise); they may end in any order.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AnswerCheck {
@@ -59,9 +135,15 @@ pub struct AnswerCheck {
     decompose: bool,
     /// Every sentence; a checkable one is `pending` until its check ends.
     sentences: Vec<SentenceReport>,
-    current: Option<Current>,
+    /// The work in flight, in the order it started.
+    #[serde(default, alias = "current", deserialize_with = "one_or_many")]
+    active: Vec<Current>,
+    /// How many sentences (or claims) are checked at once.
+    #[serde(default = "one")]
+    concurrency: u32,
     /// What the checks that ended spent.
     spent: Spent,
+    /// The first call id of the next work to start.
     next_id: u64,
     #[serde(default)]
     events: Vec<Event>,
@@ -150,13 +232,14 @@ impl AnswerCheck {
             options,
             decompose: false,
             sentences: planned,
-            current: None,
+            active: Vec::new(),
+            concurrency: 1,
             spent: Spent::default(),
             next_id: 0,
             events: Vec::new(),
             failed: None,
         };
-        check.start_next();
+        check.settle();
         Ok(check)
     }
 
@@ -166,11 +249,31 @@ impl AnswerCheck {
     pub fn decomposing(mut self, decompose: bool) -> Self {
         if decompose != self.decompose && self.spent().requests == 0 {
             self.decompose = decompose;
-            self.current = None;
-            self.events.clear();
-            self.start_next();
+            self.restart();
         }
         self
+    }
+
+    /// The same check with up to `concurrency` sentences (or atomic claims) in flight at once
+    /// (at least 1, at most [`MAX_CONCURRENCY`]): their model calls are all pending together
+    /// ([`Machine::poll_outputs`]) and may be answered in any order. Call before the first
+    /// input.
+    #[must_use]
+    pub fn concurrent(mut self, concurrency: u32) -> Self {
+        let concurrency = concurrency.clamp(1, MAX_CONCURRENCY);
+        if concurrency != self.concurrency && self.spent().requests == 0 {
+            self.concurrency = concurrency;
+            self.restart();
+        }
+        self
+    }
+
+    /// Starts over (before any request): nothing in flight, the first works started again.
+    fn restart(&mut self) {
+        self.active.clear();
+        self.events.clear();
+        self.next_id = 0;
+        self.settle();
     }
 
     /// The answer.
@@ -189,103 +292,152 @@ impl AnswerCheck {
     #[must_use]
     pub fn spent(&self) -> Spent {
         let mut spent = self.spent;
-        if let Some(current) = &self.current {
-            spent.add(match &current.work {
-                Work::Decompose { step } => step.spent(),
-                Work::Check { check, .. } => check.spent(),
-            });
+        for current in &self.active {
+            spent.add(current.work.spent());
         }
         spent
     }
 
-    /// Starts what comes next: the next pending claim of the sentence being split, or the next
-    /// pending sentence (its decomposition first when the job asks for one); nothing when every
-    /// sentence has ended.
-    fn start_next(&mut self) {
-        let Some(sentence) = self.sentences.iter().find(|s| s.status == SentenceStatus::Pending)
-        else {
-            return;
-        };
-        let index = sentence.index;
-        let whole = sentence.claim.clone().unwrap_or_default();
-        if self.decompose && sentence.decomposed.is_none() {
-            let earlier = earlier_text(&self.answer, sentence.span.start);
-            let step = decompose_step(earlier, &whole, self.options.retry, self.next_id);
-            self.events.push(Event::SentenceStarted { index });
-            self.current = Some(Current { index, work: Work::Decompose { step: Box::new(step) } });
-            return;
-        }
-        let (claim, text) =
-            match sentence.claims.iter().position(|c| c.status == SentenceStatus::Pending) {
-                Some(n) => (Some(n), sentence.claims[n].text.clone()),
-                None => (None, whole),
+    /// Starts the next piece of work not in flight, in the answer's order: a sentence's split
+    /// (when the job asks for one), the check of a whole sentence, or of a split sentence's
+    /// next claim. Whether there was one to start.
+    fn start_one(&mut self) -> bool {
+        for position in 0..self.sentences.len() {
+            let sentence = &self.sentences[position];
+            if sentence.status != SentenceStatus::Pending {
+                continue;
+            }
+            let index = sentence.index;
+            let busy = |claim: Option<usize>| {
+                self.active.iter().any(|current| {
+                    current.index == index
+                        && match (&current.work, claim) {
+                            (_, None) => true,
+                            (Work::Check { claim: Some(n), .. }, Some(m)) => *n == m,
+                            _ => false,
+                        }
+                })
             };
-        let corpus = Arc::clone(self.corpus.get());
-        // The passages the sentence's marks name are asked about first, then what the
-        // retriever finds, each once.
+            if self.decompose && sentence.decomposed.is_none() {
+                if busy(None) {
+                    continue;
+                }
+                let (start, whole) =
+                    (sentence.span.start, sentence.claim.clone().unwrap_or_default());
+                let first = self.first_id();
+                let earlier = earlier_text(&self.answer, start);
+                let step = decompose_step(earlier, &whole, self.options.retry, first);
+                self.events.push(Event::SentenceStarted { index });
+                self.active.push(Current { index, work: Work::Decompose { step: Box::new(step) } });
+                return true;
+            }
+            let (claim, text) = if sentence.claims.is_empty() {
+                if busy(None) {
+                    continue;
+                }
+                (None, sentence.claim.clone().unwrap_or_default())
+            } else {
+                let next = (0..sentence.claims.len()).find(|&n| {
+                    sentence.claims[n].status == SentenceStatus::Pending && !busy(Some(n))
+                });
+                let Some(n) = next else { continue };
+                (Some(n), sentence.claims[n].text.clone())
+            };
+            let evidence = self.evidence(position, &text);
+            if !self.decompose {
+                self.events.push(Event::SentenceStarted { index });
+            }
+            let corpus = Arc::clone(self.corpus.get());
+            let first = self.first_id();
+            let check = ClaimCheck::starting_at(text, corpus, evidence, self.options, first);
+            self.active
+                .push(Current { index, work: Work::Check { claim, check: Box::new(check) } });
+            return true;
+        }
+        false
+    }
+
+    /// The passages a check of `text`, of the sentence at `position`, asks about: those the
+    /// sentence's marks name first, then what the retriever finds, each once.
+    fn evidence(&self, position: usize, text: &str) -> Vec<String> {
+        let corpus = self.corpus.get();
         let mut evidence: Vec<String> = Vec::new();
-        for mark in sentence.marks.iter().take(MAX_MARKS) {
-            let text = mark.passage.as_deref().and_then(|id| corpus.corpus().get(id));
-            if let Some(passage) = text
+        for mark in self.sentences[position].marks.iter().take(MAX_MARKS) {
+            let found = mark.passage.as_deref().and_then(|id| corpus.corpus().get(id));
+            if let Some(passage) = found
                 && !evidence.contains(&passage.text)
             {
                 evidence.push(passage.text.clone());
             }
         }
-        for found in search(&corpus, &self.options.retriever, &text) {
+        for found in search(corpus, &self.options.retriever, text) {
             let passage = &corpus.corpus().passages()[found].text;
             if !evidence.contains(passage) {
                 evidence.push(passage.clone());
             }
         }
-        if !self.decompose {
-            self.events.push(Event::SentenceStarted { index });
-        }
-        let check = ClaimCheck::starting_at(text, corpus, evidence, self.options, self.next_id);
-        self.current = Some(Current { index, work: Work::Check { claim, check: Box::new(check) } });
+        evidence
     }
 
-    /// Moves the current work's events out.
+    /// The first call id of a work starting now. One at a time, each work's ids follow the
+    /// last one's; several at once, each has its own range ([`IDS_PER_WORK`]).
+    fn first_id(&mut self) -> u64 {
+        let first = self.next_id;
+        if self.concurrency > 1 {
+            self.next_id = first.saturating_add(IDS_PER_WORK);
+        }
+        first
+    }
+
+    /// Moves the events of the work in flight out, in the order the work started.
     fn pull_events(&mut self) {
-        if let Some(current) = &mut self.current {
-            self.events.extend(match &mut current.work {
-                Work::Decompose { step } => step.drain_events(),
-                Work::Check { check, .. } => check.drain_events(),
-            });
+        for current in &mut self.active {
+            self.events.extend(current.work.drain_events());
         }
     }
 
-    /// Records the current work once it has ended, and starts what comes next.
-    fn advance(&mut self) {
-        let ended = self.current.as_mut().is_some_and(|current| match &mut current.work {
-            Work::Decompose { step } => step.is_done(),
-            Work::Check { check, .. } => matches!(check.poll_output(), Output::Done),
-        });
-        if !ended {
-            return;
-        }
-        let Some(Current { index, work }) = self.current.take() else { return };
-        let go_on = match work {
-            Work::Decompose { step } => self.on_decomposed(index, *step),
-            Work::Check { claim, check } => self.on_checked(index, claim, *check),
-        };
-        if go_on {
-            self.start_next();
+    /// Records the work that has ended, and starts what comes next, up to the concurrency:
+    /// at the start and after every input.
+    fn settle(&mut self) {
+        loop {
+            self.pull_events();
+            if self.failed.is_some() {
+                return;
+            }
+            if let Some(position) = self.active.iter_mut().position(|c| c.work.is_done()) {
+                let Current { index, work } = self.active.remove(position);
+                let go_on = match work {
+                    Work::Decompose { step } => self.on_decomposed(index, *step),
+                    Work::Check { claim, check } => self.on_checked(index, claim, *check),
+                };
+                if !go_on {
+                    // What the other work in flight spent is the answer's; nothing more is
+                    // asked of it.
+                    for current in std::mem::take(&mut self.active) {
+                        self.spent.add(current.work.spent());
+                    }
+                    return;
+                }
+                continue;
+            }
+            if self.active.len() >= self.concurrency as usize || !self.start_one() {
+                return;
+            }
         }
     }
 
     /// Ends the whole check: a request failed past its retries, or the host cancelled; nothing
     /// more is asked.
     fn end_with(&mut self, kind: ClaimFailureKind, index: usize, message: &str) -> bool {
-        self.failed =
-            Some(ClaimFailed::new(kind, format!("sentence {}: {message}", index + 1), self.spent));
+        let message = format!("sentence {}: {message}", index + 1);
+        self.failed = Some(ClaimFailed::new(kind, message, self.spent()));
         false
     }
 
     /// Keeps the claims a decomposition wrote (or notes why the sentence is checked whole);
     /// whether to go on.
     fn on_decomposed(&mut self, index: usize, step: Step<Decomposition>) -> bool {
-        self.next_id = step.next_free_id();
+        self.next_id = self.next_id.max(step.next_free_id());
         self.spent.add(step.spent());
         let outcome = step.finish();
         if let Err(failed) = &outcome {
@@ -336,7 +488,7 @@ impl AnswerCheck {
     /// Records a claim check that ended, on its sentence or on the sentence's atomic claim;
     /// whether to go on.
     fn on_checked(&mut self, index: usize, claim: Option<usize>, check: ClaimCheck) -> bool {
-        self.next_id = check.next_free_id();
+        self.next_id = self.next_id.max(check.next_free_id());
         self.spent.add(check.spent());
         let outcome = check.finish();
         if let Err(failed) = &outcome
@@ -572,23 +724,52 @@ impl Machine for AnswerCheck {
         if self.failed.is_some() {
             return Output::Done;
         }
-        match &mut self.current {
-            Some(Current { work: Work::Decompose { step }, .. }) => step.poll_output(),
-            Some(Current { work: Work::Check { check, .. }, .. }) => check.poll_output(),
+        match self.active.first_mut() {
+            Some(current) => current.work.poll_output(),
             None => Output::Done,
         }
     }
 
-    fn handle_input(&mut self, input: Input) -> Result<(), Misuse> {
-        let Some(current) = self.current.as_mut().filter(|_| self.failed.is_none()) else {
-            return Err(Misuse::new(MisuseKind::Finished, "input after the check ended"));
-        };
-        match &mut current.work {
-            Work::Decompose { step } => step.handle_input(input)?,
-            Work::Check { check, .. } => check.handle_input(input)?,
+    fn poll_outputs(&mut self) -> Vec<Output<'_>> {
+        if self.failed.is_some() {
+            return Vec::new();
         }
-        self.pull_events();
-        self.advance();
+        self.active
+            .iter_mut()
+            .map(|current| current.work.poll_output())
+            .filter(|output| !matches!(output, Output::Done))
+            .collect()
+    }
+
+    fn handle_input(&mut self, input: Input) -> Result<(), Misuse> {
+        if self.failed.is_some() || self.active.is_empty() {
+            return Err(Misuse::new(MisuseKind::Finished, "input after the check ended"));
+        }
+        let id = match &input {
+            Input::ModelResponse { call, .. } => Some(*call),
+            Input::Seal { batch, .. } => Some(*batch),
+            Input::Cancel { .. } => None,
+        };
+        match id {
+            Some(id) => {
+                let position =
+                    (0..self.active.len()).find(|&i| self.active[i].work.pending_id() == Some(id));
+                let Some(position) = position else {
+                    return Err(Misuse::new(
+                        MisuseKind::UnexpectedInput,
+                        format!("{id} is not a pending output of the answer check"),
+                    ));
+                };
+                self.active[position].work.handle_input(input)?;
+            }
+            // A cancel ends every work in flight.
+            None => {
+                for current in &mut self.active {
+                    current.work.handle_input(input.clone())?;
+                }
+            }
+        }
+        self.settle();
         Ok(())
     }
 
@@ -601,7 +782,7 @@ impl Machine for AnswerCheck {
         if let Some(failed) = self.failed {
             return Err(failed);
         }
-        if self.current.is_some() {
+        if !self.active.is_empty() {
             return Err(ClaimFailed::new(
                 ClaimFailureKind::Cancelled,
                 "cancelled: finished before the check ended",
@@ -610,6 +791,10 @@ impl Machine for AnswerCheck {
         }
         Ok(self.report())
     }
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[cfg(test)]

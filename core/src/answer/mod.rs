@@ -24,7 +24,7 @@ pub use crate::segment::{
     AnswerError, MAX_ANSWER_CHARS, MAX_SENTENCE_CHARS, MAX_SENTENCES, Sentence, Span, quote_span,
     sentences,
 };
-pub use check::AnswerCheck;
+pub use check::{AnswerCheck, MAX_CONCURRENCY};
 pub use decompose::{Decomposition, MAX_CLAIMS};
 pub use marks::MAX_MARKS;
 pub use report::{
