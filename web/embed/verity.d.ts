@@ -108,6 +108,7 @@ export interface PageTool {
 }
 
 export class Verity extends EventTarget {
+  /** `concurrency` (default 2): how many checks, or an answer's sentences, run at once. */
   constructor(options?: { provider?: ProviderOption; concurrency?: number; workerUrl?: string | URL });
   createCorpus(): VerityCorpus;
   checkClaim(options: { claim: string; corpus: VerityCorpus; signal?: AbortSignal; onEvent?: (event: VerityEvent) => void; provider?: ProviderOption }): Promise<Report>;

@@ -114,7 +114,7 @@ export class Verity extends EventTarget {
   /**
    * @param {object} [options]
    * @param {object|string} [options.provider] omitted: the offline baseline; else the provider JSON.
-   * @param {number} [options.concurrency] how many claim checks run at once (default 2).
+   * @param {number} [options.concurrency] how many claim checks, or an answer's sentences, run at once (default 2).
    * @param {string|URL} [options.workerUrl] where the worker's loader is (default: beside this module).
    */
   constructor({ provider, concurrency = 2, workerUrl } = {}) {

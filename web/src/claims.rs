@@ -60,6 +60,7 @@ pub fn ClaimsSection(engine: Engine, settings: RwSignal<ProviderSettings>) -> im
                 answer.get_untracked().trim().to_owned(),
                 decompose.get_untracked(),
                 settings.with_untracked(for_check),
+                concurrency.get_untracked(),
             );
         } else {
             let claims = claims_of(&text.get_untracked());
@@ -239,7 +240,9 @@ fn RunControls(
                 "Cancel all"
             </button>
             <span class="concurrency">
-                <label for="claims-concurrency" class="inline-label">"Checks at once"</label>
+                <label for="claims-concurrency" class="inline-label">
+                    {move || if answer_mode.get() { "Sentences at once" } else { "Checks at once" }}
+                </label>
                 <select
                     id="claims-concurrency"
                     data-testid="concurrency"

@@ -707,8 +707,15 @@ impl Engine {
         });
     }
 
-    /// Checks a whole answer, sentence by sentence, in a new card.
-    pub fn run_answer(&self, answer: String, decompose: bool, provider: ProviderChoice) {
+    /// Checks a whole answer, sentence by sentence, `concurrency` sentences at once, in a new
+    /// card.
+    pub fn run_answer(
+        &self,
+        answer: String,
+        decompose: bool,
+        provider: ProviderChoice,
+        concurrency: usize,
+    ) {
         let check = CheckRequest { decompose, ..CheckRequest::answer(self.new_check_id(), answer) };
         let mut state = CheckState::of(check.clone(), Phase::Queued);
         state.saving = true;
@@ -716,7 +723,7 @@ impl Engine {
         self.send(ToWorker::Check {
             checks: vec![check],
             provider,
-            concurrency: 1,
+            concurrency: concurrency.max(1),
             corpus: None,
             budget: None,
         });

@@ -1,8 +1,10 @@
-//! `bench-answer CORPUS.jsonl CLAIMS.jsonl [--sentences N] [--provider CONFIG.json]`: one
+//! `bench-answer CORPUS.jsonl CLAIMS.jsonl [--sentences N] [--provider CONFIG.json]
+//! [--concurrency N]`: one
 //! answer of N sentences (default 10: the first N claims labelled `supported` of the claim
 //! file, joined) checked as one answer job against the whole corpus file (read and indexed as
 //! the app reads an uploaded `.jsonl`), with the offline baseline or the provider the file
-//! names (its `"assess"` chooses the route, as in `eval`). Prints one JSON object: the time
+//! names (its `"assess"` chooses the route, as in `eval`), `--concurrency` sentences at once
+//! (default 1). Prints one JSON object: the time
 //! to index the corpus, to the first and to the last sentence's verdict (from the job's start,
 //! as the `sentenceChecked` events arrive), requests in all and per sentence, and each
 //! sentence's status.
@@ -31,8 +33,7 @@ mod native {
     use verity_core::{DriveOptions, Event, Job, NoTools, Transport, drive_with};
     use verity_tests::cli::{block_on, provider_name, read_provider, transport};
 
-    const USAGE: &str =
-        "usage: bench-answer CORPUS.jsonl CLAIMS.jsonl [--sentences N] [--provider CONFIG.json]";
+    const USAGE: &str = "usage: bench-answer CORPUS.jsonl CLAIMS.jsonl [--sentences N] [--provider CONFIG.json] [--concurrency N]";
 
     pub fn main() -> ExitCode {
         match run() {
@@ -51,7 +52,7 @@ mod native {
         let mut args = std::env::args().skip(1);
         let corpus_path = args.next().ok_or(USAGE)?;
         let claims_path = args.next().ok_or(USAGE)?;
-        let (mut sentences, mut provider) = (10usize, None);
+        let (mut sentences, mut provider, mut concurrency) = (10usize, None, 1u32);
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--sentences" => {
@@ -62,6 +63,12 @@ mod native {
                         .ok_or("--sentences needs a positive number")?;
                 }
                 "--provider" => provider = Some(args.next().ok_or(USAGE)?),
+                "--concurrency" => {
+                    concurrency = args
+                        .next()
+                        .and_then(|n| n.parse().ok())
+                        .ok_or("--concurrency needs a positive number")?;
+                }
                 other => return Err(format!("{other:?}? {USAGE}")),
             }
         }
@@ -76,7 +83,7 @@ mod native {
         let index_s = started.elapsed().as_secs_f64();
         let answer = compose(&claims_path, sentences)?;
         let mut config = json!({"kind": "answer", "answer": answer, "corpus": corpus.id(),
-                                "retriever": {"bm25": {"k": 4}}});
+                                "retriever": {"bm25": {"k": 4}}, "concurrency": concurrency});
         match provider {
             None => measure(&config, &corpus, &OfflineModel, OFFLINE_MODEL_NAME, index_s),
             Some(path) => {

@@ -1,5 +1,5 @@
 //! `eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N]
-//! [--sample N] [--assess agent|verifier] [--reports FILE] [--decompose]`:
+//! [--sample N] [--assess agent|verifier] [--reports FILE] [--decompose] [--concurrency N]`:
 //! runs the claim checker over a labelled claim file (the format of `shared/data/vitaminc/claims-dev.jsonl`:
 //! one `{id, claim, corpus: {id: text}, label, meta: {gold}}` per line, each row its own corpus)
 //! and prints one JSON object: counts, accuracy, balanced accuracy, the confusion matrix, the
@@ -11,7 +11,7 @@
 //! A file of answers (`{"id", "answer", "corpus" or "document", "label": "faithful" |
 //! "hallucinated"}`, see `verity_tests::answers`) is checked answer by answer instead;
 //! `--reports FILE` writes each answer's report, `--decompose` splits each sentence into atomic
-//! claims before checking them.
+//! claims before checking them, `--concurrency N` checks N sentences of an answer at once.
 //!
 //! The model is the offline baseline unless `--provider` names a provider configuration (the
 //! JSON of `verity_core::provider::Provider`, e.g. `{"api": "openai", "baseUrl":
@@ -56,6 +56,9 @@ struct Options {
     reports: Option<String>,
     /// `--decompose`: each answer's sentences split into atomic claims before they are checked.
     decompose: bool,
+    /// `--concurrency N`: an answer's sentences checked N at once (the job refuses N out of
+    /// range, naming it).
+    concurrency: Option<u32>,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -68,6 +71,7 @@ fn parse_args() -> Result<Options, String> {
     let mut sample = None;
     let mut reports = None;
     let mut decompose = false;
+    let mut concurrency = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -98,6 +102,13 @@ fn parse_args() -> Result<Options, String> {
                 reports = Some(args.next().ok_or("--reports needs a file to write")?);
             }
             "--decompose" => decompose = true,
+            "--concurrency" => {
+                concurrency = Some(
+                    args.next()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or("--concurrency needs a number")?,
+                );
+            }
             "--sample" => {
                 sample = Some(
                     args.next()
@@ -115,7 +126,7 @@ fn parse_args() -> Result<Options, String> {
         "keyword" => Retriever::Keyword,
         other => return Err(format!("unknown retriever {other:?} (bm25 or keyword)")),
     };
-    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N] [--sample N] [--assess agent|verifier] [--reports FILE] [--decompose]";
+    let usage = "usage: eval FILE.jsonl [--retriever bm25|keyword] [--k N] [--provider CONFIG.json] [--retries N] [--sample N] [--assess agent|verifier] [--reports FILE] [--decompose] [--concurrency N]";
     Ok(Options {
         file: file.ok_or(usage)?,
         retriever,
@@ -125,6 +136,7 @@ fn parse_args() -> Result<Options, String> {
         sample,
         reports,
         decompose,
+        concurrency,
     })
 }
 
@@ -177,9 +189,9 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
     if let Some(n) = options.sample {
         rows = balanced_sample(rows, n);
     }
-    if options.decompose {
+    if options.decompose || options.concurrency.is_some() {
         return Err(format!(
-            "{}: --decompose splits an answer's sentences, and this file holds claims",
+            "{}: --decompose and --concurrency are about an answer's sentences, and this file holds claims",
             options.file
         ));
     }
@@ -234,6 +246,9 @@ fn evaluate_answers(
     let mut job = job_fields(options);
     if options.decompose {
         job.insert("decompose".to_owned(), json!(true));
+    }
+    if let Some(concurrency) = options.concurrency {
+        job.insert("concurrency".to_owned(), json!(concurrency));
     }
     let total = rows.len();
     let mut reports = match &options.reports {

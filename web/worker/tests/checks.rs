@@ -469,3 +469,31 @@ fn an_answer_split_into_claims_reports_each_claim() {
     // A request a sentence to split it, and one to assess its one claim.
     assert_eq!(view.requests, 4, "{report}");
 }
+
+/// The `check` message's `concurrency` is also how many of an answer's sentences are asked
+/// about at once: with 3, the first requests of all three sentences go out together (the
+/// tests' network then fails them); with 1, one sentence at a time (its failure ends the
+/// answer before the others are asked).
+#[test]
+fn an_answers_sentences_are_asked_about_as_many_at_once_as_the_run_allows() {
+    // Words the demo corpus lacks, so that a request names only its own sentence.
+    let answer = "The Quuxbridge opened in 2091. The Flimflam tower rises 900 feet. \
+                  The Snorkelwater river is painted orange.";
+    let provider = ProviderChoice::Network {
+        config: json!({"api": "openai", "baseUrl": "http://127.0.0.1:9/v1", "model": "m",
+                       "stream": false}),
+    };
+    let sentences_asked = |concurrency: usize| {
+        let (engine, mut pool, recorded) = with_demo();
+        let checks = [CheckRequest::answer("a1", answer)];
+        engine.handle(check(checks).provider(provider.clone()).concurrency(concurrency).into());
+        pool.run_until_stalled();
+        let sent = recorded.sent.borrow();
+        ["Quuxbridge", "Flimflam", "Snorkelwater"]
+            .into_iter()
+            .filter(|words| sent.iter().any(|request| request.body.contains(words)))
+            .count()
+    };
+    assert_eq!(sentences_asked(1), 1, "one sentence at a time");
+    assert_eq!(sentences_asked(3), 3, "three sentences at once");
+}

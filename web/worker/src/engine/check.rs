@@ -118,7 +118,7 @@ impl<H: Host> Engine<H> {
         }
         let mut session = match resumed {
             Some(session) => session,
-            None => match new_session(check, model, corpus) {
+            None => match new_session(check, model, corpus, self.concurrency()) {
                 Ok(session) => session,
                 Err(failure) => return failed(failure),
             },
@@ -172,12 +172,14 @@ impl<H: Host> Engine<H> {
     }
 }
 
-/// A new session of `check`'s claim (or answer) job over `corpus`, with the assess route `model` chooses;
-/// a job the core refuses is the check's failure.
+/// A new session of `check`'s claim (or answer) job over `corpus`, with the assess route `model` chooses
+/// and, for an answer, `concurrency` sentences checked at once; a job the core refuses is the
+/// check's failure.
 fn new_session(
     check: &CheckRequest,
     model: &Model,
     corpus: &Arc<IndexedCorpus>,
+    concurrency: u32,
 ) -> Result<Session<Job>, Value> {
     let assess = match model {
         Model::Network { assess, .. } => *assess,
@@ -195,6 +197,7 @@ fn new_session(
             assess,
             marks: check.marks.clone(),
             decompose: check.decompose,
+            concurrency: Some(concurrency),
             ..AnswerConfig::new(check.claim.clone(), corpus.id().clone())
         }),
     };
@@ -235,6 +238,13 @@ enum Driven {
 }
 
 impl<H: Host> Engine<H> {
+    /// How many checks run at once, the page's last word (its `check` message's
+    /// `concurrency`): also how many of an answer's sentences are checked at once, since a page
+    /// checks one answer at a time.
+    fn concurrency(&self) -> u32 {
+        u32::try_from(self.inner.state.borrow().concurrency).unwrap_or(1)
+    }
+
     /// `choice` read once into what runs its checks ([`Model`]).
     pub(super) fn model(&self, choice: &ProviderChoice) -> Model {
         match choice {
