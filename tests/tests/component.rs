@@ -153,6 +153,10 @@ impl Guest {
         self.engine.verity_engine_job().job().call_poll(&mut self.store, job).unwrap()
     }
 
+    fn pending(&mut self, job: ResourceAny) -> Vec<wit::Output> {
+        self.engine.verity_engine_job().job().call_pending(&mut self.store, job).unwrap()
+    }
+
     fn handle(&mut self, job: ResourceAny, input: &wit::Input) -> Result<(), wit::Misuse> {
         self.engine.verity_engine_job().job().call_handle(&mut self.store, job, input).unwrap()
     }
@@ -864,6 +868,46 @@ fn an_answer_is_checked_sentence_by_sentence_through_check_answer() {
     }
     let failed = guest.check_answer("  ", corpus, "{}").unwrap_err();
     assert!(failed.message.contains("the answer is empty"), "{}", failed.message);
+}
+
+/// An answer job with `concurrency` has its sentences' model calls pending together
+/// (`pending`), each answerable in any order: the second sentence's answered first here.
+#[test]
+fn an_answers_sentences_are_pending_together_and_answered_in_any_order() {
+    let mut guest = Guest::new();
+    let corpus = guest.corpus(&PASSAGES);
+    let (eiffel, height) = (PASSAGES[0].1, PASSAGES[3].1);
+    let answer = "The Eiffel Tower is in Paris. Its antenna tops out at 500 metres.";
+    let options = json!({"retriever": {"bm25": {"k": 2}}, "concurrency": 2}).to_string();
+    let job = guest.check_answer(answer, corpus, &options).expect("an answer job");
+    let assess = |verdict: &str, cited: &str| {
+        message_to_wit(&AssistantMessage::tool_call(
+            "a",
+            "record_assessment",
+            json!({"verdict": verdict, "confidence": 0.9, "citations": [cited]}),
+        ))
+    };
+    let calls: Vec<u64> = guest
+        .pending(job)
+        .into_iter()
+        .map(|output| match output {
+            wit::Output::CallModel(call) => call.id,
+            other => panic!("a model call: {other:?}"),
+        })
+        .collect();
+    assert_eq!(calls.len(), 2, "both sentences at once");
+    assert_ne!(calls[0], calls[1]);
+    assert!(matches!(guest.poll(job), wit::Output::CallModel(call) if call.id == calls[0]));
+    for (call, response) in
+        [(calls[1], assess("contradicted", height)), (calls[0], assess("supported", eiffel))]
+    {
+        let input = wit::Input::ModelResponse(wit::ModelResponse { call, response });
+        guest.handle(job, &input).expect("a pending call's answer");
+    }
+    assert!(guest.pending(job).is_empty());
+    let report = guest.finish(job).expect("the answer's report");
+    assert_eq!(report["sentences"][0]["status"], "supported", "{report}");
+    assert_eq!(report["sentences"][1]["status"], "contradicted", "{report}");
 }
 
 #[test]

@@ -192,6 +192,12 @@ impl Drop for Server {
 /// Starts the server with `model` on `port` (a free one when `None`), installing both when
 /// missing, and waits until it answers.
 pub fn start_with(model: Model, port: Option<u16>) -> Result<Server> {
+    start_slots(model, port, 1)
+}
+
+/// [`start_with`], the server decoding up to `slots` requests together (each slot its own
+/// 4,096 tokens of context).
+fn start_slots(model: Model, port: Option<u16>, slots: u32) -> Result<Server> {
     let gguf = model.gguf()?;
     let port = match port {
         Some(port) => port,
@@ -211,6 +217,8 @@ pub fn start_with(model: Model, port: Option<u16>) -> Result<Server> {
         "2",
         "--ctx",
         "4096",
+        "--parallel",
+        &slots.to_string(),
     ]);
     if let Some(template) = model.chat_template() {
         command.arg("--chat-template").arg(template);
@@ -384,12 +392,17 @@ fn number_after(text: &str, key: &str) -> Option<f64> {
     rest[..end].trim().parse().ok()
 }
 
-/// `cargo xtask llama [--model NAME] [--port N] [--eval]`: serves a model, or (`--eval`) runs
-/// the real-model check of `cargo xtask test` alone.
+/// `cargo xtask llama [--model NAME] [--port N] [--parallel N] [--eval]`: serves a model (with
+/// N slots: up to N requests decoded together, as an answer checked several sentences at once
+/// sends them), or (`--eval`) runs the real-model check of `cargo xtask test` alone.
 pub fn command(args: &[String]) -> Result {
-    let usage =
-        || format!("usage: cargo xtask llama [--model {}] [--port N] [--eval]", Model::NAMES);
-    let (mut model, mut port) = (Model::SmolLm2, None);
+    let usage = || {
+        format!(
+            "usage: cargo xtask llama [--model {}] [--port N] [--parallel N] [--eval]",
+            Model::NAMES
+        )
+    };
+    let (mut model, mut port, mut slots) = (Model::SmolLm2, None, 1);
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -409,10 +422,18 @@ pub fn command(args: &[String]) -> Result {
                 let value = args.next().ok_or_else(usage)?;
                 port = Some(value.parse().map_err(|_| format!("bad port {value:?}"))?);
             }
+            "--parallel" => {
+                let value = args.next().ok_or_else(usage)?;
+                slots = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=16).contains(n))
+                    .ok_or_else(|| format!("--parallel takes 1 to 16 slots, not {value:?}"))?;
+            }
             _ => return Err(usage()),
         }
     }
-    let server = start_with(model, port)?;
+    let server = start_slots(model, port, slots)?;
     let config = dir().join(format!("provider-{}.json", model.id()));
     std::fs::write(&config, provider(&server)).map_err(|e| format!("{}: {e}", config.display()))?;
     eprintln!("llama.cpp server with {}: {}", model.name(), server.base_url);

@@ -36,7 +36,7 @@ type Result<T = ()> = std::result::Result<T, String>;
 
 const USAGE: &str = "usage: cargo xtask <test | conformance FILE... | eval FILE.jsonl \
      | bench step|claim|retrieve|batch | batch CLAIMS.jsonl [FLAGS] | dist [--dev] | serve [--port N] [--release] \
-     | size | component [--test] | llama [--model M] [--port N] [--eval] | fit [--model M]>";
+     | size | component [--test] | llama [--model M] [--port N] [--parallel N] [--eval] | fit [--model M]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -148,6 +148,10 @@ impl wit_job::GuestJob for JobResource {
         convert::output(self.job.borrow_mut().poll_output())
     }
 
+    fn pending(&self) -> Vec<Output> {
+        self.job.borrow_mut().poll_outputs().into_iter().map(convert::output).collect()
+    }
+
     fn handle(&self, input: Input) -> Result<(), Misuse> {
         let input = convert::input(input);
         self.job.borrow_mut().handle_input(input).map_err(convert::misuse)
