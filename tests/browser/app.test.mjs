@@ -388,6 +388,8 @@ test('check an answer: each sentence marked in words, its evidence with the quot
     await page.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
     await page.click(id('mode-answer'));
     assert.equal(await page.locator(id('run')).innerText(), 'Check the answer');
+    // In answer mode the run's concurrency is the sentences checked at once.
+    assert.equal(await page.locator('label[for="claims-concurrency"]').innerText(), 'Sentences at once');
     const answer = 'Thanks for asking! The storage migration finished in March without data loss [e1]. Quarterly revenue grew 9 percent.';
     await page.fill(id('answer-input'), answer);
     await page.click(id('run'));
