@@ -90,68 +90,189 @@ async function isGguf(blob) {
   return String.fromCharCode(...head) === "GGUF";
 }
 
+/** How much of a download is kept at a time: the download is written to the cache in pieces
+ * of this size (the last one smaller), so a download that breaks keeps what arrived. */
+const PIECE_BYTES = 32 * 2 ** 20;
+/** Where the piece of model `key` that starts at byte `start` is kept: an address of this
+ * origin that nothing serves (not the model's URL with a fragment: the cache ignores
+ * fragments, so every piece would be one entry). */
+function pieceKey(key, start) {
+  return new URL(`/.verity-model-pieces/${encodeURIComponent(key)}/${start}`, location.origin).href;
+}
+
+/** The pieces of an unfinished download of `key` kept in `cache`, in order, while they follow
+ * one another from the first byte: `{request, start, size, total}` (`total` 0 when the
+ * server did not say the file's size). Pieces that do not follow on are deleted. */
+async function keptPieces(cache, key) {
+  const pieces = [];
+  const prefix = pieceKey(key, "");
+  for (const request of await cache.keys()) {
+    if (!request.url.startsWith(prefix)) continue;
+    const start = Number(request.url.slice(prefix.length));
+    const response = await cache.match(request);
+    const size = Number(response?.headers.get("content-length"));
+    const total = Number(response?.headers.get("x-verity-total")) || 0;
+    pieces.push({ request, start, size, total });
+  }
+  pieces.sort((a, b) => a.start - b.start);
+  let end = 0;
+  const following = [];
+  for (const piece of pieces) {
+    if (piece.start === end && Number.isFinite(piece.size) && piece.size > 0 && piece.total === (pieces[0].total)) {
+      following.push(piece);
+      end += piece.size;
+    } else {
+      await cache.delete(piece.request);
+    }
+  }
+  return following;
+}
+
+/** The size of the whole file from a 206 response's `Content-Range` (`bytes 10-99/100`), or
+ * 0 when the server does not expose it. */
+function rangeTotal(response) {
+  const total = /\/(\d+)$/.exec(response.headers.get("content-range") ?? "")?.[1];
+  return Number(total) || 0;
+}
+
+/** The first byte a 206 response starts at (`Content-Range`), or null when not exposed. */
+function rangeStart(response) {
+  const start = /^bytes (\d+)-/.exec(response.headers.get("content-range") ?? "")?.[1];
+  return start === undefined ? null : Number(start);
+}
+
 /** The model as a Blob: from the cache, else downloaded (with progress) and kept.
  *
- * The download streams into the cache and the model is read back from there: a Blob the page
- * builds from a download's thousands of chunks is not reliably readable once it is large
- * (Chromium refused a 128 MB slice of Qwen2.5-Coder-0.5B's 491 MB with `NotReadableError`,
- * which wllama, reading the model slice by slice, stopped on), while the cache's is a file the
- * browser keeps; nor does the page then hold the whole file in its memory while it loads. */
+ * The download is written to the cache piece by piece ([`PIECE_BYTES`]) and the model is read
+ * back from there once whole: a Blob the page builds from a download's thousands of chunks is
+ * not reliably readable once it is large (Chromium refused a 128 MB slice of
+ * Qwen2.5-Coder-0.5B's 491 MB with `NotReadableError`, which wllama, reading the model slice
+ * by slice, stopped on), while the cache's is a file the browser keeps; nor does the page then
+ * hold the whole file in its memory while it loads. A download that breaks keeps what arrived,
+ * and the next one asks the server for the rest (`Range`); a server that cannot resume sends
+ * the whole file again, and the pieces are dropped. */
 async function modelBlob(reference, progress) {
   const { key, fetchable } = modelKey(reference);
   const cache = await caches.open(CACHE);
   const kept = await cache.match(key);
   if (kept) return kept.blob();
   if (!fetchable) throw new Error(`the model file ${reference.slice(5)} is no longer kept in this browser: pick it again`);
-  const response = await fetch(key);
-  if (!response.ok) throw new Error(`downloading the model ${key} failed: HTTP ${response.status}`);
-  const total = Number(response.headers.get("content-length")) || 0;
-  // Known before the download when the server says its size: a model this device cannot hold
-  // is not downloaded (`model` judges every model by its file's size too).
-  const problem = memoryProblem(total);
-  if (problem) {
-    await response.body?.cancel().catch(() => {});
-    throw new Error(problem);
-  }
-  let loadedBytes = 0;
-  const counted = response.body.pipeThrough(new TransformStream({
-    transform(chunk, controller) {
-      loadedBytes += chunk.length;
-      progress({ loaded: loadedBytes, total });
-      controller.enqueue(chunk);
-    },
-    flush() {
-      // A download cut short is not kept as if it were the model.
-      if (total && loadedBytes !== total) throw new Error(`${loadedBytes} of ${total} bytes arrived`);
-    },
-  }));
-  try {
-    await cache.put(key, new Response(counted, { headers: { "content-type": "application/octet-stream" } }));
-  } catch (error) {
-    if (error?.name !== "QuotaExceededError") {
+  let pieces = await keptPieces(cache, key);
+  let from = pieces.reduce((sum, piece) => sum + piece.size, 0);
+  let total = pieces[0]?.total ?? 0;
+  // Every byte already here (a tab closed between the last piece and the whole): no request.
+  if (!(total && from === total)) {
+    const response = await fetch(key, from ? { headers: { range: `bytes=${from}-` } } : {});
+    if (!response.ok) throw new Error(`downloading the model ${key} failed: HTTP ${response.status}`);
+    const resumed = from > 0 && response.status === 206 && (rangeStart(response) ?? from) === from;
+    if (!resumed) {
+      // From the start (the server sent the whole file, or this is the first try).
+      for (const piece of pieces) await cache.delete(piece.request);
+      pieces = [];
+      from = 0;
+    }
+    const length = Number(response.headers.get("content-length")) || 0;
+    total = resumed ? rangeTotal(response) || total || 0 : length;
+    if (resumed && total && length && from + length !== total) {
+      // The rest the server sends would not make the file the first pieces began.
+      await response.body?.cancel().catch(() => {});
+      for (const piece of pieces) await cache.delete(piece.request);
+      throw new Error(`downloading the model ${key} failed: the file changed on the server since its download began (checking again downloads it from the start)`);
+    }
+    // Known before the download when the server says its size: a model this device cannot
+    // hold is not downloaded (`model` judges every model by its file's size too).
+    const problem = memoryProblem(total);
+    if (problem) {
+      await response.body?.cancel().catch(() => {});
+      throw new Error(problem);
+    }
+    const arrived = await download(cache, key, response, from, total, progress);
+    if (arrived.memory) return arrived.memory;
+    if (arrived.broke || (total && arrived.end !== total)) {
       const mb = (bytes) => (bytes / 1e6).toFixed(1);
-      const why = total && loadedBytes < total
-        ? `the download broke after ${mb(loadedBytes)} of ${mb(total)} MB (nothing of it is kept; checking again downloads it again)`
-        : error?.message ?? error;
+      const why = total
+        ? `the download broke after ${mb(arrived.end)} of ${mb(total)} MB (what arrived is kept: checking again resumes from there)`
+        : arrived.broke?.message ?? String(arrived.broke);
       throw new Error(`downloading the model ${key} failed: ${why}`);
     }
+    pieces = await keptPieces(cache, key);
+  }
+  return wholeModel(cache, key, pieces);
+}
+
+/** Writes `response`'s body to `cache` in pieces from byte `from` on, reporting progress:
+ * `{end}` (the byte after the last one kept) and `broke` (why the download stopped short),
+ * or `{memory}`: the whole model held in memory when the browser's storage is full. */
+async function download(cache, key, response, from, total, progress) {
+  const reader = response.body.getReader();
+  let end = from;
+  let chunks = [];
+  let bytes = 0;
+  const keep = async () => {
+    if (!bytes) return;
+    const headers = { "content-type": "application/octet-stream", "content-length": String(bytes), "x-verity-total": String(total) };
+    await cache.put(pieceKey(key, end), new Response(new Blob(chunks), { headers }));
+    end += bytes;
+    chunks = [];
+    bytes = 0;
+  };
+  let broke = null;
+  try {
+    for (;;) {
+      let read;
+      try {
+        read = await reader.read();
+      } catch (error) {
+        broke = error;
+        break;
+      }
+      if (read.done) break;
+      chunks.push(read.value);
+      bytes += read.value.length;
+      progress({ loaded: end + bytes, total });
+      if (bytes >= PIECE_BYTES) await keep();
+    }
+    // What arrived before a break is kept too.
+    await keep();
+  } catch (error) {
+    if (error?.name !== "QuotaExceededError") throw error;
+    await reader.cancel().catch(() => {});
+    for (const piece of await keptPieces(cache, key)) await cache.delete(piece.request);
     // Not kept (the browser's storage is full): downloaded again and held in memory (and
     // downloaded again after a reload).
-    announce({ state: "not-kept", model: reference, message: String(error?.message ?? error) });
+    announce({ state: "not-kept", model: key, message: String(error?.message ?? error) });
     const again = await fetch(key);
     if (!again.ok) throw new Error(`downloading the model ${key} failed: HTTP ${again.status}`);
     const blob = await again.blob();
     if (!(await isGguf(blob))) throw new Error(`${key} is not a GGUF model file`);
-    return blob;
+    return { memory: blob };
   }
-  const stored = await cache.match(key);
-  if (!stored) throw new Error(`the model ${key} was downloaded but the browser did not keep it`);
-  const blob = await stored.blob();
-  if (!(await isGguf(blob))) {
-    await cache.delete(key);
+  return { end, broke };
+}
+
+/** The kept pieces made one cache entry (the model), the pieces then deleted, and the model
+ * read back from the cache. */
+async function wholeModel(cache, key, pieces) {
+  const blobs = [];
+  for (const piece of pieces) blobs.push(await (await cache.match(piece.request)).blob());
+  const whole = new Blob(blobs);
+  if (!(await isGguf(whole))) {
+    for (const piece of pieces) await cache.delete(piece.request);
     throw new Error(`${key} is not a GGUF model file`);
   }
-  return blob;
+  const headers = { "content-type": "application/octet-stream", "content-length": String(whole.size) };
+  try {
+    await cache.put(key, new Response(whole, { headers }));
+  } catch (error) {
+    // No room for the whole beside its pieces: the pieces stay, and the model is read from
+    // them (and made whole again by the next load).
+    if (error?.name === "QuotaExceededError") return whole;
+    throw error;
+  }
+  for (const piece of pieces) await cache.delete(piece.request);
+  const stored = await cache.match(key);
+  if (!stored) throw new Error(`the model ${key} was downloaded but the browser did not keep it`);
+  return stored.blob();
 }
 
 /** The loaded model `reference`, loading it (and letting the one loaded before go) if needed. */

@@ -6,7 +6,8 @@
 // (VERITY_LLAMA_URL) prints both speeds side by side, and the verifier route's one-token
 // question is answered with its `top_logprobs`. Qwen2.5-Coder-0.5B's GGUF (VERITY_QWEN_GGUF)
 // checks a claim through the verifier route in the tab, its download watched and the tab's
-// memory measured; a download cut halfway is not kept, and a re-run downloads it again.
+// memory measured; a download cut halfway keeps what arrived, and a re-run resumes it (or
+// restarts it, from a server that cannot resume).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createReadStream, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -262,42 +263,77 @@ test('Qwen2.5-Coder-0.5B in the tab checks a claim through the verifier route, r
   }
 });
 
-test('a model download that breaks is not kept, and a re-run downloads it again without a reload', { skip, timeout: 900000 }, async () => {
-  // The first download stops halfway (the connection is cut); the next is whole.
+/** A loopback server of the GGUF whose first download is cut halfway (the connection
+ * destroyed); with `ranges`, it answers a `Range: bytes=N-` request with the rest (206, the
+ * `Content-Range` exposed to the page), else it ignores the range and sends the whole file
+ * again. `sent` counts the bytes it wrote to the network for each download. */
+async function breakingServer(ranges) {
   const size = statSync(GGUF).size;
-  let downloads = 0;
-  const models = await recordingServer((request, response) => {
-    downloads += 1;
-    response.writeHead(200, { 'access-control-allow-origin': '*', 'content-type': 'application/octet-stream', 'content-length': String(size) });
-    if (downloads > 1) {
-      createReadStream(GGUF).pipe(response);
-      return;
-    }
-    createReadStream(GGUF, { end: Math.floor(size / 2) }).on('end', () => response.destroy()).pipe(response, { end: false });
+  const state = { downloads: 0, sent: [], ranges: [] };
+  const server = await recordingServer((request, response) => {
+    state.downloads += 1;
+    const range = /^bytes=(\d+)-$/.exec(request.headers.range ?? '');
+    state.ranges.push(request.headers.range ?? null);
+    const from = ranges && range ? Number(range[1]) : 0;
+    const headers = { 'access-control-allow-origin': '*', 'access-control-expose-headers': 'content-range',
+      'content-type': 'application/octet-stream', 'content-length': String(size - from) };
+    if (from > 0) headers['content-range'] = `bytes ${from}-${size - 1}/${size}`;
+    response.writeHead(from > 0 ? 206 : 200, headers);
+    const whole = state.downloads > 1;
+    const source = createReadStream(GGUF, { start: from, end: whole ? size - 1 : Math.floor(size / 2) });
+    const download = state.sent.push(0) - 1;
+    source.on('data', (chunk) => { state.sent[download] += chunk.length; });
+    if (whole) source.pipe(response);
+    else source.on('end', () => response.destroy()).pipe(response, { end: false });
   });
-  const { page, errors, close } = await browser();
-  try {
-    await page.goto(site.url);
-    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
-    await chooseModelInTab(page, `${models.url}/${basename(GGUF)}`);
-    const card = await runCheck(page, 'The Eiffel Tower is in Paris.', 300000);
-    const message = await card.locator(id('failure-message')).innerText();
-    assert.match(message, /could not be loaded in this tab: downloading the model .* failed: the download broke after [0-9.]+ of [0-9.]+ MB/, message);
-    await screenshot(page, 'in-tab-broken-download');
-    // Nothing of the broken download was kept as the model.
-    const kept = await page.evaluate(async () => (await (await caches.open('verity-models')).keys()).length);
-    assert.equal(kept, 0, 'a partial model was kept');
-    await card.locator(id('rerun')).click();
-    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 300000 });
-    assert.equal(await card.locator(id('failure-message')).count(), 0, await card.innerText());
-    assert.match(await card.locator(id('verdict')).innerText(), /supported|contradicted|insufficient/i);
-    assert.equal(downloads, 2, 'downloaded again once');
-    assert.deepEqual(errors.filter((error) => !/ERR_|network|Failed to fetch|download/i.test(error)), []);
-  } finally {
-    await close();
-    await models.close();
-  }
-});
+  return Object.assign(state, { url: server.url, close: server.close, size });
+}
+
+/** What the page's model cache holds: each entry's address. */
+function keptModels(page) {
+  return page.evaluate(async () => (await (await caches.open('verity-models')).keys()).map((request) => request.url));
+}
+
+for (const ranges of [true, false]) {
+  const title = ranges
+    ? 'a model download that breaks keeps what arrived, and a re-run resumes it from there without a reload'
+    : 'a model download that breaks is restarted by a re-run when the server cannot resume it';
+  test(title, { skip, timeout: 900000 }, async () => {
+    const models = await breakingServer(ranges);
+    const { page, errors, close } = await browser();
+    try {
+      await page.goto(site.url);
+      await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+      const url = `${models.url}/${basename(GGUF)}`;
+      await chooseModelInTab(page, url);
+      const card = await runCheck(page, 'The Eiffel Tower is in Paris.', 300000);
+      const message = await card.locator(id('failure-message')).innerText();
+      assert.match(message, /could not be loaded in this tab: downloading the model .* failed: the download broke after [0-9.]+ of [0-9.]+ MB \(what arrived is kept: checking again resumes from there\)/, message);
+      if (ranges) await screenshot(page, 'in-tab-broken-download');
+      // What arrived is kept, apart from the model: nothing is ever taken for the whole file.
+      const kept = await keptModels(page);
+      assert.ok(kept.length > 0 && !kept.includes(url), JSON.stringify(kept));
+      await card.locator(id('rerun')).click();
+      await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 300000 });
+      assert.equal(await card.locator(id('failure-message')).count(), 0, await card.innerText());
+      assert.match(await card.locator(id('verdict')).innerText(), /supported|contradicted|insufficient/i);
+      assert.equal(models.downloads, 2, 'asked again once');
+      // Asked from what had arrived: the megabytes the message counted.
+      const arrived = Number(/broke after ([0-9.]+) of/.exec(message)[1]) * 1e6;
+      const resumedFrom = Number(/^bytes=(\d+)-$/.exec(models.ranges[1] ?? '')?.[1] ?? NaN);
+      assert.equal(models.ranges[0], null, 'the first download asks for the whole file');
+      assert.ok(Math.abs(resumedFrom - arrived) <= 0.05e6 && resumedFrom > 0, `resumed from ${models.ranges[1]}, ${arrived} bytes arrived`);
+      const again = ranges ? models.size - resumedFrom : models.size;
+      assert.equal(models.sent[1], again, ranges ? 'only the rest was sent' : 'sent from the start again');
+      // Kept as one model, its pieces gone.
+      assert.deepEqual(await keptModels(page), [url]);
+      assert.deepEqual(errors.filter((error) => !/ERR_|network|Failed to fetch|download/i.test(error)), []);
+    } finally {
+      await close();
+      await models.close();
+    }
+  });
+}
 
 test('a model the device has not the memory for is refused before it is downloaded, saying so', { skip: QWEN ? false : 'VERITY_QWEN_GGUF is not set', timeout: 300000 }, async () => {
   const models = await modelServer(QWEN);

@@ -55,7 +55,8 @@ const REQUEST_FAILED: &str = "Check the API key, the base URL and the model name
 /// why the model could not be loaded (not a GGUF file, a download that broke, not enough
 /// memory), and none of it is about keys or CORS.
 const IN_TAB_FAILED: &str = "The model in this tab could not be loaded: read why above. A \
-    download that broke is downloaded again when you re-run; a model this device has not the \
+    download that broke resumes when you re-run (from the start if its server cannot resume); \
+    a model this device has not the \
     memory for needs a smaller model (a smaller GGUF file); the model's URL must serve a \
     .gguf file to this page (CORS).";
 
