@@ -116,9 +116,13 @@ async function keptPieces(cache, key) {
   }
   pieces.sort((a, b) => a.start - b.start);
   let end = 0;
+  let total = 0;
   const following = [];
   for (const piece of pieces) {
-    if (piece.start === end && Number.isFinite(piece.size) && piece.size > 0 && piece.total === (pieces[0].total)) {
+    // A size the server did not say (0) agrees with any.
+    const agrees = !piece.total || !total || piece.total === total;
+    if (piece.start === end && Number.isFinite(piece.size) && piece.size > 0 && agrees) {
+      total ||= piece.total;
       following.push(piece);
       end += piece.size;
     } else {
@@ -159,7 +163,7 @@ async function modelBlob(reference, progress) {
   if (!fetchable) throw new Error(`the model file ${reference.slice(5)} is no longer kept in this browser: pick it again`);
   let pieces = await keptPieces(cache, key);
   let from = pieces.reduce((sum, piece) => sum + piece.size, 0);
-  let total = pieces[0]?.total ?? 0;
+  let total = pieces.find((piece) => piece.total)?.total ?? 0;
   // Every byte already here (a tab closed between the last piece and the whole): no request.
   if (!(total && from === total)) {
     const response = await fetch(key, from ? { headers: { range: `bytes=${from}-` } } : {});
