@@ -10,9 +10,9 @@ use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use futures_util::StreamExt as _;
 use futures_util::future::{Either, join_all, select};
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt as _, StreamExt as _};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -227,8 +227,11 @@ pub async fn drive_with<M: Machine>(
     loop {
         report(&mut machine, &events);
         if let Some(reason) = cancel.and_then(Cancel::reason) {
-            // Dropping a request in flight aborts it.
-            drop(in_flight);
+            // Responses that arrived complete are kept (they were paid for); dropping a
+            // request still in flight aborts it.
+            for (call, response) in in_flight.arrived() {
+                answer(&mut machine, Input::ModelResponse { call, response });
+            }
             if !matches!(machine.poll_output(), Output::Done) {
                 answer(&mut machine, Input::Cancel { reason });
                 report(&mut machine, &events);
@@ -319,6 +322,18 @@ impl<'a> InFlight<'a> {
                 call_model(transport, id, delay_ms, request.as_request(), cancel, events).await;
             (id, response)
         }));
+    }
+
+    /// Ends the calls in flight after a cancel: the responses that had arrived complete
+    /// (each call's cancel-aware future is ready once the cancel fires, with its response if
+    /// one had come), the others dropped, which aborts their requests.
+    fn arrived(self) -> Vec<(CallId, AssistantMessage)> {
+        let mut calls = self.calls;
+        let mut arrived = Vec::new();
+        while let Some(Some((call, response))) = calls.next().now_or_never() {
+            arrived.extend(response.map(|response| (call, response)));
+        }
+        arrived
     }
 
     /// The next call to come back; `None` when none is in flight.
@@ -445,7 +460,9 @@ where
         // the next effect; with nothing to write, the store still checks the lease.
         session.sync(store).await?;
         if let Some(reason) = cancel.and_then(Cancel::reason) {
-            drop(in_flight);
+            for (call, response) in in_flight.arrived() {
+                session.record_response(call, response)?;
+            }
             if !matches!(session.poll(), SessionOutput::Done) {
                 session.cancel(reason)?;
                 drain(session);

@@ -630,3 +630,40 @@ fn a_durable_session_records_concurrent_responses_as_they_come_and_replays_them(
     assert!(matches!(replayed.clone().poll(), verity_core::SessionOutput::Done));
     assert_eq!(replayed.into_machine().finish_typed().unwrap().into_value(), report);
 }
+
+/// A transport that fires `cancel` as the second sentence's response arrives, while the first
+/// sentence's response, a step slower, arrives just after: both were paid for.
+struct CancelOnSecond {
+    cancel: verity_core::Cancel,
+}
+
+impl verity_core::Transport for CancelOnSecond {
+    async fn complete(&self, request: verity_core::ModelRequest<'_>) -> AssistantMessage {
+        let second = serde_json::to_string(&request.messages).unwrap().contains("161 metres");
+        let response = by_claim(request);
+        for _ in 0..if second { 1 } else { 2 } {
+            yield_now().await;
+        }
+        if second {
+            self.cancel.cancel("enough");
+        }
+        response
+    }
+}
+
+#[test]
+fn a_cancel_keeps_the_responses_that_had_arrived_and_drops_the_requests_still_out() {
+    let cancel = verity_core::Cancel::new();
+    let transport = CancelOnSecond { cancel: cancel.clone() };
+    let options = verity_core::DriveOptions::new().cancel(cancel);
+    let job = answer_job(FOUR, json!({"concurrency": 2}));
+    let failed = pollster::block_on(verity_core::drive_with(
+        job,
+        &transport,
+        &verity_core::NoTools,
+        options,
+    ))
+    .unwrap_err();
+    assert_eq!(failed.kind(), JobFailureKind::Cancelled);
+    assert_eq!(failed.spent().requests, 2, "both responses that arrived are counted: {failed:?}");
+}
