@@ -135,6 +135,8 @@ pub struct CheckState {
     pub kind: CheckKind,
     /// An answer's sentences checked so far, in the order they ended.
     pub sentences: Vec<SentenceView>,
+    /// An answer's sentences being checked (started, not yet ended), by index.
+    pub in_flight: Vec<usize>,
     /// An answer whose sentences are split into claims (kept for a re-run).
     pub decompose: bool,
 }
@@ -158,6 +160,7 @@ impl CheckState {
             signs: 0,
             kind: CheckKind::Claim,
             sentences: Vec::new(),
+            in_flight: Vec::new(),
             decompose: false,
         }
     }
@@ -191,7 +194,11 @@ impl CheckState {
             EventView::Stage { stage, turn, of, evidence } => {
                 let text = stage_text(&stage, turn, of, evidence);
                 self.push_log(text.clone());
-                self.stage = Some(text);
+                // An answer's line says which sentences are being checked; their stages,
+                // several at once, are in the log.
+                if self.kind != CheckKind::Answer {
+                    self.stage = Some(text);
+                }
             }
             // Call ids are the engine's, not a count: the log counts the calls itself.
             EventView::ModelCall { retry, delay_ms, .. } => {
@@ -238,12 +245,14 @@ impl CheckState {
             }
             EventView::Delta { delta, .. } => self.push_live(&delta),
             EventView::SentenceStarted { index } => {
-                let text = format!("Checking sentence {}", index + 1);
-                self.push_log(text.clone());
-                self.stage = Some(text);
+                self.push_log(format!("Checking sentence {}", index + 1));
+                self.in_flight.push(index);
+                self.stage = in_flight_text(&self.in_flight);
             }
             EventView::SentenceChecked { sentence } => {
                 self.push_log(format!("Sentence {}: {}", sentence.index + 1, sentence.status));
+                self.in_flight.retain(|index| *index != sentence.index);
+                self.stage = in_flight_text(&self.in_flight).or(self.stage.take());
                 self.sentences.push(*sentence);
             }
             EventView::Other => {}
@@ -321,6 +330,17 @@ pub fn thousands(n: usize) -> String {
         out.push(digit);
     }
     out
+}
+
+/// Which sentences of an answer are being checked, in words (`None` for none).
+fn in_flight_text(in_flight: &[usize]) -> Option<String> {
+    let mut numbers: Vec<String> = in_flight.iter().map(|index| (index + 1).to_string()).collect();
+    let last = numbers.pop()?;
+    Some(if numbers.is_empty() {
+        format!("Checking sentence {last}")
+    } else {
+        format!("Checking sentences {} and {last}", numbers.join(", "))
+    })
 }
 
 /// A size in bytes in words ("12.3 KB").
@@ -1000,6 +1020,32 @@ mod tests {
             engine.clear_results();
             assert_eq!(engine.checks.get_untracked().len(), 3, "only the finished one goes");
         });
+    }
+
+    #[test]
+    fn an_answers_line_names_the_sentences_being_checked() {
+        let mut state =
+            CheckState::of(CheckRequest::answer("a", "One. Two. Three."), Phase::Running);
+        let sentence = |index: usize| {
+            json!({"type": "sentenceChecked", "sentence": {"index": index, "text": "x",
+                "span": {"start": 0, "end": 1, "startUtf16": 0, "endUtf16": 1}, "status": "supported",
+                "citations": [], "marks": []}})
+        };
+        for index in 0..3 {
+            state.apply_event(&json!({"type": "sentenceStarted", "index": index}));
+        }
+        assert_eq!(state.stage.as_deref(), Some("Checking sentences 1, 2 and 3"));
+        state.apply_event(&json!({"type": "stage", "stage": "assess"}));
+        assert_eq!(
+            state.stage.as_deref(),
+            Some("Checking sentences 1, 2 and 3"),
+            "not one's stage"
+        );
+        state.apply_event(&sentence(1));
+        assert_eq!(state.stage.as_deref(), Some("Checking sentences 1 and 3"));
+        state.apply_event(&sentence(0));
+        assert_eq!(state.stage.as_deref(), Some("Checking sentence 3"));
+        assert_eq!(state.sentences.len(), 2);
     }
 
     #[test]
