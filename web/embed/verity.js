@@ -666,11 +666,24 @@ export class VerityCheckElement extends HTMLElement {
       const corpus = await this.#loadCorpus(engine, abort.signal);
       if (abort.signal.aborted) return;
       status.textContent = 'Checking…';
+      // The sentences being checked (several at once with the engine's concurrency), by number.
+      let inFlight = [];
+      const checking = () => (inFlight.length === 1
+        ? `Checking sentence ${inFlight[0]}…`
+        : `Checking sentences ${inFlight.slice(0, -1).join(', ')} and ${inFlight.at(-1)}…`);
       const report = await engine.checkAnswer({
         answer, corpus, marks, decompose: this.hasAttribute('decompose'), signal: abort.signal,
         onEvent: (event) => {
-          if (event?.type === 'sentenceStarted') status.textContent = `Checking sentence ${event.index + 1}…`;
-          else status.textContent = describe(event) ?? status.textContent;
+          if (event?.type === 'sentenceStarted') {
+            inFlight.push(event.index + 1);
+            status.textContent = checking();
+          } else if (event?.type === 'sentenceChecked') {
+            inFlight = inFlight.filter((n) => n !== event.sentence?.index + 1);
+            if (inFlight.length) status.textContent = checking();
+          } else if (!inFlight.length) {
+            // One sentence's inner stages would hide the others being checked beside it.
+            status.textContent = describe(event) ?? status.textContent;
+          }
         },
         onSentence: (sentence) => {
           if (abort.signal.aborted) return;
