@@ -289,6 +289,9 @@ export function recordingServer(answer) {
  * open, see `answered`), release(n), close }. */
 export function countingProxy(target, { answered = Infinity } = {}) {
   const bodies = [];
+  // POSTs open at once (arrived, not yet answered): now, and the most there were.
+  let open = 0;
+  let mostOpen = 0;
   // The held POSTs, in arrival order: each forwards it when called.
   const held = [];
   const pass = (incoming, outgoing, body) => {
@@ -305,7 +308,12 @@ export function countingProxy(target, { answered = Infinity } = {}) {
     incoming.on('data', (chunk) => chunks.push(chunk));
     incoming.on('end', () => {
       const body = Buffer.concat(chunks);
-      if (incoming.method === 'POST') bodies.push(body.toString());
+      if (incoming.method === 'POST') {
+        bodies.push(body.toString());
+        open += 1;
+        mostOpen = Math.max(mostOpen, open);
+        outgoing.on('close', () => { open -= 1; });
+      }
       // With `answered`, the POSTs after that many are held open, unanswered until `release`
       // (a model request in flight when the engine stops).
       if (incoming.method === 'POST' && bodies.length > answered) {
@@ -325,6 +333,8 @@ export function countingProxy(target, { answered = Infinity } = {}) {
       url: `http://127.0.0.1:${server.address().port}`,
       bodies,
       held: () => held.length,
+      /** The most model requests that were open at once. */
+      mostOpen: () => mostOpen,
       /** Answers `n` more POSTs: the oldest held ones now, the next ones as they come. */
       release: (n = 1) => {
         answered += n;

@@ -2,7 +2,7 @@
 // started by `cargo xtask test` and named by VERITY_LLAMA_URL): the llama.cpp preset checks a
 // claim through the verifier route (one Yes/No question per passage, read from the token
 // probabilities) and a streamed, constrained summary, to a verdict citing its passage once, in
-// real Chromium.
+// real Chromium; and a whole answer, its three sentences asked about at once.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { serve, browser, screenshot, countingProxy, TOWERS } from './harness.mjs';
@@ -71,6 +71,44 @@ test('the llama.cpp preset checks a claim against a real llama.cpp server', { sk
     assert.equal(summary.tools, undefined, 'no tools to a server that would ignore them');
     assert.equal(summary.max_tokens, 512, 'the summary\'s output limit');
     console.log(`real model in Chromium: ${sent.length} requests, verdict "${verdict}"`);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    await proxy.close();
+  }
+});
+
+test('the llama.cpp preset checks a whole answer against a real llama.cpp server, its sentences at once', { skip }, async () => {
+  const { page, errors, close } = await browser();
+  const server = new URL(LLAMA);
+  const proxy = await countingProxy(server.origin);
+  try {
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
+    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+    await page.selectOption(id('provider-kind'), 'openai');
+    await page.selectOption(id('provider-preset'), 'llamacpp');
+    await page.fill(id('provider-base-url'), `${proxy.url}${server.pathname}`);
+    await page.click(id('mode-answer'));
+    await page.selectOption(id('concurrency'), '3');
+    const answer = 'The Eiffel Tower is in Paris. Tokyo Tower is in Minato. The Louvre is an art museum.';
+    await page.fill(id('answer-input'), answer);
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 300000 });
+    if (await card.locator(id('failure-message')).count()) {
+      await screenshot(page, 'real-model-answer-failed');
+      assert.fail(`the check failed: ${await card.innerText()}`);
+    }
+    await screenshot(page, 'real-model-answer');
+    const statuses = await card.locator(id('sentence')).evaluateAll((nodes) => nodes.map((n) => n.dataset.status));
+    assert.equal(statuses.length, 3, statuses.join());
+    assert.ok(statuses.every((status) => ['supported', 'contradicted', 'insufficient'].includes(status)), statuses.join());
+    assert.equal(statuses[0], 'supported');
+    // The three sentences' questions went to the server together (it answers them in turn).
+    assert.equal(proxy.mostOpen(), 3, `at most ${proxy.mostOpen()} requests open at once`);
+    console.log(`real model in Chromium, an answer: ${proxy.bodies.length} requests, sentences ${statuses.join(', ')}, 3 at once`);
     assert.deepEqual(errors, []);
   } finally {
     await close();
