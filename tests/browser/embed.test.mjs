@@ -80,6 +80,22 @@ test('the module checks a claim; a page tool is called by runStep through a mock
     assert.equal(entries.length, 2, 'two model requests: the tool call, then the submission');
     assert.match(JSON.stringify(entries[1]), /1\.864 miles/, "the page tool's answer reached the model");
 
+    // The embedding's engine is the one with the whole of JSON Schema: a schema with a
+    // `pattern`, which the app's engine (built without jsonschema) refuses as a config
+    // failure, is compiled and the step runs (on the offline model, to whatever end).
+    const patterned = await page.evaluate(async () => {
+      const { Verity } = await import('../verity.js');
+      const verity = new Verity();
+      try {
+        const schema = { type: 'object', properties: { code: { type: 'string', pattern: '^[A-Z]+$' } } };
+        return { value: await verity.runStep({ prompt: 'x', schema, maxTurns: 1 }) };
+      } catch (error) {
+        return { kind: error.kind, message: error.message };
+      } finally {
+        verity.terminate();
+      }
+    });
+    assert.notEqual(patterned.kind, 'config', JSON.stringify(patterned));
     // The module's errors are typed: a bad schema is a config failure, nothing requested.
     const failure = await page.evaluate(async () => {
       const { Verity } = await import('../verity.js');

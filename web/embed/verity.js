@@ -12,7 +12,8 @@
 // The messages are the worker's contract (crate verity-messages); nothing here reaches into
 // the engine.
 
-const WORKER_URL = new URL('./verity-worker_loader.js?storage=memory', import.meta.url);
+// The engine with the whole of JSON Schema (`runStep` validates a page's own schemas).
+const WORKER_URL = new URL('./verity-worker_loader.js?storage=memory&engine=full', import.meta.url);
 
 /** Runs one of the engine's requests to the model in the tab (see verity-in-tab.js, beside
  * this module with its wllama/ folder) and answers on `port`. */

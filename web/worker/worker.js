@@ -1,10 +1,9 @@
-// The worker's module entry: `cargo xtask dist` copies it beside the worker's wasm as
+// The worker's module entry: `cargo xtask dist` copies it beside the workers' wasm as
 // verity-worker_loader.js, the name the page and the embedding start it by. The top-level await matters: a module worker's messages are queued
 // until its script has finished evaluating, so nothing the page posts early is lost.
 // As a shared worker (the app: one engine for every tab, web/boot.js), a tab's `connect`
 // event may come while the wasm loads: its port waits in `verityConnected`, which the wasm
 // takes when it starts (web/worker/src/wasm/mod.rs).
-import init from "./verity-worker.js";
 
 // This build's id (`cargo xtask dist` writes it here and in boot.js): each page is told it
 // before anything else, so a page of another build (a tab left open over a deploy, or a page
@@ -81,5 +80,11 @@ self.verityCallInTab = (page, body, signal, alive) =>
     page.postMessage({ verityModel: "call", body }, [port2]);
   });
 
+// `?engine=full` (verity.js) is the engine with the whole of JSON Schema, for `runStep`'s
+// schemas; the app's engine checks claims and answers against the core's own schemas only,
+// and is half the size (DESIGN.md, "Dependencies"). Imported here, after the listeners
+// above: an import at the top would await before them, and a page's `connect` could be lost.
+const FULL = new URLSearchParams(self.location.search).get("engine") === "full";
+const { default: init } = await import(FULL ? "./verity-embed-worker.js" : "./verity-worker.js");
 await init();
 for (const event of early.splice(0)) self.onmessage?.(event);
