@@ -23,7 +23,7 @@ const expectedThreads = (page) => page.evaluate(() => Math.min(navigator.hardwar
 test('every file of the app comes with the isolation headers', async () => {
   const files = ['', 'boot.js', 'verity-web_bg.wasm', 'verity-worker_loader.js', 'verity-worker.js',
     'verity-worker_bg.wasm', 'verity-in-tab.js', 'wllama/index.js', 'wllama/wllama.wasm', 'verity.js',
-    'examples/embed.html'];
+    'verity-embed-worker.js', 'verity-embed-worker_bg.wasm', 'examples/embed.html'];
   for (const path of files) {
     const response = await fetch(`${site.url}${path}`);
     assert.equal(response.status, 200, path);
