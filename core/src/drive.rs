@@ -187,7 +187,9 @@ impl<'a> DriveOptions<'a> {
 
 /// Drives `machine` to its end: each model call goes to `transport`, each tool batch to
 /// `tools` (concurrently, or one at a time in order when the batch is sequential), and each
-/// answer back to the machine. The convenience for [`drive_with`] without options.
+/// answer back to the machine. Every model call pending at once ([`Machine::poll_outputs`]:
+/// an answer check's sentences in flight) is made at once, and each response is given to the
+/// machine as it comes back. The convenience for [`drive_with`] without options.
 ///
 /// # Errors
 /// The machine's typed failure.
@@ -407,7 +409,9 @@ async fn until_cancelled<T>(cancel: Option<&Cancel>, work: impl Future<Output = 
 /// it took) is stored before the first request; a response is stored before anything is done
 /// with it; a tool call is stored as started before it runs, and the store checks the lease
 /// then, so a driver whose lease was taken over never starts a tool (nor pays for a request).
-/// Call [`Session::finish`] afterwards.
+/// Call [`Session::finish`] afterwards. Model calls pending at once are made at once, each
+/// response recorded and stored as it comes back (the log keeps that order, and a replay
+/// gives them to the machine in it).
 ///
 /// After an error the session in memory may be ahead of the store (a response it holds was
 /// not stored): drop it and rebuild from the store ([`Session::open`]). A response lost that
