@@ -10,7 +10,7 @@ use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use futures_util::future::{Either, join_all, select};
+use futures_util::future::{AbortHandle, Abortable, Either, join_all, select};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt as _};
 use serde::Serialize;
@@ -241,9 +241,13 @@ pub async fn drive_with<M: Machine>(
             return machine.finish();
         }
         // Every model call the machine has pending is made at once (an answer check's
-        // sentences in flight); a tool batch runs once no call is in flight.
+        // sentences in flight); a tool batch runs once no call is in flight. A call in flight
+        // the machine no longer waits for (its sentence dropped when a failure ended the
+        // answer) is dropped, which aborts its request.
+        let outputs = machine.poll_outputs();
+        in_flight.keep_only(&pending_ids(&outputs));
         let mut batch = None;
-        for output in machine.poll_outputs() {
+        for output in outputs {
             match output {
                 Output::CallModel(call) => in_flight.start(call, transport, cancel, &events),
                 Output::RunTools(tools) if batch.is_none() => {
@@ -292,9 +296,10 @@ type Events<'a> = RefCell<Option<Box<dyn FnMut(Event) + 'a>>>;
 /// A model call in flight: its id and its response (`None`: dropped by a cancel).
 type Flying<'a> = Pin<Box<dyn Future<Output = (CallId, Option<AssistantMessage>)> + 'a>>;
 
-/// The model calls in flight, each answered as it comes back, whatever the order.
+/// The model calls in flight, each answered as it comes back, whatever the order; each with
+/// the handle that drops it.
 struct InFlight<'a> {
-    ids: Vec<CallId>,
+    ids: Vec<(CallId, AbortHandle)>,
     calls: FuturesUnordered<Flying<'a>>,
 }
 
@@ -302,6 +307,17 @@ impl Default for InFlight<'_> {
     fn default() -> Self {
         Self { ids: Vec::new(), calls: FuturesUnordered::new() }
     }
+}
+
+/// The ids of the model calls among `outputs`.
+fn pending_ids(outputs: &[Output<'_>]) -> Vec<CallId> {
+    outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::CallModel(call) => Some(call.id),
+            _ => None,
+        })
+        .collect()
 }
 
 impl<'a> InFlight<'a> {
@@ -314,16 +330,31 @@ impl<'a> InFlight<'a> {
         cancel: Option<&'a Cancel>,
         events: &'a Events<'e>,
     ) {
-        if self.ids.contains(&call.id) {
+        if self.ids.iter().any(|(id, _)| *id == call.id) {
             return;
         }
-        self.ids.push(call.id);
+        let (handle, registration) = AbortHandle::new_pair();
+        self.ids.push((call.id, handle));
         let (id, delay_ms, request) = (call.id, call.delay_ms, call.request.to_owned_request());
-        self.calls.push(Box::pin(async move {
-            let response =
-                call_model(transport, id, delay_ms, request.as_request(), cancel, events).await;
-            (id, response)
-        }));
+        let work = Abortable::new(
+            async move {
+                call_model(transport, id, delay_ms, request.as_request(), cancel, events).await
+            },
+            registration,
+        );
+        self.calls.push(Box::pin(async move { (id, work.await.ok().flatten()) }));
+    }
+
+    /// Drops the calls in flight whose ids are not in `pending` (their requests are aborted;
+    /// each comes back as `None`).
+    fn keep_only(&mut self, pending: &[CallId]) {
+        self.ids.retain(|(id, handle)| {
+            let keep = pending.contains(id);
+            if !keep {
+                handle.abort();
+            }
+            keep
+        });
     }
 
     /// Ends the calls in flight after a cancel: the responses that had arrived complete
@@ -341,7 +372,7 @@ impl<'a> InFlight<'a> {
     /// The next call to come back; `None` when none is in flight.
     async fn next(&mut self) -> Option<(CallId, Option<AssistantMessage>)> {
         let (id, response) = self.calls.next().await?;
-        self.ids.retain(|flying| *flying != id);
+        self.ids.retain(|(flying, _)| *flying != id);
         Some((id, response))
     }
 }
@@ -474,8 +505,11 @@ where
             return session.sync(store).await;
         }
         // Every model call pending is made at once (an answer check's sentences in flight),
-        // each response recorded and stored as it comes back.
-        for call in session.poll_calls() {
+        // each response recorded and stored as it comes back; one no longer pending is
+        // dropped, which aborts its request.
+        let calls = session.poll_calls();
+        in_flight.keep_only(&calls.iter().map(|call| call.id).collect::<Vec<_>>());
+        for call in calls {
             in_flight.start(call, transport, cancel, &events);
         }
         if let Some((id, response)) = in_flight.next().await {

@@ -667,3 +667,41 @@ fn a_cancel_keeps_the_responses_that_had_arrived_and_drops_the_requests_still_ou
     assert_eq!(failed.kind(), JobFailureKind::Cancelled);
     assert_eq!(failed.spent().requests, 2, "both responses that arrived are counted: {failed:?}");
 }
+
+/// A transport whose first sentence's request fails at once (a 500, no retries) while the
+/// second's is still out.
+struct FailFirst;
+
+impl verity_core::Transport for FailFirst {
+    async fn complete(&self, request: verity_core::ModelRequest<'_>) -> AssistantMessage {
+        let first = serde_json::to_string(&request.messages).unwrap().contains("1928");
+        if first {
+            return AssistantMessage::failed("HTTP 500");
+        }
+        let response = by_claim(request);
+        for _ in 0..3 {
+            yield_now().await;
+        }
+        response
+    }
+}
+
+#[test]
+fn a_failure_that_ends_the_answer_drops_the_other_sentences_requests_in_every_driver() {
+    let job = || answer_job(FOUR, json!({"concurrency": 2}));
+    let failed = pollster::block_on(verity_core::drive(job(), &FailFirst, &verity_core::NoTools))
+        .unwrap_err();
+    assert_eq!(failed.kind(), JobFailureKind::AssessRequest);
+    assert!(failed.message().starts_with("sentence 1: "), "{}", failed.message());
+    let store = verity_core::MemoryStore::new();
+    let mut session = verity_core::Session::start(job()).unwrap();
+    pollster::block_on(verity_core::drive_session(
+        &mut session,
+        &store,
+        &FailFirst,
+        &verity_core::NoTools,
+    ))
+    .unwrap();
+    let failed = session.into_machine().finish_typed().unwrap_err();
+    assert_eq!(failed.kind(), JobFailureKind::AssessRequest);
+}
