@@ -129,6 +129,8 @@ pub mod retrieve;
 pub mod retry;
 mod run_failure;
 mod schema;
+#[cfg(all(test, feature = "full-json-schema", not(target_arch = "wasm32")))]
+mod schema_agreement;
 mod scripted;
 mod segment;
 pub mod session;
