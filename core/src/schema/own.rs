@@ -327,27 +327,13 @@ fn check_array(
     limit: usize,
 ) {
     let count = items.len() as u64;
-    if let Some(least) = fields.get("minItems").and_then(Value::as_u64)
-        && count < least
-    {
-        let s = if least == 1 { "" } else { "s" };
-        push(
-            found,
-            limit,
-            path,
-            format!("{} has less than {least} item{s}", Value::Array(items.to_vec())),
-        );
+    if let Some(least) = broken_count(fields, "minItems", count) {
+        let shown = Value::Array(items.to_vec());
+        push(found, limit, path, format!("{shown} has less than {least} item{}", plural(least)));
     }
-    if let Some(most) = fields.get("maxItems").and_then(Value::as_u64)
-        && count > most
-    {
-        let s = if most == 1 { "" } else { "s" };
-        push(
-            found,
-            limit,
-            path,
-            format!("{} has more than {most} item{s}", Value::Array(items.to_vec())),
-        );
+    if let Some(most) = broken_count(fields, "maxItems", count) {
+        let shown = Value::Array(items.to_vec());
+        push(found, limit, path, format!("{shown} has more than {most} item{}", plural(most)));
     }
     if let Some(sub) = fields.get("items") {
         for (i, item) in items.iter().enumerate() {
@@ -368,31 +354,35 @@ fn check_string(
 ) {
     // Characters as JSON Schema counts them: Unicode code points.
     let length = text.chars().count() as u64;
-    if let Some(least) = fields.get("minLength").and_then(Value::as_u64)
-        && length < least
-    {
-        push(
-            found,
-            limit,
-            path,
-            format!("\"{text}\" is shorter than {least} character{}", plural(least)),
-        );
+    if let Some(least) = broken_count(fields, "minLength", length) {
+        let message = format!("\"{text}\" is shorter than {least} character{}", plural(least));
+        push(found, limit, path, message);
     }
-    if let Some(most) = fields.get("maxLength").and_then(Value::as_u64)
-        && length > most
-    {
-        push(
-            found,
-            limit,
-            path,
-            format!("\"{text}\" is longer than {most} character{}", plural(most)),
-        );
+    if let Some(most) = broken_count(fields, "maxLength", length) {
+        let message = format!("\"{text}\" is longer than {most} character{}", plural(most));
+        push(found, limit, path, message);
     }
+}
+
+/// The bound `keyword` of `fields` (`minItems`, `maxLength`...) when `count` breaks it: is
+/// under a `min…` or over a `max…`.
+fn broken_count(fields: &Map<String, Value>, keyword: &str, count: u64) -> Option<u64> {
+    let bound = fields.get(keyword)?.as_u64()?;
+    let broken = if keyword.starts_with("min") { count < bound } else { count > bound };
+    broken.then_some(bound)
 }
 
 fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
+
+/// The numeric bounds, each with the words of its violation.
+const NUMERIC_BOUNDS: [(&str, &str); 4] = [
+    ("minimum", "is less than the minimum of"),
+    ("maximum", "is greater than the maximum of"),
+    ("exclusiveMinimum", "is less than or equal to the minimum of"),
+    ("exclusiveMaximum", "is greater than or equal to the maximum of"),
+];
 
 fn check_number(
     fields: &Map<String, Value>,
@@ -402,51 +392,17 @@ fn check_number(
     limit: usize,
 ) {
     let Some(x) = number.as_f64() else { return };
-    let bound = |keyword: &str| fields.get(keyword).and_then(Value::as_f64);
-    if let Some(least) = bound("minimum")
-        && x < least
-    {
-        push(
-            found,
-            limit,
-            path,
-            format!("{number} is less than the minimum of {}", fields["minimum"]),
-        );
-    }
-    if let Some(most) = bound("maximum")
-        && x > most
-    {
-        push(
-            found,
-            limit,
-            path,
-            format!("{number} is greater than the maximum of {}", fields["maximum"]),
-        );
-    }
-    if let Some(least) = bound("exclusiveMinimum")
-        && x <= least
-    {
-        push(
-            found,
-            limit,
-            path,
-            format!(
-                "{number} is less than or equal to the minimum of {}",
-                fields["exclusiveMinimum"]
-            ),
-        );
-    }
-    if let Some(most) = bound("exclusiveMaximum")
-        && x >= most
-    {
-        push(
-            found,
-            limit,
-            path,
-            format!(
-                "{number} is greater than or equal to the maximum of {}",
-                fields["exclusiveMaximum"]
-            ),
-        );
+    for (keyword, words) in NUMERIC_BOUNDS {
+        let Some(bound) = fields.get(keyword) else { continue };
+        let Some(at) = bound.as_f64() else { continue };
+        let broken = match keyword {
+            "minimum" => x < at,
+            "maximum" => x > at,
+            "exclusiveMinimum" => x <= at,
+            _ => x >= at,
+        };
+        if broken {
+            push(found, limit, path, format!("{number} {words} {bound}"));
+        }
     }
 }
