@@ -132,6 +132,11 @@ async function keptPieces(cache, key) {
   return following;
 }
 
+/** Deletes the kept `pieces` of a download (made whole, started over, or given up). */
+async function dropPieces(cache, pieces) {
+  for (const piece of pieces) await cache.delete(piece.request);
+}
+
 /** The size of the whole file from a 206 response's `Content-Range` (`bytes 10-99/100`), or
  * 0 when the server does not expose it. */
 function rangeTotal(response) {
@@ -171,7 +176,7 @@ async function modelBlob(reference, progress) {
     const resumed = from > 0 && response.status === 206 && (rangeStart(response) ?? from) === from;
     if (!resumed) {
       // From the start (the server sent the whole file, or this is the first try).
-      for (const piece of pieces) await cache.delete(piece.request);
+      await dropPieces(cache, pieces);
       pieces = [];
       from = 0;
     }
@@ -180,7 +185,7 @@ async function modelBlob(reference, progress) {
     if (resumed && total && length && from + length !== total) {
       // The rest the server sends would not make the file the first pieces began.
       await response.body?.cancel().catch(() => {});
-      for (const piece of pieces) await cache.delete(piece.request);
+      await dropPieces(cache, pieces);
       throw new Error(`downloading the model ${key} failed: the file changed on the server since its download began (checking again downloads it from the start)`);
     }
     // Known before the download when the server says its size: a model this device cannot
@@ -241,7 +246,7 @@ async function download(cache, key, response, from, total, progress) {
   } catch (error) {
     if (error?.name !== "QuotaExceededError") throw error;
     await reader.cancel().catch(() => {});
-    for (const piece of await keptPieces(cache, key)) await cache.delete(piece.request);
+    await dropPieces(cache, await keptPieces(cache, key));
     // Not kept (the browser's storage is full): downloaded again and held in memory (and
     // downloaded again after a reload).
     announce({ state: "not-kept", model: key, message: String(error?.message ?? error) });
@@ -261,7 +266,7 @@ async function wholeModel(cache, key, pieces) {
   for (const piece of pieces) blobs.push(await (await cache.match(piece.request)).blob());
   const whole = new Blob(blobs);
   if (!(await isGguf(whole))) {
-    for (const piece of pieces) await cache.delete(piece.request);
+    await dropPieces(cache, pieces);
     throw new Error(`${key} is not a GGUF model file`);
   }
   const headers = { "content-type": "application/octet-stream", "content-length": String(whole.size) };
@@ -273,7 +278,7 @@ async function wholeModel(cache, key, pieces) {
     if (error?.name === "QuotaExceededError") return whole;
     throw error;
   }
-  for (const piece of pieces) await cache.delete(piece.request);
+  await dropPieces(cache, pieces);
   const stored = await cache.match(key);
   if (!stored) throw new Error(`the model ${key} was downloaded but the browser did not keep it`);
   return stored.blob();

@@ -16,13 +16,13 @@ after(async () => { await site?.close(); });
 
 const id = (name) => `[data-testid="${name}"]`;
 
-test('the llama.cpp preset checks a claim against a real llama.cpp server', { skip }, async () => {
+/** The app with the towers corpus and the llama.cpp preset pointed at the real server through a
+ * recording proxy: the engine runs in a shared worker, whose requests the page's request events
+ * do not show, and the proxy sees them. Call `close` and `proxy.close` at the end. */
+async function appOnLlama() {
   const { page, errors, close } = await browser();
-  // The engine runs in a shared worker, whose requests the page's request events do not show:
-  // a recording proxy in front of the server sees them.
   const server = new URL(LLAMA);
   const proxy = await countingProxy(server.origin);
-  const sent = proxy.bodies;
   try {
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
@@ -31,6 +31,18 @@ test('the llama.cpp preset checks a claim against a real llama.cpp server', { sk
     await page.selectOption(id('provider-kind'), 'openai');
     await page.selectOption(id('provider-preset'), 'llamacpp');
     await page.fill(id('provider-base-url'), `${proxy.url}${server.pathname}`);
+  } catch (error) {
+    await close();
+    await proxy.close();
+    throw error;
+  }
+  return { page, errors, close, proxy };
+}
+
+test('the llama.cpp preset checks a claim against a real llama.cpp server', { skip }, async () => {
+  const { page, errors, close, proxy } = await appOnLlama();
+  const sent = proxy.bodies;
+  try {
     await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
     await page.click(id('run'));
     const card = page.locator(id('check-1'));
@@ -79,17 +91,8 @@ test('the llama.cpp preset checks a claim against a real llama.cpp server', { sk
 });
 
 test('the llama.cpp preset checks a whole answer against a real llama.cpp server, its sentences at once', { skip }, async () => {
-  const { page, errors, close } = await browser();
-  const server = new URL(LLAMA);
-  const proxy = await countingProxy(server.origin);
+  const { page, errors, close, proxy } = await appOnLlama();
   try {
-    await page.goto(site.url);
-    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
-    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
-    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
-    await page.selectOption(id('provider-kind'), 'openai');
-    await page.selectOption(id('provider-preset'), 'llamacpp');
-    await page.fill(id('provider-base-url'), `${proxy.url}${server.pathname}`);
     await page.click(id('mode-answer'));
     await page.selectOption(id('concurrency'), '3');
     const answer = 'The Eiffel Tower is in Paris. Tokyo Tower is in Minato. The Louvre is an art museum.';
