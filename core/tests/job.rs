@@ -312,7 +312,7 @@ fn owned_outputs_and_inputs_have_one_json_and_read_back() {
     let job = Job::from_json(&config, &[Arc::clone(&corpus)]).unwrap();
     let model = ScriptedModel::new(escalation_script());
     drive_checking_json(job, &model, |_| {
-        verity_core::claim::lookup_evidence(corpus.corpus(), &[2])
+        verity_core::claim::lookup_evidence(corpus.corpus(), &[2], "query")
     });
     // The JSON a worker posts, as DESIGN.md documents it.
     let mut job = Job::from_json(&config, &[Arc::clone(&corpus)]).unwrap();

@@ -292,9 +292,14 @@ fn research_turns_below_one_count_as_one() {
     use verity_core::claim::{ClaimCheck, ClaimOptions};
     use verity_core::{ClaimStage, Event, Machine, ScriptedModel};
     let options = ClaimOptions { research_turns: 0, ..ClaimOptions::default() };
+    // A passage beyond the evidence, so that research is asked for.
+    let corpus = verity_core::Corpus::from_pairs([
+        ("e1", "The migration lost no data."),
+        ("e2", "An audit followed in April."),
+    ]);
     let check = ClaimCheck::with_evidence(
         "No data was lost.",
-        one_passage(),
+        verity_core::IndexedCorpus::new(corpus.unwrap()),
         vec!["The migration lost no data.".into()],
         options,
     );

@@ -458,10 +458,11 @@ fn bad_answers_in_a_check_are_unknown_scores_not_a_failure() {
 }
 
 #[test]
-fn a_long_passage_is_asked_in_two_chunks_within_k_plus_one_requests() {
+fn a_long_passage_is_asked_first_where_it_speaks_of_the_claim_within_k_plus_one_requests() {
     let long =
         format!("{} {}", "The mill by the river ground flour for the town. ".repeat(60), SUPPORTS);
-    // Fewer passages than k: the long one's second chunk takes the third place.
+    // Fewer passages than k: the long one's chunk with the claim's words is asked first, and
+    // its other chunk takes the third place.
     let evidence = vec![long.clone(), HALL.to_owned()];
     let options = ClaimOptions {
         assess: AssessMode::Verifier(VerifierOptions { chunk_chars: 2500, ..Default::default() }),
@@ -469,16 +470,32 @@ fn a_long_passage_is_asked_in_two_chunks_within_k_plus_one_requests() {
     };
     let check = ClaimCheck::with_evidence(CLAIM, corpus(), evidence, options);
     let model =
-        ScriptedModel::new([answer(0.5), answer(0.1), answer(0.1), answer(0.95), summary()])
+        ScriptedModel::new([answer(0.5), answer(0.95), answer(0.1), answer(0.1), summary()])
             .recording();
     let report = run(check, &model).unwrap();
     let asked: Vec<String> = model.recorded()[..4].iter().map(document).collect();
     assert_eq!(asked[0], "", "the prior");
-    assert!(long.starts_with(&asked[1]) && long.ends_with(&asked[3]), "{asked:?}");
+    assert!(long.ends_with(&asked[1]) && asked[1].contains(SUPPORTS), "{asked:?}");
     assert_eq!(asked[2], HALL);
+    assert!(long.starts_with(&asked[3]) && !asked[3].contains(SUPPORTS), "{asked:?}");
     assert_eq!(report.requests, 5, "k + 1 questions and the summary");
     assert_eq!(report.assessment.verdict, Verdict::Supported);
     assert_eq!(report.assessment.citations, [long], "the whole passage, quoted verbatim");
+}
+
+#[test]
+fn research_is_not_asked_for_when_the_corpus_holds_nothing_beyond_the_evidence() {
+    // The whole corpus is the evidence (a document checked alone): the first round finds it
+    // insufficient, and no lookup could find another passage, so no research request is made.
+    let corpus =
+        IndexedCorpus::new(Corpus::from_pairs([("hall", HALL), ("market", MARKET)]).unwrap());
+    let evidence = vec![HALL.to_owned(), MARKET.to_owned()];
+    let check = ClaimCheck::with_evidence(CLAIM, corpus, evidence, verifier_options());
+    let model = ScriptedModel::new([answer(0.5), answer(0.05), answer(0.05)]).recording();
+    let failed = run(check, &model).unwrap_err();
+    assert_eq!(failed.kind(), ClaimFailureKind::NoNewEvidence, "{}", failed.message());
+    assert_eq!(model.recorded().len(), 3, "the prior and two questions, no research");
+    assert!(failed.message().contains("nothing beyond"), "{}", failed.message());
 }
 
 #[test]

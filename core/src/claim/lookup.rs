@@ -1,17 +1,19 @@
 //! The research agent's `lookup_evidence` tool: who answers it ([`LookupMode`]), its schema,
 //! the core-side answer from the corpus ([`Lookup`]) and the search behind it.
 
+use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::prompt;
+use super::verifier::chunk_bounds;
 use crate::agent::{Hooks, Tool};
 use crate::corpus::Corpus;
 use crate::indexed::{CorpusRef, IndexedCorpus};
 use crate::message::{ToolCall, ToolOutput};
-use crate::retrieve::{Retriever, retrieve};
+use crate::retrieve::{Retriever, bm25_terms, retrieve};
 use crate::schema::Schema;
 
 /// The research agent's tool.
@@ -59,7 +61,8 @@ impl Hooks for Lookup {
             return Some(ToolOutput::error(text));
         }
         let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
-        Some(lookup_evidence(self.corpus.corpus(), &search(&self.corpus, &self.retriever, query)))
+        let hits = search(&self.corpus, &self.retriever, query);
+        Some(lookup_evidence(self.corpus.corpus(), &hits, query))
     }
 
     /// A host's answer to `lookup_evidence` is data for the model like the core's own: its
@@ -83,7 +86,8 @@ impl Hooks for Lookup {
             output.content = prompt::host_result_text(&output.content);
             return output;
         }
-        let rebuilt = lookup_evidence(corpus, &hits);
+        let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
+        let rebuilt = lookup_evidence(corpus, &hits, query);
         output.content = rebuilt.content;
         if let Some(details) = output.details.as_object_mut() {
             details.insert("hits".to_owned(), rebuilt.details["hits"].clone());
@@ -136,15 +140,52 @@ pub fn search(corpus: &IndexedCorpus, retriever: &Retriever, query: &str) -> Vec
     retrieve(corpus.corpus(), index, retriever, query)
 }
 
-/// Answers a `lookup_evidence` call with the passages at `hits` (indices into `corpus`):
-/// delimited text for the model, `details.hits` with their ids for the machine.
+/// The most characters of one passage a lookup shows the model: a longer passage is shown by
+/// its part about the query (see [`lookup_evidence`]), so that a corpus of long documents does
+/// not fill the research agent's context in a turn or two (seen: a 6,000-character document
+/// found on every turn took a llama.cpp server with a 4,096-token context past it).
+pub const LOOKUP_EXCERPT_CHARS: usize = 600;
+
+/// Answers a `lookup_evidence` call for `query` with the passages at `hits` (indices into
+/// `corpus`): delimited text for the model, `details.hits` with their ids for the machine.
+/// A passage longer than [`LOOKUP_EXCERPT_CHARS`] is shown by its part sharing the most of the
+/// query's words (a chunk of [`chunk_bounds`], the earliest among equals), with `…` where the
+/// passage goes on; what the check takes as evidence from a hit is the whole passage.
 #[must_use]
-pub fn lookup_evidence(corpus: &Corpus, hits: &[usize]) -> ToolOutput {
-    let passages: Vec<(&str, &str)> = hits
+pub fn lookup_evidence(corpus: &Corpus, hits: &[usize], query: &str) -> ToolOutput {
+    let terms: HashSet<String> = bm25_terms(query).into_iter().collect();
+    let passages: Vec<(&str, String)> = hits
         .iter()
         .filter_map(|&index| corpus.passages().get(index))
-        .map(|passage| (passage.id.as_str(), passage.text.as_str()))
+        .map(|passage| (passage.id.as_str(), excerpt(&passage.text, &terms)))
         .collect();
+    let shown: Vec<(&str, &str)> = passages.iter().map(|(id, text)| (*id, text.as_str())).collect();
     let ids: Vec<&str> = passages.iter().map(|(id, _)| *id).collect();
-    ToolOutput::ok(prompt::lookup_text(&passages), json!({ "hits": ids }))
+    ToolOutput::ok(prompt::lookup_text(&shown), json!({ "hits": ids }))
+}
+
+/// `text` whole when it is at most [`LOOKUP_EXCERPT_CHARS`] characters long, else its chunk
+/// sharing the most of `terms`, marked `…` on each side the passage goes on.
+fn excerpt(text: &str, terms: &HashSet<String>) -> String {
+    let text = text.trim();
+    if text.chars().count() <= LOOKUP_EXCERPT_CHARS {
+        return text.to_owned();
+    }
+    let shared = |(start, end): (usize, usize)| {
+        bm25_terms(&text[start..end])
+            .into_iter()
+            .collect::<HashSet<_>>()
+            .intersection(terms)
+            .count()
+    };
+    let bounds = chunk_bounds(text, LOOKUP_EXCERPT_CHARS);
+    // The most words; among equals the earliest (max_by_key keeps the last of equals).
+    let (start, end) =
+        bounds.iter().rev().copied().max_by_key(|&bound| shared(bound)).unwrap_or((0, text.len()));
+    format!(
+        "{}{}{}",
+        if start > 0 { "\u{2026} " } else { "" },
+        &text[start..end],
+        if end < text.len() { " \u{2026}" } else { "" }
+    )
 }

@@ -40,7 +40,10 @@ use crate::step::{FailureKind, Step, step};
 
 pub use cite::{cite, locate, new_evidence};
 pub use failure::{ClaimFailed, ClaimFailureKind};
-pub use lookup::{LOOKUP_EVIDENCE, Lookup, LookupMode, lookup_evidence, lookup_schema, search};
+pub use lookup::{
+    LOOKUP_EVIDENCE, LOOKUP_EXCERPT_CHARS, Lookup, LookupMode, lookup_evidence, lookup_schema,
+    search,
+};
 pub use report::{Assessment, Citation, Report, Route, Summary, Verdict, assessment_schema};
 pub use verifier::{
     AssessMode, Decision, Rule, ScoredPassage, VerifierOptions, VerifierRecord, VerifierWeights,
@@ -388,6 +391,10 @@ impl ClaimCheck {
             return self.fail(ClaimFailureKind::CitationNotInEvidence, refused);
         }
         match (round, assessment.verdict) {
+            (Round::First, Verdict::Insufficient) if self.corpus_is_evidence() => self.fail(
+                ClaimFailureKind::NoNewEvidence,
+                "no research: the corpus holds nothing beyond the evidence already assessed",
+            ),
             (Round::First, Verdict::Insufficient) => self.start_research(),
             (Round::First, _) => self.start_summary(assessment, Route::SingleCall),
             (Round::Second, _) => self.start_summary(assessment, Route::AgentEscalation),
@@ -408,7 +415,8 @@ impl ClaimCheck {
             Round::Second => (found..self.evidence.len()).chain(0..found).filter(unasked).collect(),
         };
         // The prior is asked once per check (in the first round).
-        let queue = verifier::plan(&self.evidence, &items, options, round == Round::First);
+        let queue =
+            verifier::plan(&self.claim, &self.evidence, &items, options, round == Round::First);
         self.ask_next(round, queue);
     }
 
@@ -493,27 +501,9 @@ impl ClaimCheck {
             AssessMode::Verifier(options) => options.weights.weights(),
             AssessMode::Agent => VerifierWeights::builtin(),
         };
-        let mut items: Vec<(usize, Option<f64>)> = Vec::new();
         let prior = verifier::prior_score(&self.asked);
-        for asked in self.asked.iter().filter(|asked| !asked.question.prior) {
-            let score = asked.reading.score.filter(|s| s.is_finite());
-            match items.iter_mut().find(|(index, _)| *index == asked.question.evidence) {
-                Some((_, best)) => {
-                    *best = match (*best, score) {
-                        (Some(a), Some(b)) => Some(a.max(b)),
-                        (a, b) => a.or(b),
-                    };
-                }
-                None => items.push((asked.question.evidence, score)),
-            }
-        }
-        // Questions of a restored state about items the evidence lacks are left out.
-        let passages: Vec<ScoredPassage<'_>> = items
-            .iter()
-            .filter_map(|&(index, score)| {
-                self.evidence.get(index).map(|text| ScoredPassage { text, score })
-            })
-            .collect();
+        let (indices, passages): (Vec<usize>, Vec<ScoredPassage<'_>>) =
+            verifier::best_chunks(&self.evidence, &self.asked).into_iter().unzip();
         let rule = if self.options.within_answer { Rule::AnswerSentence } else { Rule::Claim };
         let decision = decide_by(&self.claim, &passages, prior, weights, rule);
         let fallback =
@@ -536,7 +526,7 @@ impl ClaimCheck {
         let assessment = Assessment {
             verdict: decision.verdict,
             confidence: decision.confidence,
-            citations: decision.cited.iter().map(|&i| passages[i].text.to_owned()).collect(),
+            citations: decision.cited.iter().map(|&i| self.evidence[indices[i]].clone()).collect(),
             rationale: Some(rationale),
             extra: serde_json::Map::new(),
         };
@@ -548,6 +538,14 @@ impl ClaimCheck {
             fitted: weights.fitted,
         });
         self.assessed(round, assessment, "the verifier cited evidence that was not provided");
+    }
+
+    /// Whether every passage of the corpus is in the evidence already: research could find
+    /// nothing new (a lookup's hits are the corpus's passages, and only new ones count).
+    fn corpus_is_evidence(&self) -> bool {
+        let passages = self.corpus.corpus().passages();
+        passages.len() <= self.evidence.len()
+            && passages.iter().all(|passage| self.evidence.iter().any(|item| *item == passage.text))
     }
 
     fn start_research(&mut self) {

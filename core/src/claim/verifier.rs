@@ -337,6 +337,37 @@ pub fn prior_score(asked: &[AskedQuestion]) -> Option<f64> {
         .and_then(|asked| usable(asked.reading.score))
 }
 
+/// Each passage of `evidence` asked about in `asked`, once, in the order first asked, as its
+/// index and its best chunk: the text of the chunk with the highest known `S` (the first asked
+/// when none is known) and that `S` (finite only). The features read the part the model
+/// judged, not the passage around it: on a passage of one chunk they are the same. Questions
+/// about items or parts that `evidence` lacks (a damaged saved state) are left out.
+#[must_use]
+pub fn best_chunks<'a>(
+    evidence: &'a [String],
+    asked: &[AskedQuestion],
+) -> Vec<(usize, ScoredPassage<'a>)> {
+    let mut best: Vec<(usize, ScoredPassage<'a>)> = Vec::new();
+    for asked in asked.iter().filter(|asked| !asked.question.prior) {
+        let question = asked.question;
+        let Some(text) =
+            evidence.get(question.evidence).and_then(|t| t.get(question.start..question.end))
+        else {
+            continue;
+        };
+        let score = asked.reading.score.filter(|s| s.is_finite());
+        match best.iter_mut().find(|(index, _)| *index == question.evidence) {
+            Some((_, passage)) => {
+                if score.is_some_and(|s| passage.score.is_none_or(|b| s > b)) {
+                    *passage = ScoredPassage { text, score };
+                }
+            }
+            None => best.push((question.evidence, ScoredPassage { text, score })),
+        }
+    }
+    best
+}
+
 /// What the verifier route did, in the report: every question asked (both rounds), the
 /// features and the class probabilities of the last decision. Its presence in a
 /// [`crate::Report`] says the verifier route assessed.
@@ -593,20 +624,53 @@ mod tests {
             questions.iter().map(|q| (q.evidence, q.chunk, q.prior)).collect()
         };
         // The prior first, then k passages' first chunks: no room for a second chunk.
-        let questions = plan(&evidence, &[0, 1, 2, 3, 4], &options, true);
+        let questions = plan("the ferry", &evidence, &[0, 1, 2, 3, 4], &options, true);
         assert_eq!(questions.len(), options.k + 1);
         assert_eq!(asked(&questions), [(0, 0, true), (0, 0, false), (1, 0, false), (2, 0, false)]);
         assert!(questions[2].chunks > 2, "later chunks are counted, not asked");
         // Fewer than k passages: the best long one's second chunk fills a place.
-        let few = plan(&evidence, &[3, 1], &options, true);
+        let few = plan("the ferry", &evidence, &[3, 1], &options, true);
         assert_eq!(asked(&few), [(0, 0, true), (3, 0, false), (1, 0, false), (1, 1, false)]);
-        let short = plan(&evidence, &[3, 0], &options, true);
+        let short = plan("the ferry", &evidence, &[3, 0], &options, true);
         assert_eq!(short.len(), 3, "the prior and 2 passages, no spare without a long one");
         // The second round asks no prior again; without calibration there is none.
-        assert_eq!(asked(&plan(&evidence, &[3], &options, false)), [(3, 0, false)]);
+        assert_eq!(asked(&plan("the ferry", &evidence, &[3], &options, false)), [(3, 0, false)]);
         let plain = VerifierOptions { calibrate: false, ..options };
-        assert_eq!(plan(&evidence, &[0, 1, 2, 3], &plain, true).len(), plain.k);
-        assert!(plan(&evidence, &[], &options, true).is_empty(), "no passage: no question");
+        assert_eq!(plan("the ferry", &evidence, &[0, 1, 2, 3], &plain, true).len(), plain.k);
+        assert!(
+            plan("the ferry", &evidence, &[], &options, true).is_empty(),
+            "no passage: no question"
+        );
+    }
+
+    #[test]
+    fn a_long_passages_chunks_are_asked_by_the_claims_words_not_by_their_place() {
+        // One document of five chunks; what the claim is about is in the fourth and the second.
+        let filler = "The weather was mild and the harvest came in on time. ".repeat(18);
+        let ferry = "A river ferry ran between the towns until 1966, when a bridge opened. ";
+        let document = format!("{filler}{filler}{ferry}{filler}{filler}{ferry}{filler}");
+        let evidence = vec![document.clone(), "short".to_owned()];
+        let options = VerifierOptions { chunk_chars: 1000, ..VerifierOptions::default() };
+        let claim = "A river ferry ran until 1966.";
+        let bounds = chunk_bounds(&document, options.chunk_chars);
+        assert!(bounds.len() >= 5, "{} chunks", bounds.len());
+        let holds = |q: &Question| document[q.start..q.end].contains("ferry");
+        // The only passage: k chunks, those with the claim's words first.
+        let questions = plan(claim, &evidence, &[0], &options, false);
+        assert_eq!(questions.len(), options.k);
+        assert!(holds(&questions[0]) && holds(&questions[1]), "{questions:?}");
+        assert!(questions.iter().all(|q| q.evidence == 0 && q.chunks == bounds.len()));
+        let mut chunks: Vec<usize> = questions.iter().map(|q| q.chunk).collect();
+        chunks.dedup();
+        assert_eq!(chunks.len(), options.k, "each chunk asked once: {chunks:?}");
+        // Beside another passage: the long one's best chunk, not its first.
+        let two = plan(claim, &evidence, &[1, 0], &options, true);
+        assert_eq!(two.len(), options.k + 1);
+        assert_eq!((two[1].evidence, two[1].chunk), (1, 0));
+        assert!(two[2..].iter().all(|q| q.evidence == 0 && holds(q)), "{two:?}");
+        // A claim sharing no word with any chunk: the chunks in their order.
+        let none = plan("Zebras graze.", &evidence, &[0], &options, false);
+        assert_eq!(none.iter().map(|q| q.chunk).collect::<Vec<_>>(), [0, 1, 2]);
     }
 
     #[test]

@@ -3,7 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::HashSet;
+
 use super::VerifierOptions;
+use crate::retrieve::bm25_terms;
 
 /// One question of the route: a chunk of an evidence item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,42 +82,73 @@ pub fn chunk_bounds(text: &str, chunk_chars: usize) -> Vec<(usize, usize)> {
     }
 }
 
-/// The questions about `items` (indices into `evidence`, best first): the first `k` items,
-/// each cut by [`chunk_bounds`]; the first chunk of each, then, when fewer than `k` items were
-/// asked about, the second chunk of the first item that has one; and before them, when
-/// `prior` (the first round) and `options.calibrate` and there is a passage to ask about, the
-/// calibration question ([`Question::prior`]). At most `k + 1` questions, in the order they
-/// are asked.
+/// The questions about `items` (indices into `evidence`, best first), at most `k` of them
+/// and, before them, when `prior` (the first round) and `options.calibrate` and there is a
+/// passage to ask about, the calibration question ([`Question::prior`]): at most `k + 1`, in
+/// the order they are asked.
+///
+/// Each of the first `k` items is cut by [`chunk_bounds`] and its chunks ranked by how many of
+/// the claim's distinct content words ([`bm25_terms`]) each holds, the earlier first among
+/// equals: a long passage is asked about where it speaks of the claim, not only where it
+/// starts (MiniCheck reads every chunk and keeps the best; this route has a budget of `k`).
+/// Every item's best chunk is asked; when fewer than `k` items were, the places left go to
+/// their other chunks, the most words first (then the better-ranked item, then the earlier
+/// chunk), so a document given as one long passage is asked about at `k` places.
 #[must_use]
 pub fn plan(
+    claim: &str,
     evidence: &[String],
     items: &[usize],
     options: &VerifierOptions,
     prior: bool,
 ) -> Vec<Question> {
+    let terms: HashSet<String> = bm25_terms(claim).into_iter().collect();
     let mut questions = Vec::new();
-    let mut spare: Option<Question> = None;
-    for &index in items.iter().take(options.k) {
+    // (words shared, the item's rank, the question) of the chunks not asked yet.
+    let mut spare: Vec<(usize, usize, Question)> = Vec::new();
+    for (rank, &index) in items.iter().take(options.k).enumerate() {
         let Some(text) = evidence.get(index) else { continue };
         let bounds = chunk_bounds(text, options.chunk_chars);
-        let question = |chunk: usize| Question {
-            evidence: index,
-            chunk,
-            chunks: bounds.len(),
-            start: bounds[chunk].0,
-            end: bounds[chunk].1,
-            prior: false,
-        };
-        questions.push(question(0));
-        if spare.is_none() && bounds.len() > 1 {
-            spare = Some(question(1));
+        let mut ranked: Vec<(usize, Question)> = bounds
+            .iter()
+            .enumerate()
+            .map(|(chunk, &(start, end))| {
+                let shared =
+                    if bounds.len() == 1 { 0 } else { shared_terms(&text[start..end], &terms) };
+                let question = Question {
+                    evidence: index,
+                    chunk,
+                    chunks: bounds.len(),
+                    start,
+                    end,
+                    prior: false,
+                };
+                (shared, question)
+            })
+            .collect();
+        // Stable: among equals, the earlier chunk stays first.
+        ranked.sort_by_key(|&(shared, _)| std::cmp::Reverse(shared));
+        let mut ranked = ranked.into_iter();
+        if let Some((_, best)) = ranked.next() {
+            questions.push(best);
         }
+        spare.extend(ranked.map(|(shared, question)| (shared, rank, question)));
     }
     if questions.len() < options.k {
-        questions.extend(spare);
+        spare.sort_by_key(|&(shared, rank, question)| {
+            (std::cmp::Reverse(shared), rank, question.chunk)
+        });
+        let room = options.k - questions.len();
+        questions.extend(spare.into_iter().take(room).map(|(_, _, question)| question));
     }
     if prior && options.calibrate && !questions.is_empty() {
         questions.insert(0, Question::prior());
     }
     questions
+}
+
+/// How many of `terms` `text` holds.
+fn shared_terms(text: &str, terms: &HashSet<String>) -> usize {
+    let own: HashSet<String> = bm25_terms(text).into_iter().collect();
+    own.iter().filter(|term| terms.contains(*term)).count()
 }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use verity_core::claim::verifier::{
     AskedQuestion, AssessMode, Classes, FEATURES, Linear, Reading, Rule, ScoredPassage, Thresholds,
-    VerifierOptions, VerifierWeights, decide, decide_by, features, plan, prior_score, read_answer,
+    VerifierOptions, VerifierWeights, best_chunks, decide, decide_by, features, plan, prior_score,
+    read_answer,
 };
 use verity_core::corpus::Corpus;
 use verity_core::indexed::IndexedCorpus;
@@ -276,7 +277,7 @@ fn ask(options: &Options, rows: &[Row]) -> Result<Vec<Scored>, String> {
             .map_err(|failed| format!("row {}: {failed}", n + 1))?;
         let evidence = job.claim_check().map(|check| check.evidence().to_vec()).unwrap_or_default();
         let all: Vec<usize> = (0..evidence.len()).collect();
-        let questions = plan(&evidence, &all, &route, true);
+        let questions = plan(&row.claim, &evidence, &all, &route, true);
         model.readings.borrow_mut().clear();
         // Ends once the questions are answered: the next request is aborted.
         let _ = block_on(drive(job, &model, &NoTools));
@@ -295,27 +296,16 @@ fn ask(options: &Options, rows: &[Row]) -> Result<Vec<Scored>, String> {
             .map(|(question, reading)| AskedQuestion { question: *question, reading: *reading })
             .collect();
         let prior = prior_score(&asked);
-        // Each asked passage once, with its best chunk's score, in the order asked.
-        let mut passages: Vec<(usize, Option<f64>)> = Vec::new();
-        for (question, reading) in questions.iter().zip(readings).filter(|(q, _)| !q.prior) {
-            let score = reading.score;
-            match passages.iter_mut().find(|(index, _)| *index == question.evidence) {
-                Some((_, best)) => {
-                    *best = match (*best, score) {
-                        (Some(a), Some(b)) => Some(a.max(b)),
-                        (a, b) => a.or(b),
-                    };
-                }
-                None => passages.push((question.evidence, score)),
-            }
-        }
+        // Each asked passage once, by its best chunk (the text the features read), in the
+        // order asked: what the route decides on.
+        let passages = best_chunks(&evidence, &asked);
         let row = Scored {
             id: row.id.clone().unwrap_or_else(|| format!("row {}", n + 1)),
             claim: row.claim.clone(),
             label,
             passages: passages
                 .into_iter()
-                .map(|(index, score)| (evidence[index].clone(), score))
+                .map(|(_, passage)| (passage.text.to_owned(), passage.score))
                 .collect(),
             prior,
         };

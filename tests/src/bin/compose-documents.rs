@@ -1,0 +1,106 @@
+//! `compose-documents CLAIMS.jsonl`: makes long documents out of a labelled claim file (the
+//! format of `shared/data/vitaminc/claims-dev.jsonl`) and prints each claim again with one
+//! document as its corpus, one JSON object a line:
+//! `{"id", "claim", "label", "corpus": {"document": text}, "place": "start"|"middle"|"end"}`.
+//!
+//! VitaminC's passages are single sentences, so a check over them never meets a passage longer
+//! than a chunk. Documents (an article, a report) are long: a check asks about a few chunks of
+//! them, and which chunks it asks about decides whether it sees the sentence that matters.
+//! Each document here is the claim's own passages, together and in their order, set among
+//! passages of other claims (the claims that follow it in the file, leaving out any passage
+//! whose title, the text before its first `": "`, is one of the claim's), joined by spaces
+//! into one text of at least 6,000 characters with no blank line: one passage when read as a
+//! corpus. The claim's passages sit at the start, the middle or the end of it, in turn. The same
+//! file always gives the same documents:
+//!
+//! ```text
+//! cargo run -q -p verity-tests --bin compose-documents -- \
+//!     ../shared/data/vitaminc/claims-dev.jsonl > tests/fixtures/documents/claims-dev-documents.jsonl
+//! ```
+
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+/// The least length of a document, in characters: three chunks of the route's default 2,000.
+const DOCUMENT_CHARS: usize = 6_000;
+
+fn main() -> ExitCode {
+    let Some(path) = std::env::args().nth(1) else {
+        eprintln!("usage: compose-documents CLAIMS.jsonl");
+        return ExitCode::FAILURE;
+    };
+    match compose(&path) {
+        Ok(lines) => {
+            for line in lines {
+                println!("{line}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("compose-documents: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A passage's title: the text before its first `": "` (VitaminC's passages start with their
+/// article's title), or none.
+fn title(passage: &str) -> Option<&str> {
+    passage.split_once(": ").map(|(title, _)| title.trim())
+}
+
+fn compose(path: &str) -> Result<Vec<Value>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut rows: Vec<(Value, Vec<String>)> = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
+        let row: Value =
+            serde_json::from_str(line).map_err(|e| format!("{path}, line {}: {e}", n + 1))?;
+        let passages: Vec<String> = row["corpus"]
+            .as_object()
+            .ok_or_else(|| format!("{path}, line {}: a claim with no corpus", n + 1))?
+            .values()
+            .filter_map(|text| text.as_str().map(|text| text.trim().to_owned()))
+            .collect();
+        rows.push((row, passages));
+    }
+    if rows.len() < 2 {
+        return Err(format!("{path}: at least two claims are needed"));
+    }
+    let mut documents = Vec::with_capacity(rows.len());
+    for (n, (row, own)) in rows.iter().enumerate() {
+        let titles: Vec<&str> = own.iter().filter_map(|passage| title(passage)).collect();
+        let own_chars: usize = own.iter().map(|passage| passage.chars().count() + 1).sum();
+        let mut filler: Vec<&str> = Vec::new();
+        let mut chars = own_chars;
+        for step in 1..rows.len() {
+            if chars >= DOCUMENT_CHARS {
+                break;
+            }
+            let (_, others) = &rows[(n + step) % rows.len()];
+            for passage in others {
+                if title(passage).is_some_and(|t| titles.contains(&t)) || own.contains(passage) {
+                    continue;
+                }
+                chars += passage.chars().count() + 1;
+                filler.push(passage);
+            }
+        }
+        let (place, at) = match n % 3 {
+            0 => ("start", 0),
+            1 => ("middle", filler.len() / 2),
+            _ => ("end", filler.len()),
+        };
+        let mut parts: Vec<&str> = filler[..at].to_vec();
+        parts.extend(own.iter().map(String::as_str));
+        parts.extend(&filler[at..]);
+        documents.push(json!({
+            "id": row["id"],
+            "claim": row["claim"],
+            "label": row["label"],
+            "corpus": {"document": parts.join(" ")},
+            "place": place,
+        }));
+    }
+    Ok(documents)
+}
