@@ -545,7 +545,7 @@ impl ClaimCheck {
     fn corpus_is_evidence(&self) -> bool {
         let passages = self.corpus.corpus().passages();
         passages.len() <= self.evidence.len()
-            && passages.iter().all(|passage| self.evidence.iter().any(|item| *item == passage.text))
+            && passages.iter().all(|passage| self.evidence.contains(&passage.text))
     }
 
     fn start_research(&mut self) {
