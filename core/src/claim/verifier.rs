@@ -9,10 +9,11 @@
 //!
 //! 1. [`plan`]: which questions to ask, known before the first one is: the first `k` passages
 //!    of the evidence, each cut into chunks of at most `chunkChars` characters by
-//!    [`chunk_bounds`]; every passage's first chunk is asked, and when there are fewer than `k`
-//!    passages the second chunk of the best-ranked long one; before them (once per check, when
+//!    [`chunk_bounds`] and its chunks ranked by the claim's content words they hold; every
+//!    passage's best chunk is asked, and when there are fewer than `k` passages their other
+//!    chunks fill the places left, the most words first; before them (once per check, when
 //!    `calibrate`, the default) the claim alone, with an empty document: the model's prior
-//!    ([`Question::prior`]). So at most `k + 1` questions. Later chunks are not asked (the
+//!    ([`Question::prior`]). So at most `k + 1` questions. Other chunks are not asked (the
 //!    report says how many chunks a passage had).
 //! 2. One model call per question ([`crate::claim::prompt::verifier_prompt`], a one-token
 //!    answer with its `top_logprobs`: [`crate::Probe`]).
@@ -26,7 +27,8 @@
 //!
 //! # The scoring model
 //!
-//! A passage's score is the highest `S` over its asked chunks. A model says Yes to some claims
+//! A passage's score is the highest `S` over its asked chunks, and its text for the lexical
+//! features below is that chunk's ([`best_chunks`]): the part the model judged. A model says Yes to some claims
 //! whatever the document (a claim that sounds true), so each score is read against the
 //! model's prior `S0`, its answer about the claim with an empty document ("contextual
 //! calibration", Zhao et al. 2021): `logit(S) - logit(S0)` is what the passage itself moved.

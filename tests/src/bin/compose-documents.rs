@@ -9,7 +9,7 @@
 //! Each document here is the claim's own passages, together and in their order, set among
 //! passages of other claims (the claims that follow it in the file, leaving out any passage
 //! whose title, the text before its first `": "`, is one of the claim's), joined by spaces
-//! into one text of at least 6,000 characters with no blank line: one passage when read as a
+//! into one text of about 6,000 characters or more with no blank line: one passage when read as a
 //! corpus. The claim's passages sit at the start, the middle or the end of it, in turn. The same
 //! file always gives the same documents:
 //!
