@@ -484,6 +484,28 @@ fn a_long_passage_is_asked_first_where_it_speaks_of_the_claim_within_k_plus_one_
 }
 
 #[test]
+fn the_features_read_the_chunk_the_model_judged_not_the_whole_document() {
+    // The chunk about the ferry says 1972; the claim's 1966 is elsewhere in the document, about
+    // something else. Read over the whole document, the claim's number would not be missing.
+    let filler = "The mill by the river ground flour for the town. ".repeat(60);
+    let long = format!("{CONTRADICTS} {filler}The mill closed in 1966.");
+    let evidence = vec![long.clone()];
+    let options = ClaimOptions {
+        assess: AssessMode::Verifier(VerifierOptions { chunk_chars: 1000, ..Default::default() }),
+        ..Default::default()
+    };
+    let check = ClaimCheck::with_evidence(CLAIM, corpus(), evidence, options);
+    let model = ScriptedModel::new([answer(0.5), answer(0.1), answer(0.1), answer(0.1), summary()])
+        .recording();
+    let report = run(check, &model).unwrap();
+    assert!(document(&model.recorded()[1]).contains("1972"), "the ferry's chunk first");
+    let features = report.verifier.expect("the verifier's record").features;
+    assert!((features.missing_numbers - 1.0).abs() < 1e-9, "{features:?}");
+    assert_eq!(report.assessment.verdict, Verdict::Contradicted);
+    assert_eq!(report.assessment.citations, [long], "the passage is cited whole");
+}
+
+#[test]
 fn research_is_not_asked_for_when_the_corpus_holds_nothing_beyond_the_evidence() {
     // The whole corpus is the evidence (a document checked alone): the first round finds it
     // insufficient, and no lookup could find another passage, so no research request is made.
