@@ -28,10 +28,11 @@
 //! # The scoring model
 //!
 //! A passage's score is the highest `S` over its asked chunks, and its text for the lexical
-//! features below is that chunk's ([`best_chunks`]): the part the model judged. A model says Yes to some claims
-//! whatever the document (a claim that sounds true), so each score is read against the
-//! model's prior `S0`, its answer about the claim with an empty document ("contextual
-//! calibration", Zhao et al. 2021): `logit(S) - logit(S0)` is what the passage itself moved.
+//! features below is that chunk's ([`best_chunks`]): the part the model judged. A model says
+//! Yes to some claims whatever the document (a claim that sounds true), so each score is read
+//! against the model's prior `S0`, its answer about the claim with an empty document
+//! ("contextual calibration", Zhao et al. 2021): `logit(S) - logit(S0)` is what the passage
+//! itself moved.
 //! `S0` counts only when read from probabilities ([`prior_score`]); otherwise it is taken as
 //! 0.5 (logit 0). Five features describe a claim:
 //!
@@ -647,7 +648,7 @@ mod tests {
 
     #[test]
     fn a_long_passages_chunks_are_asked_by_the_claims_words_not_by_their_place() {
-        // One document of five chunks; what the claim is about is in the fourth and the second.
+        // One document of six chunks; what the claim is about is in two of them, not the first.
         let filler = "The weather was mild and the harvest came in on time. ".repeat(18);
         let ferry = "A river ferry ran between the towns until 1966, when a bridge opened. ";
         let document = format!("{filler}{filler}{ferry}{filler}{filler}{ferry}{filler}");
