@@ -10,7 +10,8 @@
 //!
 //! A file of answers (`{"id", "answer", "corpus" or "document", "label": "faithful" |
 //! "hallucinated"}`, see `verity_tests::answers`) is checked answer by answer instead;
-//! `--reports FILE` writes each answer's report, `--decompose` splits each sentence into atomic
+//! `--reports FILE` writes each answer's report (for a claim file: each claim's result, its
+//! report or failure, with its id and label), `--decompose` splits each sentence into atomic
 //! claims before checking them, `--concurrency N` checks N sentences of an answer at once.
 //!
 //! The model is the offline baseline unless `--provider` names a provider configuration (the
@@ -52,7 +53,8 @@ struct Options {
     assess: Option<AssessMode>,
     retries: u32,
     sample: Option<usize>,
-    /// `--reports FILE`: each answer's report (or failure) as a JSON line, with its id and label.
+    /// `--reports FILE`: each answer's (or claim's) report or failure as a JSON line, with its id
+    /// and label.
     reports: Option<String>,
     /// `--decompose`: each answer's sentences split into atomic claims before they are checked.
     decompose: bool,
@@ -198,6 +200,10 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
     let started = std::time::Instant::now();
     let job = job_fields(options);
     let total = rows.len();
+    let mut reports = match &options.reports {
+        Some(path) => Some(std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?),
+        None => None,
+    };
     let mut summary = block_on(verity_restate::summary::evaluate(
         &options.file,
         &rows,
@@ -207,6 +213,14 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
         |done, result| {
             if let Some(failure) = &result.failure {
                 eprintln!("eval: claim {done} failed: {failure}");
+            }
+            if let (Some(file), Some(row)) = (&mut reports, rows.get(done - 1)) {
+                use std::io::Write as _;
+                let line = json!({"id": row.id, "label": row.label, "result": result});
+                // A report that cannot be written is said, and the eval goes on.
+                if let Err(error) = writeln!(file, "{line}") {
+                    eprintln!("eval: --reports: {error}");
+                }
             }
             if done % 50 == 0 || done == total {
                 eprintln!("eval: {done}/{total} claims");
