@@ -30,7 +30,7 @@ test('research that found nothing new shows the verdict insufficient evidence', 
     assert.equal(await card.locator('.verdict').innerText(), 'Insufficient evidence');
     assert.ok(await card.locator('.verdict-insufficient').isVisible());
     assert.match(await card.locator('.status').innerText(), /done/i);
-    assert.match(await card.locator(id('failure-advice')).innerText(), /Research found nothing new/);
+    assert.match(await card.locator(id('failure-advice')).innerText(), /The corpus has nothing more that speaks to the claim/);
     // Another failure is still one without a verdict.
     const other = page.locator(id('check-2'));
     assert.equal(await other.locator('.verdict').innerText(), 'No verdict');

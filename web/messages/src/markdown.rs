@@ -237,7 +237,7 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("**Failed**"), "{md}");
-        assert!(md.contains("What to do: Research found nothing new in the corpus"), "{md}");
+        assert!(md.contains("What to do: The corpus has nothing more that speaks to the claim"), "{md}");
     }
 
     #[test]

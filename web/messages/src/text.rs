@@ -84,7 +84,7 @@ pub fn what_to_do(kind: &str) -> &'static str {
              \"Stop the run at $\" in the Provider section, then re-run it."
         }
         "no-new-evidence" => {
-            "Research found nothing new in the corpus: add evidence that speaks to the claim, \
+            "The corpus has nothing more that speaks to the claim: add evidence that does, \
              then re-run."
         }
         "research-turn-limit" => {

@@ -65,7 +65,7 @@ fn a_failed_result_carries_its_advice_from_the_worker() {
     let posted = take(&after);
     let FromWorker::Ready { results, .. } = &posted[0] else { panic!("{posted:?}") };
     let Outcome::Failed { failure } = &results[0].outcome else { panic!("{results:?}") };
-    assert!(failure["advice"].as_str().unwrap().starts_with("Research found nothing new"));
+    assert!(failure["advice"].as_str().unwrap().starts_with("The corpus has nothing more"));
     let view: FailureView = serde_json::from_value(failure.clone()).unwrap();
     assert_eq!(view.advice, failure["advice"].as_str().unwrap());
 }
