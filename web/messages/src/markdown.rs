@@ -237,7 +237,10 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("**Failed**"), "{md}");
-        assert!(md.contains("What to do: The corpus has nothing more that speaks to the claim"), "{md}");
+        assert!(
+            md.contains("What to do: The corpus has nothing more that speaks to the claim"),
+            "{md}"
+        );
     }
 
     #[test]
