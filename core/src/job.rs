@@ -159,7 +159,7 @@ pub struct ClaimConfig {
     #[serde(default)]
     pub retry: RetryPolicy,
     /// The assess position's route: `"agent"` (the default), `"verifier"` or
-    /// `{"verifier": {"k": 3, "topLogprobs": 10, "chunkChars": 2000, "calibrate": true,
+    /// `{"verifier": {"k": 3, "topLogprobs": 10, "chunkChars": 600, "calibrate": true,
     /// "weights": "qwen2.5-coder-0.5b-instruct"}}` (see [`crate::claim::AssessMode`]).
     #[serde(default, skip_serializing_if = "AssessMode::is_agent")]
     pub assess: AssessMode,

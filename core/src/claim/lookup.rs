@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::prompt;
-use super::verifier::chunk_bounds;
+use super::verifier::{chunk_bounds, chunk_relevance};
 use crate::agent::{Hooks, Tool};
 use crate::corpus::Corpus;
 use crate::indexed::{CorpusRef, IndexedCorpus};
@@ -148,8 +148,8 @@ pub const LOOKUP_EXCERPT_CHARS: usize = 600;
 
 /// Answers a `lookup_evidence` call for `query` with the passages at `hits` (indices into
 /// `corpus`): delimited text for the model, `details.hits` with their ids for the machine.
-/// A passage longer than [`LOOKUP_EXCERPT_CHARS`] is shown by its part sharing the most of the
-/// query's words (a chunk of [`chunk_bounds`], the earliest among equals), with `…` where the
+/// A passage longer than [`LOOKUP_EXCERPT_CHARS`] is shown by its part most about the query (a
+/// chunk of [`chunk_bounds`] ranked by [`chunk_relevance`], the earliest among equals), with `…` where the
 /// passage goes on; what the check takes as evidence from a hit is the whole passage.
 #[must_use]
 pub fn lookup_evidence(corpus: &Corpus, hits: &[usize], query: &str) -> ToolOutput {
@@ -165,23 +165,21 @@ pub fn lookup_evidence(corpus: &Corpus, hits: &[usize], query: &str) -> ToolOutp
 }
 
 /// `text` whole when it is at most [`LOOKUP_EXCERPT_CHARS`] characters long, else its chunk
-/// sharing the most of `terms`, marked `…` on each side the passage goes on.
+/// most about `terms`, marked `…` on each side the passage goes on.
 fn excerpt(text: &str, terms: &HashSet<String>) -> String {
     let text = text.trim();
     if text.chars().count() <= LOOKUP_EXCERPT_CHARS {
         return text.to_owned();
     }
-    let shared = |(start, end): (usize, usize)| {
-        bm25_terms(&text[start..end])
-            .into_iter()
-            .collect::<HashSet<_>>()
-            .intersection(terms)
-            .count()
-    };
     let bounds = chunk_bounds(text, LOOKUP_EXCERPT_CHARS);
-    // The most words; among equals the earliest (max_by_key keeps the last of equals).
-    let (start, end) =
-        bounds.iter().rev().copied().max_by_key(|&bound| shared(bound)).unwrap_or((0, text.len()));
+    let relevance = chunk_relevance(text, &bounds, terms);
+    // The most relevant; among equals the earliest (max_by keeps the last of equals).
+    let (start, end) = bounds
+        .iter()
+        .zip(&relevance)
+        .rev()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map_or((0, text.len()), |(&bound, _)| bound);
     format!(
         "{}{}{}",
         if start > 0 { "\u{2026} " } else { "" },

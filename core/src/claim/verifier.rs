@@ -122,7 +122,7 @@ mod questions;
 mod scoring;
 
 pub use answer::{ProbabilityIssue, Reading, ScoreSource, read_answer, yes_no_score};
-pub use questions::{Question, chunk_bounds, plan};
+pub use questions::{Question, chunk_bounds, chunk_relevance, plan};
 use scoring::usable;
 pub use scoring::{
     ClassProbabilities, Classes, Decision, FEATURES, Features, Linear, Rule, ScoredPassage,
@@ -135,14 +135,19 @@ pub const DEFAULT_K: usize = 3;
 pub const MAX_K: usize = 20;
 /// How many first tokens to ask for when the configuration does not say.
 pub const DEFAULT_TOP_LOGPROBS: u8 = 10;
-/// The longest chunk asked about, in characters, when the configuration does not say (about
-/// 500 tokens of English, MiniCheck's chunk size).
-pub const DEFAULT_CHUNK_CHARS: usize = 2000;
+/// The longest chunk asked about, in characters, when the configuration does not say: about
+/// 150 tokens of English, a few sentences. MiniCheck's trained checkers read chunks of about 500
+/// tokens; a small instruction model judges a claim's sentence worse among 2,000 characters of
+/// other text (long dev documents with Qwen-0.5B, 60 claims: 0.333
+/// accuracy and 0.54 binary balanced accuracy at 2,000 characters, 0.433 and 0.60 at 600, 0.433
+/// and 0.61 at 300; docs/BENCHMARKS.md). VitaminC's passages are nearly all shorter (115 of
+/// 26,259 are longer).
+pub const DEFAULT_CHUNK_CHARS: usize = 600;
 /// The shortest chunk a configuration may ask for.
 pub const MIN_CHUNK_CHARS: usize = 200;
 
 /// The verifier route's options. JSON (camelCase, every field optional):
-/// `{"k": 3, "topLogprobs": 10, "chunkChars": 2000, "calibrate": true,
+/// `{"k": 3, "topLogprobs": 10, "chunkChars": 600, "calibrate": true,
 /// "weights": "qwen2.5-coder-0.5b-instruct"}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -268,7 +273,7 @@ fn bounded_chunk<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D:
 
 /// Which route the assess position takes. JSON: `"agent"` (the default: one model call
 /// records a 3-way assessment), `"verifier"` (the verifier route with default options) or
-/// `{"verifier": {"k": 3, "topLogprobs": 10, "chunkChars": 2000, "calibrate": true}}`.
+/// `{"verifier": {"k": 3, "topLogprobs": 10, "chunkChars": 600, "calibrate": true}}`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
@@ -674,6 +679,26 @@ mod tests {
         // A claim sharing no word with any chunk: the chunks in their order.
         let none = plan("Zebras graze.", &evidence, &[0], &options, false);
         assert_eq!(none.iter().map(|q| q.chunk).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_word_every_chunk_holds_counts_for_less_than_a_rare_one() {
+        // Every chunk holds three of the claim's words: each holds "river", two hold "ran" and
+        // "until", one "ferry" and "1966". Counted, they tie and the first would be asked.
+        let first = "The river ran high until the spring came. ";
+        let ferry = "The river ferry carried carts across in 1966. ";
+        let last = "The river ran dry until the autumn rains. ";
+        let document = format!("{}{}{}", first.repeat(5), ferry.repeat(5), last.repeat(5));
+        let bounds = chunk_bounds(&document, 250);
+        assert!(bounds.len() >= 3, "{bounds:?}");
+        let terms =
+            crate::retrieve::bm25_terms("A river ferry ran until 1966.").into_iter().collect();
+        let relevance = chunk_relevance(&document, &bounds, &terms);
+        let best =
+            (0..bounds.len()).max_by(|&a, &b| relevance[a].total_cmp(&relevance[b])).unwrap();
+        assert!(document[bounds[best].0..bounds[best].1].contains("ferry"), "{relevance:?}");
+        assert!(relevance.iter().all(|r| r.is_finite() && *r >= 0.0));
+        assert_eq!(chunk_relevance("one", &[(0, 3)], &terms), [0.0], "one chunk: nothing to rank");
     }
 
     #[test]

@@ -87,12 +87,12 @@ pub fn chunk_bounds(text: &str, chunk_chars: usize) -> Vec<(usize, usize)> {
 /// passage to ask about, the calibration question ([`Question::prior`]): at most `k + 1`, in
 /// the order they are asked.
 ///
-/// Each of the first `k` items is cut by [`chunk_bounds`] and its chunks ranked by how many of
-/// the claim's distinct content words ([`bm25_terms`]) each holds, the earlier first among
-/// equals: a long passage is asked about where it speaks of the claim, not only where it
+/// Each of the first `k` items is cut by [`chunk_bounds`] and its chunks ranked by the claim's
+/// content words ([`bm25_terms`]) each holds, weighted by how few of the chunks hold them
+/// ([`chunk_relevance`]), the earlier first among equals: a long passage is asked about where it speaks of the claim, not only where it
 /// starts (MiniCheck reads every chunk and keeps the best; this route has a budget of `k`).
 /// Every item's best chunk is asked; when fewer than `k` items were, the places left go to
-/// their other chunks, the most words first (then the better-ranked item, then the earlier
+/// their other chunks, the most relevant first (then the better-ranked item, then the earlier
 /// chunk), so a document given as one long passage is asked about at `k` places.
 #[must_use]
 pub fn plan(
@@ -104,17 +104,17 @@ pub fn plan(
 ) -> Vec<Question> {
     let terms: HashSet<String> = bm25_terms(claim).into_iter().collect();
     let mut questions = Vec::new();
-    // (words shared, the item's rank, the question) of the chunks not asked yet.
-    let mut spare: Vec<(usize, usize, Question)> = Vec::new();
+    // (relevance, the item's rank, the question) of the chunks not asked yet.
+    let mut spare: Vec<(f64, usize, Question)> = Vec::new();
     for (rank, &index) in items.iter().take(options.k).enumerate() {
         let Some(text) = evidence.get(index) else { continue };
         let bounds = chunk_bounds(text, options.chunk_chars);
-        let mut ranked: Vec<(usize, Question)> = bounds
+        let relevance = chunk_relevance(text, &bounds, &terms);
+        let mut ranked: Vec<(f64, Question)> = bounds
             .iter()
+            .zip(relevance)
             .enumerate()
-            .map(|(chunk, &(start, end))| {
-                let shared =
-                    if bounds.len() == 1 { 0 } else { shared_terms(&text[start..end], &terms) };
+            .map(|(chunk, (&(start, end), relevance))| {
                 let question = Question {
                     evidence: index,
                     chunk,
@@ -123,20 +123,20 @@ pub fn plan(
                     end,
                     prior: false,
                 };
-                (shared, question)
+                (relevance, question)
             })
             .collect();
         // Stable: among equals, the earlier chunk stays first.
-        ranked.sort_by_key(|&(shared, _)| std::cmp::Reverse(shared));
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
         let mut ranked = ranked.into_iter();
         if let Some((_, best)) = ranked.next() {
             questions.push(best);
         }
-        spare.extend(ranked.map(|(shared, question)| (shared, rank, question)));
+        spare.extend(ranked.map(|(relevance, question)| (relevance, rank, question)));
     }
     if questions.len() < options.k {
-        spare.sort_by_key(|&(shared, rank, question)| {
-            (std::cmp::Reverse(shared), rank, question.chunk)
+        spare.sort_by(|a, b| {
+            b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.chunk.cmp(&b.2.chunk))
         });
         let room = options.k - questions.len();
         questions.extend(spare.into_iter().take(room).map(|(_, _, question)| question));
@@ -147,8 +147,28 @@ pub fn plan(
     questions
 }
 
-/// How many of `terms` `text` holds.
-fn shared_terms(text: &str, terms: &HashSet<String>) -> usize {
-    let own: HashSet<String> = bm25_terms(text).into_iter().collect();
-    own.iter().filter(|term| terms.contains(*term)).count()
+/// How much each chunk of `text` (its `bounds`) speaks of `terms`: the sum, over the terms it
+/// holds, of each term's inverse chunk frequency `ln(1 + (N - n + 0.5) / (n + 0.5))` (BM25's,
+/// with the passage's `N` chunks as the documents and `n` the chunks holding the term), so a
+/// word every chunk has counts for little and a rare one for much. All 0 for one chunk.
+#[must_use]
+pub fn chunk_relevance(text: &str, bounds: &[(usize, usize)], terms: &HashSet<String>) -> Vec<f64> {
+    if bounds.len() < 2 {
+        return vec![0.0; bounds.len()];
+    }
+    let held: Vec<HashSet<&String>> = bounds
+        .iter()
+        .map(|&(start, end)| {
+            let own: HashSet<String> = bm25_terms(&text[start..end]).into_iter().collect();
+            terms.iter().filter(|term| own.contains(*term)).collect()
+        })
+        .collect();
+    #[allow(clippy::cast_precision_loss)]
+    let chunks = bounds.len() as f64;
+    let weight = |term: &String| {
+        #[allow(clippy::cast_precision_loss)]
+        let n = held.iter().filter(|chunk| chunk.contains(term)).count() as f64;
+        (1.0 + (chunks - n + 0.5) / (n + 0.5)).ln()
+    };
+    held.iter().map(|chunk| chunk.iter().map(|term| weight(term)).sum()).collect()
 }
