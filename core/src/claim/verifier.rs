@@ -699,6 +699,9 @@ mod tests {
         assert!(document[bounds[best].0..bounds[best].1].contains("ferry"), "{relevance:?}");
         assert!(relevance.iter().all(|r| r.is_finite() && *r >= 0.0));
         assert_eq!(chunk_relevance("one", &[(0, 3)], &terms), [0.0], "one chunk: nothing to rank");
+        let outside = chunk_relevance("é ferry", &[(0, 1), (3, 8), (7, 99)], &terms);
+        assert_eq!(outside.len(), 3, "bounds off the text hold nothing, and never panic");
+        assert!(outside[0] == 0.0 && outside[1] > 0.0 && outside[2] == 0.0, "{outside:?}");
     }
 
     #[test]

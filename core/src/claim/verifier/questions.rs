@@ -1,9 +1,9 @@
 //! Which questions the verifier route asks: the chunks of the best passages, and the
 //! calibration question before them ([`super`] step 1).
 
-use serde::{Deserialize, Serialize};
-
 use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
 
 use super::VerifierOptions;
 use crate::retrieve::bm25_terms;
@@ -89,8 +89,9 @@ pub fn chunk_bounds(text: &str, chunk_chars: usize) -> Vec<(usize, usize)> {
 ///
 /// Each of the first `k` items is cut by [`chunk_bounds`] and its chunks ranked by the claim's
 /// content words ([`bm25_terms`]) each holds, weighted by how few of the chunks hold them
-/// ([`chunk_relevance`]), the earlier first among equals: a long passage is asked about where it speaks of the claim, not only where it
-/// starts (MiniCheck reads every chunk and keeps the best; this route has a budget of `k`).
+/// ([`chunk_relevance`]), the earlier first among equals: a long passage is asked about where
+/// it speaks of the claim, not only where it starts (MiniCheck reads every chunk and keeps the
+/// best; this route has a budget of `k`).
 /// Every item's best chunk is asked; when fewer than `k` items were, the places left go to
 /// their other chunks, the most relevant first (then the better-ranked item, then the earlier
 /// chunk), so a document given as one long passage is asked about at `k` places.
@@ -150,7 +151,8 @@ pub fn plan(
 /// How much each chunk of `text` (its `bounds`) speaks of `terms`: the sum, over the terms it
 /// holds, of each term's inverse chunk frequency `ln(1 + (N - n + 0.5) / (n + 0.5))` (BM25's,
 /// with the passage's `N` chunks as the documents and `n` the chunks holding the term), so a
-/// word every chunk has counts for little and a rare one for much. All 0 for one chunk.
+/// word every chunk has counts for little and a rare one for much. All 0 for one chunk; a bound
+/// outside `text` (or off a character boundary) holds no term.
 #[must_use]
 pub fn chunk_relevance(text: &str, bounds: &[(usize, usize)], terms: &HashSet<String>) -> Vec<f64> {
     if bounds.len() < 2 {
@@ -159,7 +161,8 @@ pub fn chunk_relevance(text: &str, bounds: &[(usize, usize)], terms: &HashSet<St
     let held: Vec<HashSet<&String>> = bounds
         .iter()
         .map(|&(start, end)| {
-            let own: HashSet<String> = bm25_terms(&text[start..end]).into_iter().collect();
+            let chunk = text.get(start..end).unwrap_or_default();
+            let own: HashSet<String> = bm25_terms(chunk).into_iter().collect();
             terms.iter().filter(|term| own.contains(*term)).collect()
         })
         .collect();
