@@ -1,5 +1,6 @@
-//! What the native command-line tools (`eval`, `fit`) share: a provider configuration read
-//! from a file, the transport to it, and a runtime to drive it.
+//! What the native command-line tools (`eval`, `fit`, the composers of dev data) share: a
+//! provider configuration read from a file, the transport to it, a runtime to drive it, and
+//! the plumbing of a tool that reads a claim file and prints JSON lines.
 //!
 //! The HTTP client is the durable worker's (`verity_restate::http::ReqwestClient`, rustls): it
 //! reaches hosted providers over HTTPS and local servers (llama-server, Ollama, vLLM) over
@@ -73,4 +74,43 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
             tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
         })
         .block_on(future)
+}
+
+/// The JSON value of each non-blank line of the file at `path`.
+///
+/// # Errors
+/// The file cannot be read, or a line is not JSON (named by its number).
+pub fn read_json_lines(path: &str) -> Result<Vec<Value>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|e| format!("{path}, line {}: {e}", n + 1))
+        })
+        .collect()
+}
+
+/// The `main` of a tool `name` that takes one file and prints what `compose` makes of it, one
+/// JSON value a line: a usage line without the file, `name: the error` on a failure.
+pub fn print_composed(
+    name: &str,
+    compose: impl FnOnce(&str) -> Result<Vec<Value>, String>,
+) -> std::process::ExitCode {
+    let Some(path) = std::env::args().nth(1) else {
+        eprintln!("usage: {name} CLAIMS.jsonl");
+        return std::process::ExitCode::FAILURE;
+    };
+    match compose(&path) {
+        Ok(lines) => {
+            for line in lines {
+                println!("{line}");
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("{name}: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

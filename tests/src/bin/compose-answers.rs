@@ -20,31 +20,13 @@ use std::process::ExitCode;
 use serde_json::{Map, Value, json};
 
 fn main() -> ExitCode {
-    let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: compose-answers CLAIMS.jsonl");
-        return ExitCode::FAILURE;
-    };
-    match compose(&path) {
-        Ok(lines) => {
-            for line in lines {
-                println!("{line}");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(message) => {
-            eprintln!("compose-answers: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    verity_tests::cli::print_composed("compose-answers", compose)
 }
 
 fn compose(path: &str) -> Result<Vec<Value>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let mut supported = Vec::new();
     let mut contradicted = Vec::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
-        let row: Value =
-            serde_json::from_str(line).map_err(|e| format!("{path}, line {}: {e}", n + 1))?;
+    for row in verity_tests::cli::read_json_lines(path)? {
         match row["label"].as_str() {
             Some("supported") => supported.push(row),
             Some("contradicted") => contradicted.push(row),

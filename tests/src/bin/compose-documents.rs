@@ -26,22 +26,7 @@ use serde_json::{Value, json};
 const DOCUMENT_CHARS: usize = 6_000;
 
 fn main() -> ExitCode {
-    let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: compose-documents CLAIMS.jsonl");
-        return ExitCode::FAILURE;
-    };
-    match compose(&path) {
-        Ok(lines) => {
-            for line in lines {
-                println!("{line}");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(message) => {
-            eprintln!("compose-documents: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    verity_tests::cli::print_composed("compose-documents", compose)
 }
 
 /// A passage's title: the text before its first `": "` (VitaminC's passages start with their
@@ -51,14 +36,11 @@ fn title(passage: &str) -> Option<&str> {
 }
 
 fn compose(path: &str) -> Result<Vec<Value>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let mut rows: Vec<(Value, Vec<String>)> = Vec::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
-        let row: Value =
-            serde_json::from_str(line).map_err(|e| format!("{path}, line {}: {e}", n + 1))?;
+    for (n, row) in verity_tests::cli::read_json_lines(path)?.into_iter().enumerate() {
         let passages: Vec<String> = row["corpus"]
             .as_object()
-            .ok_or_else(|| format!("{path}, line {}: a claim with no corpus", n + 1))?
+            .ok_or_else(|| format!("{path}, claim {}: a claim with no corpus", n + 1))?
             .values()
             .filter_map(|text| text.as_str().map(|text| text.trim().to_owned()))
             .collect();
