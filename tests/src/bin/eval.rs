@@ -200,10 +200,7 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
     let started = std::time::Instant::now();
     let job = job_fields(options);
     let total = rows.len();
-    let mut reports = match &options.reports {
-        Some(path) => Some(std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?),
-        None => None,
-    };
+    let mut reports = Reports::create(options.reports.as_deref())?;
     let mut summary = block_on(verity_restate::summary::evaluate(
         &options.file,
         &rows,
@@ -214,13 +211,8 @@ fn evaluate(options: &Options, model: &impl Transport, model_name: &str) -> Resu
             if let Some(failure) = &result.failure {
                 eprintln!("eval: claim {done} failed: {failure}");
             }
-            if let (Some(file), Some(row)) = (&mut reports, rows.get(done - 1)) {
-                use std::io::Write as _;
-                let line = json!({"id": row.id, "label": row.label, "result": result});
-                // A report that cannot be written is said, and the eval goes on.
-                if let Err(error) = writeln!(file, "{line}") {
-                    eprintln!("eval: --reports: {error}");
-                }
+            if let Some(row) = rows.get(done - 1) {
+                reports.write(&json!({"id": row.id, "label": row.label, "result": result}));
             }
             if done % 50 == 0 || done == total {
                 eprintln!("eval: {done}/{total} claims");
@@ -265,23 +257,13 @@ fn evaluate_answers(
         job.insert("concurrency".to_owned(), json!(concurrency));
     }
     let total = rows.len();
-    let mut reports = match &options.reports {
-        Some(path) => Some(std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?),
-        None => None,
-    };
+    let mut reports = Reports::create(options.reports.as_deref())?;
     let mut summary =
         block_on(verity_tests::answers::evaluate(&rows, &job, model, |done, row, value| {
             if done % 10 == 0 || done == total {
                 eprintln!("eval: {done}/{total} answers");
             }
-            if let Some(file) = &mut reports {
-                use std::io::Write as _;
-                let line = json!({"id": row.id, "label": row.label, "value": value});
-                // A report that cannot be written is said, and the eval goes on.
-                if let Err(error) = writeln!(file, "{line}") {
-                    eprintln!("eval: --reports: {error}");
-                }
-            }
+            reports.write(&json!({"id": row.id, "label": row.label, "value": value}));
         }))?;
     #[allow(clippy::cast_precision_loss)]
     let seconds = started.elapsed().as_secs_f64() / total.max(1) as f64;
@@ -294,6 +276,29 @@ fn evaluate_answers(
         summary["sample"] = json!(n);
     }
     Ok(summary)
+}
+
+/// `--reports FILE`: one JSON line per claim or answer, when asked for.
+#[cfg(not(target_arch = "wasm32"))]
+struct Reports(Option<std::fs::File>);
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Reports {
+    fn create(path: Option<&str>) -> Result<Self, String> {
+        path.map(|path| std::fs::File::create(path).map_err(|e| format!("{path}: {e}")))
+            .transpose()
+            .map(Self)
+    }
+
+    /// Writes `line`; a report that cannot be written is said, and the eval goes on.
+    fn write(&mut self, line: &Value) {
+        use std::io::Write as _;
+        if let Some(file) = &mut self.0
+            && let Err(error) = writeln!(file, "{line}")
+        {
+            eprintln!("eval: --reports: {error}");
+        }
+    }
 }
 
 /// The claim jobs' fields the options set (retriever, retries, assess route).
