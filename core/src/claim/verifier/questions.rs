@@ -105,9 +105,10 @@ pub fn plan(
 ) -> Vec<Question> {
     let terms: HashSet<String> = bm25_terms(claim).into_iter().collect();
     let mut questions = Vec::new();
-    // (relevance, the item's rank, the question) of the chunks not asked yet.
-    let mut spare: Vec<(f64, usize, Question)> = Vec::new();
-    for (rank, &index) in items.iter().take(options.k).enumerate() {
+    // (relevance, the question) of the chunks not asked yet, item by item in their rank, each
+    // item's by relevance and then place.
+    let mut spare: Vec<(f64, Question)> = Vec::new();
+    for &index in items.iter().take(options.k) {
         let Some(text) = evidence.get(index) else { continue };
         let bounds = chunk_bounds(text, options.chunk_chars);
         let relevance = chunk_relevance(text, &bounds, &terms);
@@ -133,14 +134,13 @@ pub fn plan(
         if let Some((_, best)) = ranked.next() {
             questions.push(best);
         }
-        spare.extend(ranked.map(|(relevance, question)| (relevance, rank, question)));
+        spare.extend(ranked);
     }
     if questions.len() < options.k {
-        spare.sort_by(|a, b| {
-            b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.chunk.cmp(&b.2.chunk))
-        });
+        // Stable: among equals, the better-ranked item's, then the earlier chunk, as pushed.
+        spare.sort_by(|a, b| b.0.total_cmp(&a.0));
         let room = options.k - questions.len();
-        questions.extend(spare.into_iter().take(room).map(|(_, _, question)| question));
+        questions.extend(spare.into_iter().take(room).map(|(_, question)| question));
     }
     if prior && options.calibrate && !questions.is_empty() {
         questions.insert(0, Question::prior());
