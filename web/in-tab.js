@@ -101,8 +101,9 @@ function pieceKey(key, start) {
 }
 
 /** The pieces of an unfinished download of `key` kept in `cache`, in order, while they follow
- * one another from the first byte: `{request, start, size, total}` (`total` 0 when the
- * server did not say the file's size). Pieces that do not follow on are deleted. */
+ * one another from the first byte: `{request, response, start, size, total}` (`total` 0 when
+ * the server did not say the file's size; the response's body not read yet). Pieces that do
+ * not follow on are deleted. */
 async function keptPieces(cache, key) {
   const pieces = [];
   const prefix = pieceKey(key, "");
@@ -112,7 +113,7 @@ async function keptPieces(cache, key) {
     const response = await cache.match(request);
     const size = Number(response?.headers.get("content-length"));
     const total = Number(response?.headers.get("x-verity-total")) || 0;
-    pieces.push({ request, start, size, total });
+    pieces.push({ request, response, start, size, total });
   }
   pieces.sort((a, b) => a.start - b.start);
   let end = 0;
@@ -263,7 +264,7 @@ async function download(cache, key, response, from, total, progress) {
  * read back from the cache. */
 async function wholeModel(cache, key, pieces) {
   const blobs = [];
-  for (const piece of pieces) blobs.push(await (await cache.match(piece.request)).blob());
+  for (const piece of pieces) blobs.push(await piece.response.blob());
   const whole = new Blob(blobs);
   if (!(await isGguf(whole))) {
     await dropPieces(cache, pieces);

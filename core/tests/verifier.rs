@@ -768,3 +768,47 @@ fn an_answers_sentence_is_decided_by_the_answers_threshold_and_a_claim_is_not() 
     // (A claim job decides these scores by the claim's rule: not supported, as `decide`
     // said above.)
 }
+
+#[test]
+fn an_answers_sentence_judged_on_chunks_of_a_document_is_decided_by_the_chunks_threshold() {
+    use verity_core::claim::verifier::VerifierWeights;
+    let weights = VerifierWeights::builtin();
+    let t = weights.thresholds;
+    let (Some(whole), Some(in_chunk)) = (t.answer_supported, t.answer_supported_in_chunk) else {
+        panic!("the default weights have both answer thresholds: {t:?}");
+    };
+    assert!(in_chunk < whole, "the default weights' chunk threshold is the lower: {t:?}");
+    // One document of several chunks (600 characters each at the most), the sentence that
+    // supports the claim in the middle of it.
+    let filler = [HALL, MARKET, SCHOOL];
+    let mut sentences: Vec<&str> = filler.iter().cycle().take(12).copied().collect();
+    sentences.insert(6, SUPPORTS);
+    sentences.extend(filler.iter().cycle().take(12));
+    let document = sentences.join(" ");
+    assert!(document.len() > 1_200, "{}", document.len());
+    let corpus = IndexedCorpus::new(Corpus::from_pairs([("article", document.as_str())]).unwrap());
+    // The answer's one sentence with every chunk asked scoring `p` (the prior 0.5): the
+    // sentence's status and its confidence (`P(supported)` when supported).
+    let check = |p: f64| {
+        let config = json!({"kind": "answer", "answer": CLAIM, "corpus": corpus.id(),
+            "assess": "verifier"});
+        let job = Job::from_json(&config.to_string(), &[Arc::clone(&corpus)]).unwrap();
+        let model = ScriptedModel::new([answer(0.5), answer(p), answer(p), answer(p)]).recording();
+        let value = pollster::block_on(drive(job, &model, &verity_core::NoTools)).unwrap();
+        let report = serde_json::to_value(&value).unwrap();
+        let sentence = report["sentences"][0].clone();
+        let chunked = model.recorded().iter().filter(|r| r.probe.is_some()).count();
+        assert!(chunked >= 3, "the prior and the document's chunks are asked: {report}");
+        (sentence["status"].as_str().unwrap_or_default().to_owned(), sentence["confidence"].clone())
+    };
+    // The lowest score at which the sentence holds: its `P(supported)` reaches the chunks'
+    // threshold and stays under the passages' one, so only the chunks' threshold let it hold.
+    let lowest = (1..100)
+        .map(|i| f64::from(i) / 100.0)
+        .find(|&p| check(p).0 == "supported")
+        .expect("a high enough score supports the sentence");
+    let (_, confidence) = check(lowest);
+    let p_supported = confidence.as_f64().unwrap();
+    assert!(p_supported >= in_chunk, "{p_supported} under {in_chunk}");
+    assert!(p_supported < whole, "{p_supported} is not under the passages' {whole}");
+}

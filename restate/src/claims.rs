@@ -150,6 +150,8 @@ pub fn inline_rows(rows: &[Row]) -> Vec<ClaimRow> {
 }
 
 /// Makes `job` (a batch's job fields) `row`'s: a claim job, or an answer job with its marks.
+/// The batch's `concurrency` (sentences checked at once) is an answer's: a claim's job, which
+/// has one thing in flight at a time, does not take it.
 pub fn set_work(job: &mut serde_json::Map<String, Value>, row: &ClaimRow) {
     match &row.answer {
         Some(answer) => {
@@ -163,6 +165,7 @@ pub fn set_work(job: &mut serde_json::Map<String, Value>, row: &ClaimRow) {
             }
         }
         None => {
+            job.remove("concurrency");
             job.insert("kind".to_owned(), Value::from("claim"));
             job.insert("claim".to_owned(), Value::from(row.claim.clone()));
         }

@@ -32,7 +32,8 @@ use std::sync::Arc;
 use restate_sdk::prelude::Endpoint;
 
 /// The Restate endpoint of a worker: the `ClaimCheck` and `Batch` workflows, the private
-/// `BatchPart` and `BatchCheck` a batch runs through, and the `RateLimiter` over `host`. With `identity_keys` (Restate's `publickeyv1_...` public keys),
+/// `BatchPart` and `BatchCheck` a batch runs through, the private `ModelCall` (the model calls
+/// a check has in flight together), and the `RateLimiter` over `host`. With `identity_keys` (Restate's `publickeyv1_...` public keys),
 /// it answers only requests signed by a server holding one of their private keys (Restate's
 /// request identity); any other request gets 401.
 ///
@@ -43,7 +44,8 @@ pub fn endpoint(host: Arc<host::Host>, identity_keys: &[String]) -> Result<Endpo
         .bind(workflow::ClaimCheck::new(Arc::clone(&host)))
         .bind(workflow::BatchCheck::new(Arc::clone(&host)))
         .bind(workflow::Batch::new(Arc::clone(&host)))
-        .bind(workflow::BatchPart::new(host))
+        .bind(workflow::BatchPart::new(Arc::clone(&host)))
+        .bind(workflow::ModelCall::new(host))
         .bind(limiter::RateLimiter);
     for key in identity_keys {
         builder = builder.identity_key(key.trim()).map_err(|e| {

@@ -17,9 +17,9 @@
 //!   jobs too (off by default: a step is a model call on the worker's key).
 //! - `balance --port P WORKER...`: an HTTP/2 balancer over worker addresses.
 //! - `batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] [--workers N]
-//!   [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] [--retries N]
-//!   [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N] [--stall-after SECONDS]
-//!   [--ingress URL]...`: starts a Restate server and N workers (or, with `--ingress`, uses an
+//!   [--concurrency N] [--sentences-at-once N] [--rpm N] [--tpm N] [--retriever bm25|keyword]
+//!   [--k N] [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N]
+//!   [--stall-after SECONDS] [--ingress URL]...`: starts a Restate server and N workers (or, with `--ingress`, uses an
 //!   existing cluster's nodes and the workers its operator registered, whose corpus policy must
 //!   allow the batch's files; when the node asked stops answering, the next one is),
 //!   checks the claims as one batch (keyed by its input, so the same command run again
@@ -56,7 +56,7 @@ mod native {
         [--identity-key KEY]... [--allow-unsigned] [--corpus-root DIR]... [--corpus-file FILE]... [--corpus-url PREFIX]... \
         [--corpus-max-bytes N] [--corpus-cache-bytes N] [--allow-steps] \
         | balance --port P WORKER... | batch CLAIMS.jsonl [--corpus C.jsonl|URL] [--provider CONFIG.json] \
-        [--workers N] [--concurrency N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] \
+        [--workers N] [--concurrency N] [--sentences-at-once N] [--rpm N] [--tpm N] [--retriever bm25|keyword] [--k N] \
         [--retries N] [--out FILE] [--data-dir DIR] [--batch-id KEY] [--part-size N] [--stall-after SECONDS] [--measure-replay] [--ingress URL]...";
 
     fn value<T: std::str::FromStr>(
@@ -240,12 +240,16 @@ mod native {
         let mut stall_after = std::time::Duration::from_secs(600);
         let mut measure_replay = false;
         let mut ingress = Vec::new();
+        let mut sentences_at_once: Option<u32> = None;
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--corpus" => corpus = Some(value::<String>(&mut args, "--corpus")?),
                 "--provider" => provider = Some(value::<PathBuf>(&mut args, "--provider")?),
                 "--workers" => workers = value(&mut args, "--workers")?,
                 "--concurrency" => limits.concurrency = value(&mut args, "--concurrency")?,
+                "--sentences-at-once" => {
+                    sentences_at_once = Some(value(&mut args, "--sentences-at-once")?);
+                }
                 "--rpm" => limits.requests_per_minute = Some(value(&mut args, "--rpm")?),
                 "--tpm" => limits.tokens_per_minute = Some(value(&mut args, "--tpm")?),
                 "--retriever" => kind = value(&mut args, "--retriever")?,
@@ -276,6 +280,10 @@ mod native {
         let mut job = Map::new();
         job.insert("retriever".to_owned(), retriever);
         job.insert("retry".to_owned(), json!({"maxRetries": retries}));
+        if let Some(n) = sentences_at_once {
+            // An answer row's sentences checked at once (the job refuses 0 or more than 16).
+            job.insert("concurrency".to_owned(), json!(n));
+        }
         let target = verity_restate::cluster::workspace_root().join("target/restate");
         let default_out = claims
             .file_stem()

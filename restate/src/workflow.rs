@@ -6,7 +6,8 @@
 //! same answers without doing the work again:
 //!
 //! - a model call is one side effect whose value is the response; a retry's delay is a
-//!   durable timer (`ctx.sleep`) before it;
+//!   durable timer (`ctx.sleep`) before it; model calls pending together (an answer's
+//!   sentences) are invocations of the private `ModelCall` service, awaited together;
 //! - a tool call is two: *started* (empty, journaled before the tool runs) and *settled* (the
 //!   tool's output). A replay that finds *started* in the journal but not *settled* knows the
 //!   call may have taken effect: the settled side effect then asks the core what to do
@@ -30,7 +31,7 @@ mod check;
 
 pub use check::{
     BatchCheck, BatchCheckClient, BatchCheckIngressClient, CheckInput, CheckResult, ClaimCheck,
-    ClaimCheckClient, ClaimCheckIngressClient, build_job,
+    ClaimCheckClient, ClaimCheckIngressClient, ModelCall, ModelCallClient, build_job,
 };
 
 /// A terminal error (Restate does not retry it) saying `message`.

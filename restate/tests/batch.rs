@@ -227,7 +227,10 @@ fn answers_in_a_batch_file_are_checked_sentence_by_sentence_like_eval() {
         json!({"id": "c", "claim": "The Eiffel Tower is in Paris.", "corpus": corpus, "label": "supported"}),
     ];
     write_jsonl(&claims, &rows);
-    let options = batch_options(&claims, &dir);
+    let mut options = batch_options(&claims, &dir);
+    // Two sentences of an answer at once (`--sentences-at-once 2`); the claim's row has one
+    // thing in flight and its job does not take the field.
+    options.job.insert("concurrency".to_owned(), json!(2));
     let out = options.out.clone();
     let summary = batch::run(&options).unwrap();
     assert_eq!(summary["counts"]["claims"], 3, "{summary}");

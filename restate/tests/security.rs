@@ -86,8 +86,9 @@ fn a_corpus_whose_hash_does_not_match_is_refused_by_the_workers() {
 }
 
 /// Only what a person submits is public on the ingress: the rate limiter (whose `hold` with
-/// `u64::MAX` would stall a batch and any re-run of it) and a batch part's `run` are Restate
-/// private handlers, callable only from the batch's own workflows; what the batch CLI reads
+/// `u64::MAX` would stall a batch and any re-run of it), a batch part's `run` and the worker's
+/// `ModelCall` (which would spend the worker's model and key on any request) are Restate
+/// private handlers, callable only from the workflows; what the batch CLI reads
 /// (a part's `finished`, a batch's `progress`) stays readable.
 #[test]
 fn the_ingress_reaches_only_what_a_person_submits() {
@@ -104,6 +105,8 @@ fn the_ingress_reaches_only_what_a_person_submits() {
         ("BatchPart/victim.0/run", json!({})),
         // A batch's row: a caller who knows the batch id cannot start it first.
         ("BatchCheck/victim.0/run", json!({"job": {"kind": "claim", "claim": "x"}})),
+        // The worker's model (and its key): only a check's workflow calls it.
+        ("ModelCall/complete", json!({"system": "", "messages": [], "tools": []})),
     ] {
         let (status, text) = post(path, body);
         assert!((400..500).contains(&status), "{path}: {status} {text}");

@@ -354,7 +354,14 @@ pub fn fit(args: &[String]) -> Result {
     let folder = target_dir().join("fit");
     std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
     // v2: with the calibration question's score (the route's features since then).
-    let scores = folder.join(format!("scores-v2-{}.jsonl", model.id()));
+    // Another claim file (dev claims set inside documents) keeps scores of its own.
+    let dev = root().join("../shared/data/vitaminc/claims-dev.jsonl");
+    let scores = match claims.file_stem().and_then(|stem| stem.to_str()) {
+        Some(stem) if claims != dev => {
+            folder.join(format!("scores-v2-{}-{stem}.jsonl", model.id()))
+        }
+        _ => folder.join(format!("scores-v2-{}.jsonl", model.id())),
+    };
     if rescore {
         let _ = std::fs::remove_file(&scores);
     }

@@ -52,6 +52,11 @@ pub struct Lookup {
     schema: Schema,
 }
 
+/// A `lookup_evidence` call's query, empty when it has none.
+fn query_of(call: &ToolCall) -> &str {
+    call.arguments.get("query").and_then(Value::as_str).unwrap_or_default()
+}
+
 impl Hooks for Lookup {
     fn settle(&mut self, call: &ToolCall) -> Option<ToolOutput> {
         if call.name != LOOKUP_EVIDENCE || self.mode == LookupMode::Host {
@@ -60,7 +65,7 @@ impl Hooks for Lookup {
         if let Err(text) = self.schema.check_arguments(LOOKUP_EVIDENCE, &call.arguments) {
             return Some(ToolOutput::error(text));
         }
-        let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
+        let query = query_of(call);
         let hits = search(&self.corpus, &self.retriever, query);
         Some(lookup_evidence(self.corpus.corpus(), &hits, query))
     }
@@ -86,8 +91,7 @@ impl Hooks for Lookup {
             output.content = prompt::host_result_text(&output.content);
             return output;
         }
-        let query = call.arguments.get("query").and_then(Value::as_str).unwrap_or_default();
-        let rebuilt = lookup_evidence(corpus, &hits, query);
+        let rebuilt = lookup_evidence(corpus, &hits, query_of(call));
         output.content = rebuilt.content;
         if let Some(details) = output.details.as_object_mut() {
             details.insert("hits".to_owned(), rebuilt.details["hits"].clone());

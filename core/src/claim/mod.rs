@@ -504,7 +504,12 @@ impl ClaimCheck {
         let prior = verifier::prior_score(&self.asked);
         let (indices, passages): (Vec<usize>, Vec<ScoredPassage<'_>>) =
             verifier::best_chunks(&self.evidence, &self.asked).into_iter().unzip();
-        let rule = if self.options.within_answer { Rule::AnswerSentence } else { Rule::Claim };
+        // A sentence judged on chunks of a longer passage (a document) has its own threshold.
+        let rule = match (self.options.within_answer, verifier::judged_on_chunks(&self.asked)) {
+            (false, _) => Rule::Claim,
+            (true, false) => Rule::AnswerSentence,
+            (true, true) => Rule::AnswerSentenceInChunk,
+        };
         let decision = decide_by(&self.claim, &passages, prior, weights, rule);
         let fallback =
             self.asked.iter().any(|a| a.reading.source != verifier::ScoreSource::Probabilities);

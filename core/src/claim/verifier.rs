@@ -65,7 +65,11 @@
 //! answer is faithful only when every one of its sentences holds, so the claim's rule, which
 //! misses some supported claims, misses more answers the more sentences they have; the answer's
 //! threshold trades that against the wrong sentences it lets through, and is fitted on answers
-//! composed from dev claims.
+//! composed from dev claims. A sentence judged on chunks of a longer passage (an answer checked
+//! against a document, as a summary against its article) has a threshold of its own,
+//! `answerSupportedInChunk` ([`Rule::AnswerSentenceInChunk`]): a model's `S` for a sentence
+//! read among others is lower than for the sentence alone, so the passages' threshold misses
+//! supported sentences of a document.
 //!
 //! Citations are the passages that decided, each once, quoted whole: for `supported` every
 //! asked passage whose `S` reaches `citeSupport` (at least the best-scored one), for
@@ -99,7 +103,8 @@
 //! `features` must be exactly [`FEATURES`], in that order (a file written for other features
 //! is refused, not misread); each class has one weight per feature; every number is finite;
 //! thresholds are in `[0, 1]` (`answerSupported` may be left out: an answer's sentences are
-//! then decided as claims); `scoreClamp` is in `(0, 0.5)`. A multinomial logistic
+//! then decided as claims; `answerSupportedInChunk` too: `answerSupported` then holds on
+//! chunks); `scoreClamp` is in `(0, 0.5)`. A multinomial logistic
 //! regression fitted with `insufficient` as the reference class writes its weights as zeros.
 //!
 //! The files in the repository were fitted by `cargo xtask fit --model M`
@@ -109,7 +114,10 @@
 //! (thresholds 0), `contradicted` gated at a topic overlap of 0.3; `answerSupported` the
 //! threshold with the best expected balanced accuracy over answers of three dev claims
 //! (faithful: three supported; hallucinated: two supported and one contradicted), each claim's
-//! `P(supported)` taken from the cross-validation fold that did not see it.
+//! `P(supported)` taken from the cross-validation fold that did not see it;
+//! `answerSupportedInChunk` chosen the same way, with the weights as fitted, on the same dev
+//! claims each set inside a document (`cargo xtask fit --model M --claims
+//! tests/fixtures/documents/claims-dev-documents.jsonl -- --chunked-answers`).
 
 use std::sync::OnceLock;
 
@@ -343,6 +351,14 @@ pub fn prior_score(asked: &[AskedQuestion]) -> Option<f64> {
         .find(|asked| asked.question.prior)
         .filter(|asked| asked.reading.source == ScoreSource::Probabilities)
         .and_then(|asked| usable(asked.reading.score))
+}
+
+/// Whether any passage asked about in `asked` was a chunk of a longer one (a document): an
+/// answer's sentence is then decided by [`Rule::AnswerSentenceInChunk`]. The route and
+/// `cargo xtask fit --chunked-answers` both ask this.
+#[must_use]
+pub fn judged_on_chunks(asked: &[AskedQuestion]) -> bool {
+    asked.iter().any(|a| !a.question.prior && a.question.chunks > 1)
 }
 
 /// Each passage of `evidence` asked about in `asked`, once, in the order first asked, as its
@@ -866,12 +882,48 @@ mod tests {
     }
 
     #[test]
+    fn a_sentence_judged_on_chunks_takes_the_chunks_threshold_or_else_the_answers() {
+        let claim = "The river ferry ran until 1966.";
+        let passage = "The river ferry ran until 1966, when the bridge opened.";
+        let mut weights = placeholder();
+        let passages = scored(&[(passage, Some(0.4))]);
+        let p = decide(claim, &passages, None, &weights).probabilities;
+        let in_chunk = |weights: &VerifierWeights| {
+            decide_by(claim, &passages, None, weights, Rule::AnswerSentenceInChunk).verdict
+        };
+        // Without a threshold of its own, the answer's holds on chunks too.
+        weights.thresholds.answer_supported = Some(p.supported);
+        assert_eq!(in_chunk(&weights), Verdict::Supported);
+        weights.thresholds.answer_supported = Some(p.supported + 1e-9);
+        assert_ne!(in_chunk(&weights), Verdict::Supported);
+        // With one, it decides on chunks, and only there.
+        weights.thresholds.answer_supported_in_chunk = Some(p.supported);
+        assert_eq!(in_chunk(&weights), Verdict::Supported);
+        let whole = decide_by(claim, &passages, None, &weights, Rule::AnswerSentence);
+        assert_ne!(whole.verdict, Verdict::Supported);
+        weights.thresholds.answer_supported_in_chunk = Some(p.supported + 1e-9);
+        assert_ne!(in_chunk(&weights), Verdict::Supported);
+        // A claim's rule reads neither.
+        weights.thresholds.answer_supported_in_chunk = Some(0.0);
+        assert_eq!(
+            decide(claim, &passages, None, &weights).verdict,
+            decide(claim, &passages, None, &placeholder()).verdict
+        );
+    }
+
+    #[test]
     fn an_answer_threshold_outside_zero_to_one_is_refused() {
         let mut weights = VerifierWeights::builtin().clone();
         for bad in [-0.1, 1.5] {
             weights.thresholds.answer_supported = Some(bad);
             let text = serde_json::to_string(&weights).unwrap_or_default();
             assert!(VerifierWeights::from_json(&text).is_err(), "{bad} was taken");
+        }
+        let mut weights = VerifierWeights::builtin().clone();
+        for bad in [-0.1, 1.5] {
+            weights.thresholds.answer_supported_in_chunk = Some(bad);
+            let text = serde_json::to_string(&weights).unwrap_or_default();
+            assert!(VerifierWeights::from_json(&text).is_err(), "{bad} was taken in a chunk");
         }
     }
 

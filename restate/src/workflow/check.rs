@@ -2,6 +2,7 @@
 //! driving the core's [`Session`] with every answer a journaled side effect (see the
 //! [`workflow`](super) docs).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -11,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use verity_core::indexed::IndexedCorpus;
 use verity_core::{
-    AssistantMessage, Job, JobConfig, JobFailed, Session, SessionOutput, Spent, ToolCall,
-    ToolOutput, Tools,
+    AssistantMessage, CallId, Job, JobConfig, JobFailed, OwnedModelRequest, Session, SessionOutput,
+    Spent, ToolCall, ToolOutput, Tools,
 };
 
 use super::terminal;
@@ -136,6 +137,12 @@ async fn job_config(
 }
 
 /// Drives `job` to its end in the workflow `ctx`: see the module documentation.
+///
+/// A job with one model call pending (a claim, a step) makes it as a side effect of its own
+/// workflow. A job with several pending at once (an answer's sentences, up to its
+/// `concurrency`) makes each as an invocation of the worker's private [`ModelCall`] service and
+/// records each response as it comes back: Restate journals which finished first, so a replay
+/// records them in the same order and the machine takes the same path.
 async fn drive_durably(
     ctx: &WorkflowContext<'_>,
     host: &Arc<Host>,
@@ -144,33 +151,52 @@ async fn drive_durably(
 ) -> Result<CheckResult, HandlerError> {
     let check = ctx.key().to_owned();
     let mut session = Session::start(job).map_err(terminal)?;
+    let mut in_flight = DurableFuturesUnordered::new();
+    // Each call in flight (by its place in `in_flight`), with its rate limiter slot.
+    let mut call_of: BTreeMap<usize, (CallId, Option<String>)> = BTreeMap::new();
     loop {
+        let pending: Vec<(CallId, u64, OwnedModelRequest)> = session
+            .poll_calls()
+            .into_iter()
+            .filter(|call| !call_of.values().any(|(id, _)| *id == call.id))
+            .map(|call| (call.id, call.delay_ms, call.request.to_owned_request()))
+            .collect();
+        if in_flight.is_empty() && pending.len() == 1 {
+            let (id, delay_ms, request) = pending.into_iter().next().expect("one call");
+            let slot = wait_for_call(ctx, rate, &check, id, delay_ms, &request).await?;
+            let host = Arc::clone(host);
+            let response: AssistantMessage =
+                ctx.run(|| async move {
+                    Ok::<_, HandlerError>(Json(host.model.complete(request).await))
+                })
+                .name(format!("model {}", id.0))
+                .await?
+                .into_inner();
+            settle_call(ctx, &mut session, rate, (id, slot), response, true).await?;
+            continue;
+        }
+        for (id, delay_ms, request) in pending {
+            let slot = wait_for_call(ctx, rate, &check, id, delay_ms, &request).await?;
+            let call = ctx.service_client::<ModelCallClient>().complete(Json(request)).call();
+            call_of.insert(in_flight.push(call), (id, slot));
+        }
+        // Awaited while one of them is still pending: a failure that ended the job leaves the
+        // others' responses nobody to go to.
+        let pending: Vec<CallId> = session.poll_calls().iter().map(|call| call.id).collect();
+        let awaited = call_of.values().any(|(id, _)| pending.contains(id));
+        if awaited && let Some((place, outcome)) = in_flight.next().await? {
+            let call = call_of.remove(&place).expect("every call in flight is named");
+            let response = match outcome {
+                Ok(response) => response.into_inner(),
+                // The invocation ended with an error of its own: a failed call, which the
+                // core retries or fails by its rules.
+                Err(error) => AssistantMessage::failed(format!("the model call failed: {error}")),
+            };
+            let record = pending.contains(&call.0);
+            settle_call(ctx, &mut session, rate, call, response, record).await?;
+            continue;
+        }
         match session.poll() {
-            SessionOutput::CallModel(call) => {
-                let (id, delay_ms) = (call.id, call.delay_ms);
-                let request = call.request.to_owned_request();
-                if delay_ms > 0 {
-                    ctx.sleep(Duration::from_millis(delay_ms)).await?;
-                }
-                let slot = match rate {
-                    Some((rate, _)) => {
-                        Some(limiter::wait_for_slot(ctx, rate, &check, id.0, &request).await?)
-                    }
-                    None => None,
-                };
-                let host = Arc::clone(host);
-                let response: AssistantMessage = ctx
-                    .run(|| async move {
-                        Ok::<_, HandlerError>(Json(host.model.complete(request).await))
-                    })
-                    .name(format!("model {}", id.0))
-                    .await?
-                    .into_inner();
-                if let (Some((rate, cap)), Some(slot)) = (rate, slot) {
-                    limiter::report(ctx, rate, slot, id.0, &response, cap).await?;
-                }
-                session.record_response(id, response).map_err(terminal)?;
-            }
             SessionOutput::RunTools { batch, pending, .. } => {
                 // One at a time, in the model's order: the journal's order is then the same
                 // on every replay.
@@ -214,6 +240,86 @@ async fn drive_durably(
     }
     let spent = session.machine().spent();
     Ok(CheckResult::of(session.finish(), spent))
+}
+
+/// What comes before model call `id` is made: its retry delay as a durable timer, then a slot
+/// of the batch's rate limiter, if it has one (the slot's name, for [`settle_call`]).
+async fn wait_for_call(
+    ctx: &WorkflowContext<'_>,
+    rate: Option<(&RateRef, u64)>,
+    check: &str,
+    id: CallId,
+    delay_ms: u64,
+    request: &OwnedModelRequest,
+) -> Result<Option<String>, HandlerError> {
+    if delay_ms > 0 {
+        ctx.sleep(Duration::from_millis(delay_ms)).await?;
+    }
+    match rate {
+        Some((rate, _)) => Ok(Some(limiter::wait_for_slot(ctx, rate, check, id.0, request).await?)),
+        None => Ok(None),
+    }
+}
+
+/// What comes after model call `call` (its id and rate limiter slot) has its response: the
+/// limiter told what it used, and the response recorded when `record` (the call is still
+/// pending).
+async fn settle_call(
+    ctx: &WorkflowContext<'_>,
+    session: &mut Session<Job>,
+    rate: Option<(&RateRef, u64)>,
+    (id, slot): (CallId, Option<String>),
+    response: AssistantMessage,
+    record: bool,
+) -> Result<(), HandlerError> {
+    if let (Some((rate, cap)), Some(slot)) = (rate, slot) {
+        limiter::report(ctx, rate, slot, id.0, &response, cap).await?;
+    }
+    if record {
+        session.record_response(id, response).map_err(terminal)?;
+    }
+    Ok(())
+}
+
+/// The worker's model as a Restate service, so that a check can have several model calls in
+/// flight at once (Restate awaits invocations together, not side effects). Private: only the
+/// workflows call it (a public one would spend the worker's model and its key on any
+/// request). Its result is journaled by the workflow that called it: a replay does not call
+/// the model again, and a worker that dies during the call has it made again, as a side
+/// effect would be.
+#[derive(Debug, Clone)]
+pub struct ModelCall {
+    host: Arc<Host>,
+}
+
+impl ModelCall {
+    /// The service over `host`'s model.
+    #[must_use]
+    pub fn new(host: Arc<Host>) -> Self {
+        Self { host }
+    }
+}
+
+#[restate_sdk::service(
+    name = "ModelCall",
+    invocation_retry_policy(
+        initial_interval = "100ms",
+        factor = 2.0,
+        max_interval = "2s",
+        max_attempts = 10000,
+        on_max_attempts = "pause",
+    )
+)]
+impl ModelCall {
+    /// Makes one model call; a failed request is a response whose stop reason is `error`.
+    #[handler(ingress_private)]
+    async fn complete(
+        &self,
+        _ctx: Context<'_>,
+        request: Json<OwnedModelRequest>,
+    ) -> Result<Json<AssistantMessage>, HandlerError> {
+        Ok(Json(self.host.model.complete(request.into_inner()).await))
+    }
 }
 
 /// The `ClaimCheck` workflow: one job (a claim check, or a step with host tools), keyed by

@@ -2,6 +2,9 @@
 //! format of `shared/data/vitaminc/claims-dev.jsonl`) and prints each claim again with one
 //! document as its corpus, one JSON object a line:
 //! `{"id", "claim", "label", "corpus": {"document": text}, "place": "start"|"middle"|"end"}`.
+//! A file of composed answers (`compose-answers`' output) gives each answer again the same
+//! way (`{"id", "answer", "corpus": {"document": text}, "label", "claims", "place"}`): an
+//! answer checked against one article-like text, as a summary is against its article.
 //!
 //! VitaminC's passages are single sentences, so a check over them never meets a passage longer
 //! than a chunk. Documents (an article, a report) are long: a check asks about a few chunks of
@@ -16,6 +19,8 @@
 //! ```text
 //! cargo run -q -p verity-tests --bin compose-documents -- \
 //!     ../shared/data/vitaminc/claims-dev.jsonl > tests/fixtures/documents/claims-dev-documents.jsonl
+//! cargo run -q -p verity-tests --bin compose-documents -- \
+//!     tests/fixtures/answers/answers-dev.jsonl > tests/fixtures/documents/answers-dev-documents.jsonl
 //! ```
 
 use std::process::ExitCode;
@@ -76,13 +81,24 @@ fn compose(path: &str) -> Result<Vec<Value>, String> {
         let mut parts: Vec<&str> = filler[..at].to_vec();
         parts.extend(own.iter().map(String::as_str));
         parts.extend(&filler[at..]);
-        documents.push(json!({
-            "id": row["id"],
-            "claim": row["claim"],
-            "label": row["label"],
-            "corpus": {"document": parts.join(" ")},
-            "place": place,
-        }));
+        let document = json!({"document": parts.join(" ")});
+        documents.push(match row.get("answer") {
+            Some(answer) => json!({
+                "id": row["id"],
+                "answer": answer,
+                "corpus": document,
+                "label": row["label"],
+                "claims": row["claims"],
+                "place": place,
+            }),
+            None => json!({
+                "id": row["id"],
+                "claim": row["claim"],
+                "label": row["label"],
+                "corpus": document,
+                "place": place,
+            }),
+        });
     }
     Ok(documents)
 }

@@ -58,6 +58,14 @@ pub struct Thresholds {
     /// fit`). Absent: a sentence is decided as a claim is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_supported: Option<f64>,
+    /// `P(supported)` a sentence of an answer needs when it was judged on chunks of a longer
+    /// passage (a document: [`Rule::AnswerSentenceInChunk`]). A model's `S` for a sentence
+    /// read among others is lower than for the sentence alone, so the threshold fitted on
+    /// passages of a sentence or two misses supported sentences of a document; this one is
+    /// fitted with the same weights on dev claims set inside documents (`cargo xtask fit
+    /// --chunked-answers`). Absent: [`Thresholds::answer_supported`] holds there too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_supported_in_chunk: Option<f64>,
 }
 
 /// The scoring model's data: the weights file (see [the route's docs](super) for its format).
@@ -124,6 +132,7 @@ impl VerifierWeights {
             t.cite_support,
             t.topic_overlap,
             t.answer_supported.unwrap_or(0.0),
+            t.answer_supported_in_chunk.unwrap_or(0.0),
         ];
         if all.iter().any(|v| !(0.0..=1.0).contains(v)) {
             return Err("thresholds must be between 0 and 1".to_owned());
@@ -329,6 +338,10 @@ pub enum Rule {
     /// `answerSupported` threshold when they have one ([`Thresholds::answer_supported`]),
     /// otherwise as a claim.
     AnswerSentence,
+    /// A sentence of an answer judged on chunks of a longer passage (a document):
+    /// `supported` from `answerSupportedInChunk` when the weights have one
+    /// ([`Thresholds::answer_supported_in_chunk`]), otherwise as [`Rule::AnswerSentence`].
+    AnswerSentenceInChunk,
 }
 
 /// The verdict, confidence and citations for `claim` from its scored passages and the prior
@@ -371,9 +384,14 @@ pub fn decide_by(
     let t = weights.thresholds;
     let (p_sup, p_con) = (probabilities.supported, probabilities.contradicted);
     let p_ins = probabilities.insufficient;
-    let supported = match (rule, t.answer_supported) {
-        (Rule::AnswerSentence, Some(at)) => p_sup >= at,
-        _ => p_sup >= p_con && p_sup >= p_ins && p_sup >= t.supported,
+    let answer_threshold = match rule {
+        Rule::Claim => None,
+        Rule::AnswerSentence => t.answer_supported,
+        Rule::AnswerSentenceInChunk => t.answer_supported_in_chunk.or(t.answer_supported),
+    };
+    let supported = match answer_threshold {
+        Some(at) => p_sup >= at,
+        None => p_sup >= p_con && p_sup >= p_ins && p_sup >= t.supported,
     };
     let (verdict, confidence) = if supported {
         (Verdict::Supported, p_sup)

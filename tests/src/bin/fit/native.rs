@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use verity_core::claim::verifier::{
     AskedQuestion, AssessMode, Classes, FEATURES, Linear, Reading, Rule, ScoredPassage, Thresholds,
-    VerifierOptions, VerifierWeights, best_chunks, decide, decide_by, features, plan, prior_score,
-    read_answer,
+    VerifierOptions, VerifierWeights, best_chunks, decide, decide_by, features, judged_on_chunks,
+    plan, prior_score, read_answer,
 };
 use verity_core::corpus::Corpus;
 use verity_core::indexed::IndexedCorpus;
@@ -19,7 +19,7 @@ use verity_tests::cli::{block_on, provider_name, read_provider, transport};
 
 const USAGE: &str = "usage: fit CLAIMS.jsonl --provider CONFIG.json [--scores FILE.jsonl] \
                      [--out WEIGHTS.json] [--base WEIGHTS.json] [--model NAME] [--features NAME,...] [--l2 X] \
-                     [--thresholds argmax|grid] [--topic-overlap X]";
+                     [--thresholds argmax|grid] [--topic-overlap X] [--chunked-answers]";
 
 /// The features fitted when `--features` does not say: the calibrated score of the best
 /// passage and the two lexical features of the topic passage (the others added nothing
@@ -44,6 +44,9 @@ struct Options {
     grid: bool,
     /// The topic passage's overlap `contradicted` needs.
     topic_overlap: f64,
+    /// Fit only `answerSupportedInChunk`, with the base weights as they are
+    /// ([`chunked_answers`]).
+    chunked_answers: bool,
 }
 
 fn feature_mask(list: &str) -> Result<[bool; 5], String> {
@@ -70,6 +73,7 @@ fn parse_args() -> Result<Options, String> {
         l2: 0.01,
         grid: false,
         topic_overlap: 0.3,
+        chunked_answers: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -77,6 +81,7 @@ fn parse_args() -> Result<Options, String> {
         match arg.as_str() {
             "--provider" => options.provider = Some(value()?),
             "--scores" => options.scores = Some(value()?),
+            "--chunked-answers" => options.chunked_answers = true,
             "--out" => options.out = Some(value()?),
             "--base" => options.base = Some(value()?),
             "--model" => options.model = value()?,
@@ -134,6 +139,10 @@ struct Scored {
     passages: Vec<(String, Option<f64>)>,
     /// `S0`, the calibration question's score as the route reads it ([`prior_score`]).
     prior: Option<f64>,
+    /// Whether a passage asked about was a chunk of a longer one (a document); absent in the
+    /// scores of earlier fits.
+    #[serde(default)]
+    chunked: bool,
 }
 
 impl Scored {
@@ -167,6 +176,9 @@ fn run() -> Result<(), String> {
         .map_err(|e| format!("{path}: {e}"))?,
         None => VerifierWeights::builtin().clone(),
     };
+    if options.chunked_answers {
+        return chunked_answers(&options, &scored, base);
+    }
     let base = &base;
     // Each claim's features, its class (index in LABELS), and whether the model judged any of
     // its passages (a conclusive verdict needs one: `decide` says insufficient otherwise).
@@ -230,6 +242,12 @@ fn run() -> Result<(), String> {
         Some(path) => {
             std::fs::write(path, format!("{text}\n")).map_err(|e| format!("{path}: {e}"))?;
             eprintln!("fit: weights written to {path}");
+            if base.thresholds.answer_supported_in_chunk.is_some() {
+                eprintln!(
+                    "fit: answerSupportedInChunk was fitted with the weights replaced: fit it \
+                     again with --chunked-answers on claims set inside documents"
+                );
+            }
         }
         None => println!("{text}"),
     }
@@ -308,6 +326,7 @@ fn ask(options: &Options, rows: &[Row]) -> Result<Vec<Scored>, String> {
                 .map(|(_, passage)| (passage.text.to_owned(), passage.score))
                 .collect(),
             prior,
+            chunked: judged_on_chunks(&asked),
         };
         if let Some(file) = &mut out {
             let line = serde_json::to_string(&row).map_err(|e| e.to_string())?;
@@ -406,6 +425,8 @@ impl Fitted {
             cite_support: weights.thresholds.cite_support,
             topic_overlap: self.thresholds.2,
             answer_supported: self.answer_supported,
+            // Fitted with the weights this fit replaces: `--chunked-answers` fits it again.
+            answer_supported_in_chunk: None,
         };
         let used: Vec<&str> = FEATURES
             .iter()
@@ -557,6 +578,71 @@ fn fit(data: &[Datum], options: &Options) -> Fitted {
     }
     fitted.thresholds = best.1;
     fitted
+}
+
+/// `--chunked-answers`: the `P(supported)` an answer's sentence needs when it was judged on
+/// chunks of a longer passage (`answerSupportedInChunk`), for the base weights as they are.
+/// Each claim judged on chunks (dev claims set inside documents: `compose-documents`) is
+/// decided by the core's own `decide` with those weights, and the threshold is chosen from
+/// its `P(supported)` as [`answer_threshold`] chooses `answerSupported`. The weights are not
+/// refitted, so no fold is held out: one number is chosen on these claims. Only that
+/// threshold and the note change in the file written.
+fn chunked_answers(
+    options: &Options,
+    scored: &[Scored],
+    base: VerifierWeights,
+) -> Result<(), String> {
+    let rows: Vec<&Scored> = scored.iter().filter(|row| row.chunked).collect();
+    if rows.is_empty() {
+        return Err("--chunked-answers: no claim was judged on chunks of a longer passage \
+                    (give claims set inside documents, and scores asked since this flag)"
+            .to_owned());
+    }
+    let (mut truth, mut predicted, mut support) = (Vec::new(), Vec::new(), Vec::new());
+    for row in &rows {
+        let passages = row.scored_passages();
+        let decision = decide(&row.claim, &passages, row.prior, &base);
+        let verdict = serde_json::to_value(decision.verdict).unwrap_or(Value::Null);
+        truth.push(LABELS.iter().position(|label| *label == row.label).unwrap_or(2));
+        predicted.push(LABELS.iter().position(|label| json!(label) == verdict).unwrap_or(2));
+        // A sentence no judged passage stands behind is never supported.
+        support.push(if decision.best.is_some() { decision.probabilities.supported } else { 0.0 });
+    }
+    let answers = answer_threshold(&truth, &predicted, &support);
+    let at = answers["answerSupported"].as_f64();
+    let mut weights = base;
+    weights.thresholds.answer_supported_in_chunk = at;
+    // The core must decide each sentence on chunks as chosen here.
+    for (row, p) in rows.iter().zip(&support) {
+        let passages = row.scored_passages();
+        let sentence =
+            decide_by(&row.claim, &passages, row.prior, &weights, Rule::AnswerSentenceInChunk);
+        let core = sentence.verdict == verity_core::claim::Verdict::Supported;
+        if core != at.is_some_and(|at| *p >= at) {
+            return Err(format!("for {} on chunks, the core and the fit disagree", row.id));
+        }
+    }
+    let kept = weights.note.split(" answerSupportedInChunk:").next().unwrap_or_default();
+    weights.note = format!(
+        "{kept} answerSupportedInChunk: the P(supported) an answer's sentence needs when judged \
+         on chunks of a longer passage, chosen the same way on {} claims of {} set inside \
+         documents, with these weights: {answers}.",
+        rows.len(),
+        options.claims.rsplit('/').next().unwrap_or(&options.claims),
+    );
+    let text = serde_json::to_string_pretty(&weights).map_err(|e| e.to_string())?;
+    match &options.out {
+        Some(path) => {
+            std::fs::write(path, format!("{text}\n")).map_err(|e| format!("{path}: {e}"))?;
+            eprintln!("fit: answerSupportedInChunk written to {path}");
+        }
+        None => println!("{text}"),
+    }
+    println!(
+        "{}",
+        json!({"claims": rows.len(), "claim_rule": figures(&truth, &predicted), "answers": answers})
+    );
+    Ok(())
 }
 
 /// The `P(supported)` an answer's sentence needs, from each claim's held-out `P(supported)`
