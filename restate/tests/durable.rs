@@ -1,7 +1,8 @@
 //! Durable claim checking on a real Restate server (from npm), on loopback only: a batch that
 //! survives a killed worker and a restarted server, and a killed node of a three-node cluster;
 //! a tool interrupted between its start and its result; a `Retry-After` wait across a worker's
-//! restart; and a batch that cannot move. The server binary must be installed (`npm ci`, which
+//! restart; a batch that cannot move; and an answer's sentences checked at once, across a
+//! killed worker and to a typed failure. The server binary must be installed (`npm ci`, which
 //! `cargo xtask test` runs): these tests fail, never skip, without it.
 
 use std::collections::{BTreeMap, HashMap};
@@ -601,6 +602,12 @@ const IN_FLIGHT_MS: u64 = 1_500;
 /// a new cluster spreads its leaders over its first seconds, and a move is an interruption.
 const SETTLED_MS: u64 = 3_000;
 
+/// How long after an interruption ended the mock may stamp a request its dying side wrote
+/// before it: the mock (one Node process, streaming other responses on the same event loop)
+/// stamps a request once it has read and matched it, not when its bytes left the worker. Seen
+/// in CI: a request stamped 1 ms after its worker was gone, and rightly made again.
+const IN_TRANSIT_MS: u64 = 100;
+
 /// Each distinct request body the mock received, with when it first arrived.
 fn first_requests(mock: &Aimock) -> HashMap<String, u64> {
     let mut first = HashMap::new();
@@ -616,8 +623,9 @@ fn first_requests(mock: &Aimock) -> HashMap<String, u64> {
 /// flight when one of `interruptions` happened (`(what, from, to)`, ms since the epoch: a
 /// kill is an instant, `from == to`; a graceful stop runs from its start to the server gone;
 /// a leadership move from the new leader's takeover to the old leader's stepping down, as the
-/// nodes logged them): its first attempt began by `to`, no more than [`IN_FLIGHT_MS`] before
-/// `from`, and it was made again after `from`. Restate runs a side effect again only when its
+/// nodes logged them): its first attempt began by `to` (stamped by the mock no more than
+/// [`IN_TRANSIT_MS`] later), no more than [`IN_FLIGHT_MS`] before `from`, and it was made
+/// again after `from`. Restate runs a side effect again only when its
 /// result was not recorded ("the closure should tolerate retries, that is Restate might
 /// re-execute the closure multiple times until it records a result": the SDK docs of `run`),
 /// and at an interruption no more than `concurrency` calls are in flight, so none excuses
@@ -649,7 +657,7 @@ fn repeats_only_in_flight(
             .iter()
             .enumerate()
             .filter(|(_, (_, from, to))| {
-                began <= to && began + IN_FLIGHT_MS >= *from && again > from
+                *began <= to + IN_TRANSIT_MS && began + IN_FLIGHT_MS >= *from && again > from
             })
             .max_by_key(|(_, (_, from, _))| *from)
             .map(|(n, _)| n);
@@ -668,4 +676,132 @@ fn repeats_only_in_flight(
         );
     }
     counts
+}
+
+/// An answer's sentences on Restate are checked as many at once as its job's `concurrency`
+/// says, as in every other host: their model calls are in flight together (each an invocation
+/// of the worker's private `ModelCall` service, which the workflow awaits in whichever order
+/// they finish). A worker killed while the second three are in flight comes back to the same
+/// answer: the first three calls, whose results were journaled, are not made again; only the
+/// ones in flight at the kill are.
+#[test]
+fn an_answers_sentences_are_checked_at_once_and_a_killed_worker_repeats_only_those_in_flight() {
+    let _serial = serial();
+    let dir = scratch("answer-at-once");
+    // The claim fixtures, each response streamed in pieces 40 ms apart: a call is in flight
+    // for about 0.6 s, so three calls made one after another would start at least that far
+    // apart.
+    let mut fixtures: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap();
+    for entry in fixtures["fixtures"].as_array_mut().unwrap() {
+        entry["latency"] = json!(40);
+        entry["chunkSize"] = json!(12);
+    }
+    let slow = dir.join("slow.json");
+    std::fs::write(&slow, fixtures.to_string()).unwrap();
+    let mock = Aimock::start(&slow).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let (server, mut workers) = restate(&dir, 1, &provider_and_root(&provider, &dir), &[]);
+    let answer = "The Eiffel Tower is in Paris. The Eiffel Tower is a lattice tower. \
+                  The Eiffel Tower is on the Champ de Mars. The Eiffel Tower is wrought iron. \
+                  The Eiffel Tower is in France. The Eiffel Tower is a tower.";
+    let input = CheckInput {
+        job: json!({"kind": "answer", "answer": answer, "concurrency": 3}),
+        corpus: Some(CorpusSource::Passages(BTreeMap::from([(
+            "e1".to_owned(),
+            EIFFEL.to_owned(),
+        )]))),
+        rate: None,
+    };
+    submit_check(&server.ingress_url(), "answer-at-once", &input);
+    // A fourth sentence starts only when a first one's response is recorded: with six calls
+    // made, the first three have their results in the journal and the last three are in
+    // flight.
+    let start = Instant::now();
+    while journal_entries(&mock).len() < 6 {
+        assert!(start.elapsed() < Duration::from_secs(60), "six calls were never made");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let killed = epoch_ms();
+    workers.workers[0].kill9();
+    let entries = journal_entries(&mock);
+    let at = |n: usize| entries[n]["timestamp"].as_u64().unwrap();
+    let (first, second) = (at(2) - at(0), at(5) - at(3));
+    eprintln!(
+        "the first three calls started within {first} ms, the next three within {second} ms; \
+         the worker killed at {killed}"
+    );
+    assert!(
+        first < 400,
+        "the first three sentences' calls started {first} ms apart: one after another, not at once"
+    );
+    workers.workers[0].restart().unwrap();
+
+    let result = check_outcome(&server.ingress_url(), "answer-at-once")
+        .unwrap_or_else(|message| panic!("the answer failed: {message}"));
+    let result: CheckResult = serde_json::from_value(result).unwrap();
+    let report = result.value.as_ref().unwrap_or_else(|| panic!("{result:?}"));
+    let sentences = report["sentences"].as_array().unwrap();
+    assert_eq!(sentences.len(), 6, "{report}");
+    for sentence in sentences {
+        assert_eq!(sentence["status"], "supported", "{sentence}");
+    }
+    let calls = usize::try_from(result.spent.requests).unwrap();
+    assert_eq!(calls, 6, "one call a sentence: {result:?}");
+    let bodies = journal(&mock);
+    for body in &bodies[..3] {
+        let times = bodies.iter().filter(|b| *b == body).count();
+        assert_eq!(times, 1, "a call whose result was journaled was made again: {body}");
+    }
+    let repeated = repeats_only_in_flight(&mock, calls, &[("the kill", killed, killed)], 3);
+    eprintln!("{calls} model calls; {} made again after the kill", repeated[0]);
+}
+
+/// An answer whose one sentence's call fails past its retries ends with that typed failure,
+/// as in every other host, even with the other sentences' calls still in flight: their
+/// responses, when they come back, belong to no pending call and are not recorded.
+#[test]
+fn an_answer_that_fails_with_calls_in_flight_ends_with_its_typed_failure() {
+    let _serial = serial();
+    let dir = scratch("answer-fails");
+    let mut fixtures: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap();
+    for entry in fixtures["fixtures"].as_array_mut().unwrap() {
+        entry["latency"] = json!(40);
+        entry["chunkSize"] = json!(12);
+    }
+    // The second sentence's call is refused at once; the others take about 0.6 s.
+    fixtures["fixtures"].as_array_mut().unwrap().insert(
+        0,
+        json!({
+            "match": {"userMessage": "wrought iron"},
+            "response": {
+                "error": {"message": "This request is refused.", "type": "invalid_request_error"},
+                "status": 400
+            }
+        }),
+    );
+    let fixtures_file = dir.join("fails.json");
+    std::fs::write(&fixtures_file, fixtures.to_string()).unwrap();
+    let mock = Aimock::start(&fixtures_file).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let (server, workers) = restate(&dir, 1, &provider_and_root(&provider, &dir), &[]);
+    let answer = "The Eiffel Tower is in Paris. The Eiffel Tower is wrought iron. \
+                  The Eiffel Tower is a lattice tower.";
+    let input = CheckInput {
+        job: json!({"kind": "answer", "answer": answer, "concurrency": 3, "retry": {"maxRetries": 0}}),
+        corpus: Some(CorpusSource::Passages(BTreeMap::from([(
+            "e1".to_owned(),
+            EIFFEL.to_owned(),
+        )]))),
+        rate: None,
+    };
+    submit_check(&server.ingress_url(), "answer-fails", &input);
+    let result = check_outcome(&server.ingress_url(), "answer-fails")
+        .unwrap_or_else(|message| panic!("the workflow failed instead of the answer: {message}"));
+    let result: CheckResult = serde_json::from_value(result).unwrap();
+    let failure = result.failure.as_ref().unwrap_or_else(|| panic!("{result:?}"));
+    assert!(failure.message().contains("refused"), "{failure:?}");
+    assert_eq!(journal(&mock).len(), 3, "each sentence's call made once");
+    drop(workers);
 }
