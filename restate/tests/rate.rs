@@ -1,21 +1,24 @@
 //! A batch's model requests on a real Restate server wait for the shared rate limiter: no
 //! window holds more than it allows, and a `Retry-After` seen by one check holds the whole batch
-//! back, for at most the job's cap.
+//! back, for at most the job's cap; an answer's calls retried together wait out their delays at
+//! once.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use verity_core::JobFailureKind;
 use verity_restate::batch;
-use verity_restate::workflow::{BatchInput, BatchResult, Limits};
+use verity_restate::corpus::CorpusSource;
+use verity_restate::workflow::{BatchInput, BatchResult, CheckInput, CheckResult, Limits};
 use verity_tests::http::Aimock;
 
 mod common;
 
 use common::{
-    fixture, journal_entries, provider_and_root, provider_file, restate, scratch, serial,
-    submit_batch, tower_batch,
+    EIFFEL, check_outcome, fixture, journal_entries, provider_and_root, provider_file, restate,
+    scratch, serial, submit_batch, submit_check, tower_batch,
 };
 
 /// The mock's request start instants (milliseconds since the Unix epoch), in order.
@@ -181,6 +184,77 @@ fn a_retry_after_of_a_year_holds_a_batch_on_restate_at_most_the_cap() {
     eprintln!("claim 1's first request went out {held} ms after the 429");
     assert!(held >= CAP_MS - 100, "claim 1's first request came {held} ms after the 429: no hold");
     assert!(held <= CAP_MS + 6_000, "the batch was held {held} ms, past the {CAP_MS} ms cap");
+    drop(workers);
+}
+
+/// An answer's sentences whose first calls are all answered 429 with `Retry-After: 2` wait out
+/// their delays at once, as in every other host: each retried call's delay is a durable timer
+/// beside the calls in flight, not a sleep before the next call is started (which retried them
+/// 2, 4 and 6 s after their 429s).
+#[test]
+fn an_answers_sentences_wait_out_their_retry_delays_at_once() {
+    let _serial = serial();
+    let dir = scratch("answer-retries");
+    let mut fixtures: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap();
+    // Each sentence whole: the evidence ("... lattice tower on the Champ de Mars in Paris") is
+    // in every request too.
+    let sentences = ["Tower is in Paris.", "Tower is a lattice tower.", "Tower is wrought iron."];
+    for words in sentences {
+        fixtures["fixtures"].as_array_mut().unwrap().insert(
+            0,
+            json!({
+                "match": {"userMessage": words, "sequenceIndex": 0},
+                "response": {
+                    "error": {"message": "Rate limit reached.", "type": "rate_limit_error"},
+                    "status": 429,
+                    "retryAfter": 2,
+                },
+            }),
+        );
+    }
+    let path = dir.join("fixtures.json");
+    std::fs::write(&path, fixtures.to_string()).unwrap();
+    let mock = Aimock::start(&path).unwrap();
+    let provider = provider_file(&dir, &mock);
+    let (server, workers) = restate(&dir, 1, &provider_and_root(&provider, &dir), &[]);
+    let answer = "The Eiffel Tower is in Paris. The Eiffel Tower is a lattice tower. \
+                  The Eiffel Tower is wrought iron.";
+    let input = CheckInput {
+        job: json!({"kind": "answer", "answer": answer, "concurrency": 3,
+                    "retry": {"maxRetries": 1}}),
+        corpus: Some(CorpusSource::Passages(BTreeMap::from([(
+            "e1".to_owned(),
+            EIFFEL.to_owned(),
+        )]))),
+        rate: None,
+    };
+    submit_check(&server.ingress_url(), "answer-retries", &input);
+    let result = check_outcome(&server.ingress_url(), "answer-retries")
+        .unwrap_or_else(|message| panic!("the answer failed: {message}"));
+    let result: CheckResult = serde_json::from_value(result).unwrap();
+    let report = result.value.as_ref().unwrap_or_else(|| panic!("{result:?}"));
+    for sentence in report["sentences"].as_array().unwrap() {
+        assert_eq!(sentence["status"], "supported", "{sentence}");
+    }
+
+    // Each sentence's two requests: the 429, and the retry at least its delay later.
+    let entries = journal_entries(&mock);
+    assert_eq!(entries.len(), 6, "{entries:?}");
+    let mut retries = Vec::new();
+    for words in sentences {
+        let at: Vec<u64> = entries
+            .iter()
+            .filter(|entry| entry["body"].to_string().contains(words))
+            .map(|entry| entry["timestamp"].as_u64().unwrap())
+            .collect();
+        assert_eq!(at.len(), 2, "{words}: {entries:?}");
+        assert!(at[1] - at[0] >= 1_900, "{words}: retried {} ms after its 429", at[1] - at[0]);
+        retries.push(at[1]);
+    }
+    let spread = retries.iter().max().unwrap() - retries.iter().min().unwrap();
+    eprintln!("the three retries went out within {spread} ms");
+    assert!(spread < 1_000, "the retries went out {spread} ms apart: one delay after another");
     drop(workers);
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use restate_sdk::context::DurableFuture;
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -136,13 +137,32 @@ async fn job_config(
     Ok((config, corpora))
 }
 
+/// What one of [`drive_durably`]'s durable futures ended with.
+enum Awaited {
+    /// Call `id`'s retry delay ran out (or the invocation was cancelled): `request` is made
+    /// next.
+    Delay { id: CallId, request: OwnedModelRequest, done: Result<(), TerminalError> },
+    /// Call `id`'s invocation ended (its response, or its error); `slot` is its rate limiter
+    /// slot.
+    Call {
+        id: CallId,
+        slot: Option<String>,
+        outcome: Result<Json<AssistantMessage>, TerminalError>,
+    },
+}
+
+/// One of [`drive_durably`]'s durable futures: timers and invocations in one set.
+type InFlight<'a> = std::pin::Pin<Box<dyn DurableFuture<Output = Awaited> + Send + 'a>>;
+
 /// Drives `job` to its end in the workflow `ctx`: see the module documentation.
 ///
 /// A job with one model call pending (a claim, a step) makes it as a side effect of its own
 /// workflow. A job with several pending at once (an answer's sentences, up to its
 /// `concurrency`) makes each as an invocation of the worker's private [`ModelCall`] service and
 /// records each response as it comes back: Restate journals which finished first, so a replay
-/// records them in the same order and the machine takes the same path.
+/// records them in the same order and the machine takes the same path. A retried call's delay
+/// is then a durable timer beside the calls in flight, so calls retried together wait out
+/// their delays at once.
 async fn drive_durably(
     ctx: &WorkflowContext<'_>,
     host: &Arc<Host>,
@@ -151,19 +171,22 @@ async fn drive_durably(
 ) -> Result<CheckResult, HandlerError> {
     let check = ctx.key().to_owned();
     let mut session = Session::start(job).map_err(terminal)?;
-    let mut in_flight = DurableFuturesUnordered::new();
-    // Each call in flight (by its place in `in_flight`), with its rate limiter slot.
-    let mut call_of: BTreeMap<usize, (CallId, Option<String>)> = BTreeMap::new();
+    let mut in_flight: DurableFuturesUnordered<InFlight<'_>> = DurableFuturesUnordered::new();
+    // The call each future in `in_flight` is for, by its place there.
+    let mut calls: BTreeMap<usize, CallId> = BTreeMap::new();
     loop {
         let pending: Vec<(CallId, u64, OwnedModelRequest)> = session
             .poll_calls()
             .into_iter()
-            .filter(|call| !call_of.values().any(|(id, _)| *id == call.id))
+            .filter(|call| !calls.values().any(|id| *id == call.id))
             .map(|call| (call.id, call.delay_ms, call.request.to_owned_request()))
             .collect();
         if in_flight.is_empty() && pending.len() == 1 {
             let (id, delay_ms, request) = pending.into_iter().next().expect("one call");
-            let slot = wait_for_call(ctx, rate, &check, id, delay_ms, &request).await?;
+            if delay_ms > 0 {
+                ctx.sleep(Duration::from_millis(delay_ms)).await?;
+            }
+            let slot = wait_for_slot(ctx, rate, &check, id, &request).await?;
             let host = Arc::clone(host);
             let response: AssistantMessage =
                 ctx.run(|| async move {
@@ -176,24 +199,43 @@ async fn drive_durably(
             continue;
         }
         for (id, delay_ms, request) in pending {
-            let slot = wait_for_call(ctx, rate, &check, id, delay_ms, &request).await?;
-            let call = ctx.service_client::<ModelCallClient>().complete(Json(request)).call();
-            call_of.insert(in_flight.push(call), (id, slot));
+            if delay_ms > 0 {
+                let delay = ctx
+                    .sleep(Duration::from_millis(delay_ms))
+                    .map(move |done| Awaited::Delay { id, request, done });
+                calls.insert(in_flight.push(Box::pin(delay)), id);
+            } else {
+                start_call(ctx, rate, &check, (id, request), &mut in_flight, &mut calls).await?;
+            }
         }
         // Awaited while one of them is still pending: a failure that ended the job leaves the
         // others' responses nobody to go to.
         let pending: Vec<CallId> = session.poll_calls().iter().map(|call| call.id).collect();
-        let awaited = call_of.values().any(|(id, _)| pending.contains(id));
-        if awaited && let Some((place, outcome)) = in_flight.next().await? {
-            let call = call_of.remove(&place).expect("every call in flight is named");
-            let response = match outcome {
-                Ok(response) => response.into_inner(),
-                // The invocation ended with an error of its own: a failed call, which the
-                // core retries or fails by its rules.
-                Err(error) => AssistantMessage::failed(format!("the model call failed: {error}")),
-            };
-            let record = pending.contains(&call.0);
-            settle_call(ctx, &mut session, rate, call, response, record).await?;
+        let awaited = calls.values().any(|id| pending.contains(id));
+        if awaited && let Some((place, awaited)) = in_flight.next().await? {
+            calls.remove(&place);
+            match awaited {
+                Awaited::Delay { id, request, done } => {
+                    done?;
+                    // A call no longer pending (the job ended) is not started.
+                    if pending.contains(&id) {
+                        let call = (id, request);
+                        start_call(ctx, rate, &check, call, &mut in_flight, &mut calls).await?;
+                    }
+                }
+                Awaited::Call { id, slot, outcome } => {
+                    let response = match outcome {
+                        Ok(response) => response.into_inner(),
+                        // The invocation ended with an error of its own: a failed call, which
+                        // the core retries or fails by its rules.
+                        Err(error) => {
+                            AssistantMessage::failed(format!("the model call failed: {error}"))
+                        }
+                    };
+                    let record = pending.contains(&id);
+                    settle_call(ctx, &mut session, rate, (id, slot), response, record).await?;
+                }
+            }
             continue;
         }
         match session.poll() {
@@ -242,23 +284,36 @@ async fn drive_durably(
     Ok(CheckResult::of(session.finish(), spent))
 }
 
-/// What comes before model call `id` is made: its retry delay as a durable timer, then a slot
-/// of the batch's rate limiter, if it has one (the slot's name, for [`settle_call`]).
-async fn wait_for_call(
+/// What comes before model call `id` is made, after its retry delay: a slot of the batch's rate
+/// limiter, if it has one (the slot's name, for [`settle_call`]).
+async fn wait_for_slot(
     ctx: &WorkflowContext<'_>,
     rate: Option<(&RateRef, u64)>,
     check: &str,
     id: CallId,
-    delay_ms: u64,
     request: &OwnedModelRequest,
 ) -> Result<Option<String>, HandlerError> {
-    if delay_ms > 0 {
-        ctx.sleep(Duration::from_millis(delay_ms)).await?;
-    }
     match rate {
         Some((rate, _)) => Ok(Some(limiter::wait_for_slot(ctx, rate, check, id.0, request).await?)),
         None => Ok(None),
     }
+}
+
+/// Starts call `id` (its delay, if any, waited out) as an invocation of the worker's
+/// [`ModelCall`] service in `in_flight`, once it has its rate limiter slot.
+async fn start_call<'a>(
+    ctx: &'a WorkflowContext<'_>,
+    rate: Option<(&RateRef, u64)>,
+    check: &str,
+    (id, request): (CallId, OwnedModelRequest),
+    in_flight: &mut DurableFuturesUnordered<InFlight<'a>>,
+    calls: &mut BTreeMap<usize, CallId>,
+) -> Result<(), HandlerError> {
+    let slot = wait_for_slot(ctx, rate, check, id, &request).await?;
+    let call = ctx.service_client::<ModelCallClient>().complete(Json(request)).call();
+    let call = call.map(move |outcome| Awaited::Call { id, slot, outcome });
+    calls.insert(in_flight.push(Box::pin(call)), id);
+    Ok(())
 }
 
 /// What comes after model call `call` (its id and rate limiter slot) has its response: the
