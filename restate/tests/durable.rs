@@ -23,9 +23,9 @@ use verity_tests::http::Aimock;
 mod common;
 
 use common::{
-    EIFFEL, batch_of, binary, check_outcome, epoch_ms, fixture, journal, journal_entries,
-    provider_and_root, provider_and_steps, provider_file, restate, row, scratch, serial,
-    submit_batch, submit_check, tower_batch,
+    EIFFEL, batch_of, binary, check_outcome, check_result, claims_fixtures, eiffel_check, epoch_ms,
+    fixture, journal, journal_entries, provider_and_root, provider_and_steps, provider_file,
+    restate, row, scratch, serial, submit_batch, submit_check, tower_batch,
 };
 
 fn progress(server: &Server, key: &str) -> Value {
@@ -691,8 +691,7 @@ fn an_answers_sentences_are_checked_at_once_and_a_killed_worker_repeats_only_tho
     // The claim fixtures, each response streamed in pieces 40 ms apart: a call is in flight
     // for about 0.6 s, so three calls made one after another would start at least that far
     // apart.
-    let mut fixtures: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap();
+    let mut fixtures = claims_fixtures();
     for entry in fixtures["fixtures"].as_array_mut().unwrap() {
         entry["latency"] = json!(40);
         entry["chunkSize"] = json!(12);
@@ -705,15 +704,8 @@ fn an_answers_sentences_are_checked_at_once_and_a_killed_worker_repeats_only_tho
     let answer = "The Eiffel Tower is in Paris. The Eiffel Tower is a lattice tower. \
                   The Eiffel Tower is on the Champ de Mars. The Eiffel Tower is wrought iron. \
                   The Eiffel Tower is in France. The Eiffel Tower is a tower.";
-    let input = CheckInput {
-        job: json!({"kind": "answer", "answer": answer, "concurrency": 3}),
-        corpus: Some(CorpusSource::Passages(BTreeMap::from([(
-            "e1".to_owned(),
-            EIFFEL.to_owned(),
-        )]))),
-        rate: None,
-    };
-    submit_check(&server.ingress_url(), "answer-at-once", &input);
+    let job = json!({"kind": "answer", "answer": answer, "concurrency": 3});
+    submit_check(&server.ingress_url(), "answer-at-once", &eiffel_check(job, "e1"));
     // A fourth sentence starts only when a first one's response is recorded: with six calls
     // made, the first three have their results in the journal and the last three are in
     // flight.
@@ -737,9 +729,7 @@ fn an_answers_sentences_are_checked_at_once_and_a_killed_worker_repeats_only_tho
     );
     workers.workers[0].restart().unwrap();
 
-    let result = check_outcome(&server.ingress_url(), "answer-at-once")
-        .unwrap_or_else(|message| panic!("the answer failed: {message}"));
-    let result: CheckResult = serde_json::from_value(result).unwrap();
+    let result = check_result(&server.ingress_url(), "answer-at-once");
     let report = result.value.as_ref().unwrap_or_else(|| panic!("{result:?}"));
     let sentences = report["sentences"].as_array().unwrap();
     assert_eq!(sentences.len(), 6, "{report}");
@@ -764,8 +754,7 @@ fn an_answers_sentences_are_checked_at_once_and_a_killed_worker_repeats_only_tho
 fn an_answer_that_fails_with_calls_in_flight_ends_with_its_typed_failure() {
     let _serial = serial();
     let dir = scratch("answer-fails");
-    let mut fixtures: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap();
+    let mut fixtures = claims_fixtures();
     for entry in fixtures["fixtures"].as_array_mut().unwrap() {
         entry["latency"] = json!(40);
         entry["chunkSize"] = json!(12);
@@ -788,18 +777,10 @@ fn an_answer_that_fails_with_calls_in_flight_ends_with_its_typed_failure() {
     let (server, workers) = restate(&dir, 1, &provider_and_root(&provider, &dir), &[]);
     let answer = "The Eiffel Tower is in Paris. The Eiffel Tower is wrought iron. \
                   The Eiffel Tower is a lattice tower.";
-    let input = CheckInput {
-        job: json!({"kind": "answer", "answer": answer, "concurrency": 3, "retry": {"maxRetries": 0}}),
-        corpus: Some(CorpusSource::Passages(BTreeMap::from([(
-            "e1".to_owned(),
-            EIFFEL.to_owned(),
-        )]))),
-        rate: None,
-    };
-    submit_check(&server.ingress_url(), "answer-fails", &input);
-    let result = check_outcome(&server.ingress_url(), "answer-fails")
-        .unwrap_or_else(|message| panic!("the workflow failed instead of the answer: {message}"));
-    let result: CheckResult = serde_json::from_value(result).unwrap();
+    let job = json!({"kind": "answer", "answer": answer, "concurrency": 3,
+                     "retry": {"maxRetries": 0}});
+    submit_check(&server.ingress_url(), "answer-fails", &eiffel_check(job, "e1"));
+    let result = check_result(&server.ingress_url(), "answer-fails");
     let failure = result.failure.as_ref().unwrap_or_else(|| panic!("{result:?}"));
     assert!(failure.message().contains("refused"), "{failure:?}");
     assert_eq!(journal(&mock).len(), 3, "each sentence's call made once");

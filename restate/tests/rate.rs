@@ -3,22 +3,20 @@
 //! back, for at most the job's cap; an answer's calls retried together wait out their delays at
 //! once.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use verity_core::JobFailureKind;
 use verity_restate::batch;
-use verity_restate::corpus::CorpusSource;
-use verity_restate::workflow::{BatchInput, BatchResult, CheckInput, CheckResult, Limits};
+use verity_restate::workflow::{BatchInput, BatchResult, Limits};
 use verity_tests::http::Aimock;
 
 mod common;
 
 use common::{
-    EIFFEL, check_outcome, fixture, journal_entries, provider_and_root, provider_file, restate,
-    scratch, serial, submit_batch, submit_check, tower_batch,
+    check_result, claims_fixtures, eiffel_check, fixture, journal_entries, provider_and_root,
+    provider_file, restate, scratch, serial, submit_batch, submit_check, tower_batch,
 };
 
 /// The mock's request start instants (milliseconds since the Unix epoch), in order.
@@ -195,8 +193,7 @@ fn a_retry_after_of_a_year_holds_a_batch_on_restate_at_most_the_cap() {
 fn an_answers_sentences_wait_out_their_retry_delays_at_once() {
     let _serial = serial();
     let dir = scratch("answer-retries");
-    let mut fixtures: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap();
+    let mut fixtures = claims_fixtures();
     // Each sentence whole: the evidence ("... lattice tower on the Champ de Mars in Paris") is
     // in every request too.
     let sentences = ["Tower is in Paris.", "Tower is a lattice tower.", "Tower is wrought iron."];
@@ -220,19 +217,10 @@ fn an_answers_sentences_wait_out_their_retry_delays_at_once() {
     let (server, workers) = restate(&dir, 1, &provider_and_root(&provider, &dir), &[]);
     let answer = "The Eiffel Tower is in Paris. The Eiffel Tower is a lattice tower. \
                   The Eiffel Tower is wrought iron.";
-    let input = CheckInput {
-        job: json!({"kind": "answer", "answer": answer, "concurrency": 3,
-                    "retry": {"maxRetries": 1}}),
-        corpus: Some(CorpusSource::Passages(BTreeMap::from([(
-            "e1".to_owned(),
-            EIFFEL.to_owned(),
-        )]))),
-        rate: None,
-    };
-    submit_check(&server.ingress_url(), "answer-retries", &input);
-    let result = check_outcome(&server.ingress_url(), "answer-retries")
-        .unwrap_or_else(|message| panic!("the answer failed: {message}"));
-    let result: CheckResult = serde_json::from_value(result).unwrap();
+    let job = json!({"kind": "answer", "answer": answer, "concurrency": 3,
+                     "retry": {"maxRetries": 1}});
+    submit_check(&server.ingress_url(), "answer-retries", &eiffel_check(job, "e1"));
+    let result = check_result(&server.ingress_url(), "answer-retries");
     let report = result.value.as_ref().unwrap_or_else(|| panic!("{result:?}"));
     for sentence in report["sentences"].as_array().unwrap() {
         assert_eq!(sentence["status"], "supported", "{sentence}");
@@ -261,8 +249,7 @@ fn an_answers_sentences_wait_out_their_retry_delays_at_once() {
 /// The mock of `claims.json` (its fixtures written in `dir`), but for the first assessment of
 /// claim "({word} 0).", answered 429 with a `Retry-After` of `retry_after_s` seconds.
 fn mock_with_a_429(dir: &Path, word: &str, retry_after_s: u64) -> Aimock {
-    let mut fixtures: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap();
+    let mut fixtures = claims_fixtures();
     let limited = json!({
         "match": {"toolName": "record_assessment", "userMessage": format!("({word} 0)."),
                   "sequenceIndex": 0},

@@ -3,20 +3,19 @@
 //! ingress kept from Restate's private handlers and a batch's rows, identity keys, and a
 //! provider's key never over plain HTTP.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use verity_restate::batch;
 use verity_restate::cluster::{self, Ports, Server, Workers};
 use verity_restate::corpus::{CorpusFile, CorpusSource, sha256_hex};
-use verity_restate::workflow::{BatchInput, BatchResult, CheckInput, CheckResult};
+use verity_restate::workflow::{BatchInput, BatchResult, CheckInput};
 
 mod common;
 
 use common::{
-    EIFFEL, batch_of, binary, check_outcome, corpus_file, corpus_server, fixture, restate, row,
-    scratch, serial, submit_batch, submit_check,
+    EIFFEL, batch_of, binary, check_outcome, check_result, corpus_file, corpus_server,
+    eiffel_check, fixture, restate, row, scratch, serial, submit_batch, submit_check,
 };
 
 #[test]
@@ -215,19 +214,10 @@ fn a_worker_with_an_identity_key_answers_only_its_signed_server() {
     let args = vec!["--identity-key".to_owned(), public.clone()];
     let workers = Workers::start(&binary(), 1, &args, &[]).unwrap();
     cluster::register(&server.admin_url(), &workers.url()).unwrap();
-    let input = CheckInput {
-        job: json!({"kind": "claim", "claim": "The Eiffel Tower is in Paris.",
-                    "retriever": {"bm25": {"k": 4}}}),
-        corpus: Some(CorpusSource::Passages(BTreeMap::from([(
-            "eiffel".to_owned(),
-            EIFFEL.to_owned(),
-        )]))),
-        rate: None,
-    };
-    submit_check(&server.ingress_url(), "signed", &input);
-    let result = check_outcome(&server.ingress_url(), "signed")
-        .unwrap_or_else(|message| panic!("the check failed: {message}"));
-    let result: CheckResult = serde_json::from_value(result).unwrap();
+    let job = json!({"kind": "claim", "claim": "The Eiffel Tower is in Paris.",
+                     "retriever": {"bm25": {"k": 4}}});
+    submit_check(&server.ingress_url(), "signed", &eiffel_check(job, "eiffel"));
+    let result = check_result(&server.ingress_url(), "signed");
     assert!(result.value.is_some(), "{result:?}");
 
     // An unsigned request to the same worker (anyone on its network) is refused: discovery and

@@ -1,8 +1,9 @@
 //! What the Restate tests share: their scratch directories and fixtures, the corpus and the
 //! provider file the workers are given, a server with its workers registered ([`restate`]),
 //! what they submit ([`batch_of`], [`tower_batch`], [`batch_options`], [`submit_batch`],
-//! [`submit_check`]) and how they wait for a check ([`check_outcome`]), and what the mock
-//! provider received ([`journal`]).
+//! [`submit_check`], [`eiffel_check`]) and how they wait for a check ([`check_outcome`],
+//! [`check_result`]), the mock provider's fixtures ([`claims_fixtures`]) and what it received
+//! ([`journal`]).
 //!
 //! The server binary must be installed (`npm ci`, which `cargo xtask test` runs): these tests
 //! fail, never skip, without it.
@@ -17,8 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use verity_restate::batch;
 use verity_restate::cluster::{self, Outcome, Ports, Server, Workers};
-use verity_restate::corpus::{CorpusFile, sha256_hex};
-use verity_restate::workflow::{BatchInput, CheckInput, ClaimRow, Limits};
+use verity_restate::corpus::{CorpusFile, CorpusSource, sha256_hex};
+use verity_restate::workflow::{BatchInput, CheckInput, CheckResult, ClaimRow, Limits};
 use verity_tests::http::Aimock;
 
 /// One Restate server at a time: they are heavy for a two-core machine.
@@ -260,4 +261,23 @@ pub fn check_outcome(ingress: &str, key: &str) -> Result<Value, String> {
         assert!(start.elapsed() < Duration::from_secs(60), "{key} did not finish in a minute");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The check of `job` (a job configuration's JSON) over one passage, [`EIFFEL`], named `id`.
+pub fn eiffel_check(job: Value, id: &str) -> CheckInput {
+    let passages = std::collections::BTreeMap::from([(id.to_owned(), EIFFEL.to_owned())]);
+    CheckInput { job, corpus: Some(CorpusSource::Passages(passages)), rate: None }
+}
+
+/// The result of the `ClaimCheck` workflow `key` (waited for as [`check_outcome`] does): the
+/// job's value or typed failure. A workflow that failed instead fails the test.
+pub fn check_result(ingress: &str, key: &str) -> CheckResult {
+    let outcome = check_outcome(ingress, key)
+        .unwrap_or_else(|message| panic!("the workflow {key} failed: {message}"));
+    serde_json::from_value(outcome).unwrap()
+}
+
+/// The mock provider's fixtures of `claims.json`, to change before a mock starts with them.
+pub fn claims_fixtures() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture("claims.json")).unwrap()).unwrap()
 }
