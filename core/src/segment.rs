@@ -1,5 +1,6 @@
 //! An answer cut into sentences at Unicode's sentence boundaries (UAX #29, through the
-//! `unicode-segmentation` crate), each with its span in UTF-8 bytes and UTF-16 code units and
+//! `unicode-segmentation` crate; a cut after a title or an initial that begins a name, "Dr.
+//! Harry", "S. McCain", undone), each with its span in UTF-8 bytes and UTF-16 code units and
 //! whether it has anything to check; quotes found verbatim with their spans. A leaf of the
 //! core: the claim checker's citations and the answer job both use it (see [`crate::answer`]).
 use std::fmt;
@@ -128,8 +129,9 @@ pub fn sentences(answer: &str) -> Result<Vec<Sentence>, AnswerError> {
         let at = answer.find(character).unwrap_or(0);
         return Err(AnswerError::Hidden { at, character, why });
     }
-    let mut offsets = Utf16Offsets::new(answer);
-    let mut found = Vec::new();
+    // Each sentence's `start..end`: UAX #29's cuts, but for those after a title or an initial.
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let mut continued = false;
     for (at, piece) in answer.split_sentence_bound_indices() {
         let trimmed = piece.trim();
         if trimmed.is_empty() {
@@ -137,12 +139,23 @@ pub fn sentences(answer: &str) -> Result<Vec<Sentence>, AnswerError> {
         }
         let start = at + (piece.len() - piece.trim_start().len());
         let end = start + trimmed.len();
+        match spans.last_mut() {
+            Some(last) if continued => last.1 = end,
+            _ => spans.push((start, end)),
+        }
+        let line_break = piece[end - at..].contains(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}']);
+        continued = !line_break && ends_in_a_name_prefix(trimmed);
+    }
+    let mut offsets = Utf16Offsets::new(answer);
+    let mut found = Vec::with_capacity(spans.len());
+    for (start, end) in spans {
+        let text = &answer[start..end];
         let span = Span { start, end, start_utf16: offsets.at(start), end_utf16: offsets.at(end) };
-        let chars = trimmed.chars().count();
+        let chars = text.chars().count();
         if chars > MAX_SENTENCE_CHARS {
             return Err(AnswerError::NoBoundary { span, chars });
         }
-        found.push(Sentence { text: trimmed.to_owned(), span, checkable: checkable(trimmed) });
+        found.push(Sentence { text: text.to_owned(), span, checkable: checkable(text) });
     }
     if found.is_empty() {
         return Err(AnswerError::Empty);
@@ -151,6 +164,37 @@ pub fn sentences(answer: &str) -> Result<Vec<Sentence>, AnswerError> {
         return Err(AnswerError::TooManySentences { count: found.len() });
     }
     Ok(found)
+}
+
+/// Titles written before a name, which UAX #29 takes for a sentence's end when the name follows
+/// ("Dr. Harry Dalton"). Not those that also end sentences (Inc., Jr., etc.).
+const NAME_TITLES: [&str; 18] = [
+    "Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Mt", "Gen", "Col", "Lt", "Capt", "Sgt", "Rev", "Hon",
+    "Gov", "Sen", "Rep", "Pres",
+];
+
+/// Whether `sentence`, as UAX #29 cut it, ends in a title or an initial that begins a name
+/// rather than a full stop that ends a sentence: "Dr.", "S.", "U.S.", and, in text tokenised
+/// with its full stops apart, "U.S ." (but not "C ." alone, a word of its own there).
+fn ends_in_a_name_prefix(sentence: &str) -> bool {
+    let mut words = sentence.split_whitespace().rev();
+    let (word, apart) = match words.next() {
+        Some(".") => (words.next().unwrap_or_default(), true),
+        Some(last) => match last.strip_suffix('.') {
+            Some(word) => (word, false),
+            None => return false,
+        },
+        None => return false,
+    };
+    let word = word.trim_start_matches(|c: char| !c.is_alphanumeric());
+    let letters = word.split('.').count();
+    // "I." ends sentences ("So did I.") far more often than it is an initial.
+    let initials = word != "I"
+        && word.split('.').all(|part| {
+            let mut chars = part.chars();
+            chars.next().is_some_and(char::is_uppercase) && chars.next().is_none()
+        });
+    if apart { initials && letters > 1 } else { initials || NAME_TITLES.contains(&word) }
 }
 
 /// Where `quote` first occurs verbatim in `passage`, or `None` (a quote not found verbatim is
@@ -273,6 +317,33 @@ mod tests {
             texts("One two three.\r\n\r\nFour five six."),
             ["One two three.", "Four five six."]
         );
+    }
+
+    #[test]
+    fn a_title_or_an_initial_before_a_name_ends_no_sentence() {
+        // UAX #29 cuts after any full stop followed by a space and a capital: "Dr." and "S."
+        // would be sentences of their own, and what follows them a claim cut from its subject.
+        assert_eq!(
+            texts("In the film Dante's Peak, Dr. Harry Dalton was a geologist. Morocco has cases."),
+            ["In the film Dante's Peak, Dr. Harry Dalton was a geologist.", "Morocco has cases."]
+        );
+        assert_eq!(
+            texts("John S. McCain Jr. left the U.S. Naval Academy. F. W. Woolworth sold shoes."),
+            ["John S. McCain Jr. left the U.S. Naval Academy.", "F. W. Woolworth sold shoes."]
+        );
+        // Text tokenised with its full stops apart ("the U.S ."), as some corpora are.
+        assert_eq!(
+            texts("He left the U.S . Naval Academy . Japan is in Asia ."),
+            ["He left the U.S . Naval Academy .", "Japan is in Asia ."]
+        );
+        // A word that is no title, a line break, or the answer's end still ends a sentence.
+        assert_eq!(
+            texts("It was made by Apple Inc. So did I. Ask Dr.\nSmith came. Call Dr."),
+            ["It was made by Apple Inc.", "So did I.", "Ask Dr.", "Smith came.", "Call Dr."]
+        );
+        let answer = "Mrs. Ünal met Prof. Šmid 😀 in St. Louis. Done now.";
+        assert_eq!(texts(answer), ["Mrs. Ünal met Prof. Šmid 😀 in St. Louis.", "Done now."]);
+        assert_spans_exact(answer);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! The answer is split into sentences at Unicode's sentence boundaries (UAX #29, through the
 //! `unicode-segmentation` crate, so abbreviations, decimals, lists and line breaks are cut as
-//! that standard cuts them), each sentence with its offsets into the answer in UTF-8 bytes and
+//! that standard cuts them, but for a title or an initial before a name: "Dr. Harry Dalton" is
+//! not cut after "Dr."), each sentence with its offsets into the answer in UTF-8 bytes and
 //! in UTF-16 code units (what JavaScript's strings index), and whether it has anything to
 //! check ([`sentences`]). [`AnswerCheck`] (the job kind `"answer"`) checks each such sentence
 //! through the claim checker, the answer's own citation marks (`[e1]`, `[1]`) included, and
