@@ -678,6 +678,17 @@ fn repeats_only_in_flight(
     counts
 }
 
+/// The claim fixtures, each response streamed in pieces 40 ms apart: a call is in flight for
+/// about 0.6 s.
+fn slow_claims_fixtures() -> Value {
+    let mut fixtures = claims_fixtures();
+    for entry in fixtures["fixtures"].as_array_mut().unwrap() {
+        entry["latency"] = json!(40);
+        entry["chunkSize"] = json!(12);
+    }
+    fixtures
+}
+
 /// An answer's sentences on Restate are checked as many at once as its job's `concurrency`
 /// says, as in every other host: their model calls are in flight together (each an invocation
 /// of the worker's private `ModelCall` service, which the workflow awaits in whichever order
@@ -688,14 +699,8 @@ fn repeats_only_in_flight(
 fn an_answers_sentences_are_checked_at_once_and_a_killed_worker_repeats_only_those_in_flight() {
     let _serial = serial();
     let dir = scratch("answer-at-once");
-    // The claim fixtures, each response streamed in pieces 40 ms apart: a call is in flight
-    // for about 0.6 s, so three calls made one after another would start at least that far
-    // apart.
-    let mut fixtures = claims_fixtures();
-    for entry in fixtures["fixtures"].as_array_mut().unwrap() {
-        entry["latency"] = json!(40);
-        entry["chunkSize"] = json!(12);
-    }
+    // Three calls made one after another would start at least 0.6 s apart.
+    let fixtures = slow_claims_fixtures();
     let slow = dir.join("slow.json");
     std::fs::write(&slow, fixtures.to_string()).unwrap();
     let mock = Aimock::start(&slow).unwrap();
@@ -754,11 +759,7 @@ fn an_answers_sentences_are_checked_at_once_and_a_killed_worker_repeats_only_tho
 fn an_answer_that_fails_with_calls_in_flight_ends_with_its_typed_failure() {
     let _serial = serial();
     let dir = scratch("answer-fails");
-    let mut fixtures = claims_fixtures();
-    for entry in fixtures["fixtures"].as_array_mut().unwrap() {
-        entry["latency"] = json!(40);
-        entry["chunkSize"] = json!(12);
-    }
+    let mut fixtures = slow_claims_fixtures();
     // The second sentence's call is refused at once; the others take about 0.6 s.
     fixtures["fixtures"].as_array_mut().unwrap().insert(
         0,
