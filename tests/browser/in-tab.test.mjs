@@ -11,8 +11,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createReadStream, readdirSync, readFileSync, statSync } from 'node:fs';
-import { basename } from 'node:path';
-import { serve, browser, screenshot, recordingServer, TOWERS } from './harness.mjs';
+import { basename, join } from 'node:path';
+import { serve, browser, screenshot, recordingServer, TOWERS, ROOT } from './harness.mjs';
 
 const GGUF = process.env.VERITY_GGUF;
 const skip = GGUF ? false : 'VERITY_GGUF is not set (cargo xtask test installs the model and sets it)';
@@ -407,12 +407,16 @@ test('a tab of another build never becomes the runner of the model in the tab: t
     // A second tab of another build (a tab opened after a deploy meets the engine an older tab
     // keeps running), which counts the model calls it would drop.
     const other = await context.newPage();
+    // Its boot.js is the readable source (the shipped one is minified), with another build's
+    // id and a counter where it drops a message.
+    const source = readFileSync(join(ROOT, 'web/boot.js'), 'utf8');
+    const instrumented = source
+      .replace('const BUILD = "__VERITY_BUILD__";', 'const BUILD = "another-build";')
+      .replace('if (differs) return;', 'if (differs) { globalThis.droppedCalls = (globalThis.droppedCalls ?? 0) + (data?.verityModel === "call" ? 1 : 0); return; }');
+    assert.ok(!instrumented.includes('__VERITY_BUILD__') && instrumented.includes('droppedCalls'), 'boot.js instrumented');
     await other.route('**/boot.js', async (route) => {
       const response = await route.fetch();
-      const body = (await response.text())
-        .replace(/const BUILD = "[^"]*";/, 'const BUILD = "another-build";')
-        .replace('if (differs) return;', 'if (differs) { globalThis.droppedCalls = (globalThis.droppedCalls ?? 0) + (data?.verityModel === "call" ? 1 : 0); return; }');
-      await route.fulfill({ response, body });
+      await route.fulfill({ response, body: instrumented });
     });
     await other.goto(site.url);
     await other.locator(id('engine-state')).waitFor({ timeout: 30000 });

@@ -452,8 +452,8 @@ mod setup {
     }
 
     /// The npm packages of package-lock.json (the mock provider server, the Restate server,
-    /// wasm-opt, Playwright's driver, axe-core, MiniSearch, jco and its WASI shim), installed
-    /// with `npm ci` when one is missing.
+    /// wasm-opt, oxc-minify, Playwright's driver, axe-core, MiniSearch, jco and its WASI
+    /// shim), installed with `npm ci` when one is missing.
     pub fn npm_packages() -> Result {
         let needed = [
             "@bytecodealliance/jco",
@@ -464,6 +464,7 @@ mod setup {
             "playwright-core",
             "axe-core",
             "minisearch",
+            "oxc-minify",
             "@wllama/wllama",
         ];
         if needed

@@ -192,6 +192,9 @@ fn build(release: bool) -> Result {
         copy(&root().join(from), &staging.join(to))?;
     }
     stamp_build(&staging)?;
+    if release {
+        minify(&staging)?;
+    }
     copy_dir(&root().join("examples"), &staging.join("examples"))?;
     for (name, write) in HOST_HEADER_FILES {
         let file = staging.join(name);
@@ -236,6 +239,22 @@ fn stamp_build(staging: &Path) -> Result {
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// Minifies the folder's own JavaScript modules in place (`web/minify.mjs`, with the npm
+/// package `oxc-minify`): the page's loader and the wasm-bindgen glue it loads are 23 KB gzip
+/// as written and 15 KB minified. After [`stamp_build`], whose id is a string literal the
+/// minifier keeps. wllama's files are shipped as its package builds them.
+fn minify(staging: &Path) -> Result {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(staging).map_err(|e| format!("{}: {e}", staging.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension().is_some_and(|extension| extension == "js") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    run(Command::new("node").current_dir(root()).arg("web/minify.mjs").args(files))
 }
 
 fn copy(from: &Path, to: &Path) -> Result {
