@@ -249,7 +249,9 @@ async function twoTabsOneCorpus({ shared }) {
 }
 
 /** Types a new search (`word` and a number) into `page`'s corpus search every 100 ms until the
- * function it returns is called; that function resolves once the typing has stopped. */
+ * function it returns is called; that function resolves once the typing has stopped. Typing
+ * that fails (the page closed when the test failed) stops, and never hides the test's own
+ * failure as an unhandled rejection. */
 function typeSearches(page, word) {
   let typing = true;
   const typist = (async () => {
@@ -257,10 +259,10 @@ function typeSearches(page, word) {
       await page.fill(id('corpus-search'), `${word}${i % 2 ? 's' : ''} ${i}`);
       await new Promise((done) => setTimeout(done, 100));
     }
-  })();
+  })().catch(() => {});
   return async () => {
     typing = false;
-    await typist.catch(() => {});
+    await typist;
   };
 }
 
