@@ -441,6 +441,32 @@ fn sentences_are_checked_concurrently_up_to_the_bound_and_end_as_one_at_a_time_d
     assert_eq!(status(alone.sentences[3].status), "insufficient");
 }
 
+/// A sentence nothing settles keeps its assessment: its confidence, the verifier's or the
+/// model's figures, and what was spent, whether research ran and found nothing new or the
+/// corpus held nothing beyond the evidence (a claim job fails `no-new-evidence` there). An
+/// answer's sentence that does not hold is the one a reader opens.
+#[test]
+fn a_sentence_nothing_settles_keeps_its_assessment_whether_or_not_research_ran() {
+    // The first retrieves all three passages, the whole corpus, so no research; the second
+    // one passage, so research runs (the model looks nothing up) and finds nothing new.
+    for (answer, requests) in [
+        ("The Tyne Bridge in Newcastle is painted green.", 1),
+        ("Newcastle has a famous football club.", 2),
+    ] {
+        let (value, _, _) = run_out_of_order(answer_job(answer, json!({})), by_claim);
+        let report = answer_report(value.unwrap());
+        let sentence = &report.sentences[0];
+        assert_eq!(status(sentence.status), "insufficient", "{answer}: {sentence:#?}");
+        assert_eq!(sentence.confidence, Some(0.8), "{answer}: {sentence:#?}");
+        let claim = sentence.report.as_ref().expect("the sentence's report");
+        assert_eq!(status(claim.assessment.verdict), "insufficient");
+        assert_eq!(claim.requests, requests, "{answer}: research's requests counted");
+        assert_eq!(claim.route.as_str(), "single call", "the first assessment decided");
+        assert!(sentence.citations.is_empty());
+        assert_eq!(report.requests, requests, "{answer}");
+    }
+}
+
 #[test]
 fn split_sentences_have_their_claims_checked_concurrently_too() {
     let offline =

@@ -490,7 +490,7 @@ impl AnswerCheck {
     fn on_checked(&mut self, index: usize, claim: Option<usize>, check: ClaimCheck) -> bool {
         self.next_id = self.next_id.max(check.next_free_id());
         self.spent.add(check.spent());
-        let outcome = check.finish();
+        let outcome = check.finish_as_sentence();
         if let Err(failed) = &outcome
             && matches!(
                 failed.kind(),

@@ -190,6 +190,10 @@ pub struct ClaimCheck {
     /// The verifier route's record of its last decision, for the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     verifier: Option<VerifierRecord>,
+    /// A first `insufficient`, kept while research looks for more: what a sentence of an
+    /// answer reports when nothing new turns up ([`Self::finish_as_sentence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    first: Option<Assessment>,
 }
 
 impl ClaimCheck {
@@ -241,6 +245,7 @@ impl ClaimCheck {
             asked: Vec::new(),
             first_evidence: 0,
             verifier: None,
+            first: None,
         };
         check.start_assessment(Round::First, evidence);
         check
@@ -391,11 +396,18 @@ impl ClaimCheck {
             return self.fail(ClaimFailureKind::CitationNotInEvidence, refused);
         }
         match (round, assessment.verdict) {
-            (Round::First, Verdict::Insufficient) if self.corpus_is_evidence() => self.fail(
-                ClaimFailureKind::NoNewEvidence,
-                "no research: the corpus holds nothing beyond the evidence already assessed",
-            ),
-            (Round::First, Verdict::Insufficient) => self.start_research(),
+            (Round::First, Verdict::Insufficient) => {
+                self.first = Some(assessment);
+                if self.corpus_is_evidence() {
+                    self.fail(
+                        ClaimFailureKind::NoNewEvidence,
+                        "no research: the corpus holds nothing beyond the evidence already \
+                         assessed",
+                    );
+                } else {
+                    self.start_research();
+                }
+            }
             (Round::First, _) => self.start_summary(assessment, Route::SingleCall),
             (Round::Second, _) => self.start_summary(assessment, Route::AgentEscalation),
         }
@@ -614,6 +626,18 @@ impl ClaimCheck {
             .expect("the summary step's configuration is valid")
             .starting_at(self.next_id);
         self.stage = Stage::Summary { step: Box::new(summary), assessment, route };
+    }
+
+    /// Ends the check as a sentence of an answer: a first `insufficient` that nothing changed
+    /// (no research, or research found nothing new) is the sentence's report, with what was
+    /// spent, where a claim job fails `no-new-evidence` or `research-turn-limit` (POLICY.md).
+    pub(crate) fn finish_as_sentence(mut self) -> Result<Report, ClaimFailed> {
+        let unsettled = matches!(&self.stage, Stage::Finished { outcome: Err(failed) }
+            if matches!(failed.kind(), ClaimFailureKind::NoNewEvidence | ClaimFailureKind::ResearchTurnLimit));
+        if unsettled && let Some(assessment) = self.first.take() {
+            self.finish_with(assessment, Route::SingleCall, None);
+        }
+        self.finish()
     }
 
     /// Ends the check with its report: the citations located, and `summary` (the model's), or

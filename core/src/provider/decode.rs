@@ -145,9 +145,11 @@ fn looks_like_events(body: &[u8]) -> bool {
     [&b"data:"[..], b"event:", b"id:", b":"].iter().any(|prefix| body.starts_with(prefix))
 }
 
-/// Parses a whole JSON body, or says why it is not one.
+/// Parses a whole JSON body, or says why it is not one. Bytes that are not UTF-8 become
+/// U+FFFD first, as a browser's `response.json()` and the event stream's reader take them
+/// (and one JSON parser serves text and bodies alike).
 pub(crate) fn parse_body(response: &HttpResponse) -> Result<Value, Box<AssistantMessage>> {
-    serde_json::from_slice(&response.body).map_err(|error| {
+    serde_json::from_str(&String::from_utf8_lossy(&response.body)).map_err(|error| {
         Box::new(if error.is_eof() {
             interrupted(response.status, &response.body, "the JSON body is truncated")
         } else {
@@ -489,6 +491,25 @@ mod tests {
         let failed = decoder.finish();
         assert!(failed.failure_message().contains("exceeds"), "{}", failed.failure_message());
         assert_eq!(failed.error.unwrap().class, FailureClass::NotRetryable);
+    }
+
+    /// A body that is not valid UTF-8 is read as a browser's `response.json()` reads it and as
+    /// an event stream is read: each bad byte becomes U+FFFD, the rest stays.
+    #[test]
+    fn a_body_with_a_byte_that_is_not_utf8_is_read_with_a_replacement_character() {
+        let provider = Provider::OpenAi(OpenAiConfig::default());
+        let ok = b"{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"Paris \xff\"},\
+                   \"finish_reason\":\"stop\"}]}";
+        let mut decoder = provider.decoder(200, &[]);
+        decoder.feed(ok);
+        let message = decoder.finish();
+        assert_eq!(message.text_content(), "Paris \u{fffd}", "{message:?}");
+        let error =
+            b"{\"error\":{\"message\":\"bad \xff key\",\"type\":\"invalid_request_error\"}}";
+        let mut decoder = provider.decoder(401, &[]);
+        decoder.feed(error);
+        let failed = decoder.finish().failure_message();
+        assert!(failed.starts_with("HTTP 401: bad \u{fffd} key"), "{failed}");
     }
 
     #[test]

@@ -220,7 +220,7 @@ pub(crate) fn error_fields(body: &Value) -> Option<(Option<String>, String, Opti
 pub(crate) fn http_error(response: &HttpResponse) -> AssistantMessage {
     let status = response.status;
     let retry_after_ms = retry_after(&response.headers);
-    let parsed = serde_json::from_slice::<Value>(&response.body).ok();
+    let parsed = serde_json::from_str::<Value>(&String::from_utf8_lossy(&response.body)).ok();
     match parsed.as_ref().and_then(error_fields) {
         Some((kind, message, _)) => failure(
             format!("HTTP {status}: {message}"),

@@ -203,9 +203,11 @@ impl<H: Host> Engine<H> {
     }
 
     /// Handles a message as JSON text (what the page posts); a malformed one is answered
-    /// with `Error`.
+    /// with `Error`. Read through a `Value`, whose parser the engine has anyway: `ToWorker`'s
+    /// derived reader over the text parser was the engine's second-largest function (709 B
+    /// gzip more; strings move out of the `Value`, not copied).
     pub fn handle_json(&self, text: &str) {
-        match serde_json::from_str::<ToWorker>(text) {
+        match serde_json::from_str(text).and_then(serde_json::from_value::<ToWorker>) {
             Ok(message) => self.handle(message),
             Err(error) => self.reply(&FromWorker::Error {
                 message: format!("the worker cannot read the page's message: {error}"),
