@@ -632,8 +632,13 @@ impl ClaimCheck {
     /// (no research, or research found nothing new) is the sentence's report, with what was
     /// spent, where a claim job fails `no-new-evidence` or `research-turn-limit` (POLICY.md).
     pub(crate) fn finish_as_sentence(mut self) -> Result<Report, ClaimFailed> {
-        let unsettled = matches!(&self.stage, Stage::Finished { outcome: Err(failed) }
-            if matches!(failed.kind(), ClaimFailureKind::NoNewEvidence | ClaimFailureKind::ResearchTurnLimit));
+        let unsettled = match &self.stage {
+            Stage::Finished { outcome: Err(failed) } => matches!(
+                failed.kind(),
+                ClaimFailureKind::NoNewEvidence | ClaimFailureKind::ResearchTurnLimit
+            ),
+            _ => false,
+        };
         if unsettled && let Some(assessment) = self.first.take() {
             self.finish_with(assessment, Route::SingleCall, None);
         }
