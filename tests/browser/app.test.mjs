@@ -451,6 +451,36 @@ test('check an answer: each sentence marked in words, its evidence with the quot
   }
 });
 
+test('a sentence nothing in the corpus settles says so with its confidence, not a blank', async () => {
+  const { page, errors, close } = await open();
+  try {
+    const passages = [
+      { id: 'e1', text: 'The storage migration finished in March without data loss.' },
+      { id: 'e2', text: 'Quarterly revenue grew 4 percent. The board met twice.' },
+    ];
+    await upload(page, 'notes.jsonl', passages.map((item) => JSON.stringify(item)).join('\n'));
+    await page.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
+    await page.click(id('mode-answer'));
+    await page.fill(id('answer-input'), 'The storage migration finished in March without data loss. The office cat is called Biscuit.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(id('verdict')).waitFor({ timeout: 30000 });
+    const sentences = card.locator(id('sentence'));
+    assert.deepEqual(await sentences.evaluateAll((nodes) => nodes.map((n) => n.dataset.status)), ['supported', 'insufficient']);
+    await sentences.nth(1).click();
+    const selected = card.locator(id('selected-sentence'));
+    await selected.waitFor();
+    // Its first assessment is kept: the verdict in words with how sure, and that no passage
+    // decided it (before, the sentence came with no confidence at all).
+    assert.match(await selected.innerText(), /not enough evidence\s+Sentence 2 · \d+% confidence/);
+    assert.match(await selected.innerText(), /No passage decided it\./);
+    await screenshot(page, 'answer-insufficient');
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+  }
+});
+
 test('a re-run replaces the old result, also after a reload', async () => {
   const { page, errors, close } = await open();
   try {
