@@ -29,6 +29,6 @@ for (const file of files) {
     continue;
   }
   writeFileSync(file, code);
-  console.log(`minified ${basename(file)}: ${source.length} -> ${code.length} bytes`);
+  console.log(`minified ${basename(file)}: ${Buffer.byteLength(source)} -> ${Buffer.byteLength(code)} bytes`);
 }
 process.exit(failed ? 1 : 0);
