@@ -377,16 +377,21 @@ test('results export as JSON and as Markdown', async () => {
   }
 });
 
+/** Adds the answer tests' two passages (e1, e2) to `page`'s corpus and turns to answer mode. */
+async function answerMode(page) {
+  const passages = [
+    { id: 'e1', text: 'The storage migration finished in March without data loss.' },
+    { id: 'e2', text: 'Quarterly revenue grew 4 percent. The board met twice.' },
+  ];
+  await upload(page, 'notes.jsonl', passages.map((item) => JSON.stringify(item)).join('\n'));
+  await page.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
+  await page.click(id('mode-answer'));
+}
+
 test('check an answer: each sentence marked in words, its evidence with the quote highlighted, the spans exported, and it survives a reload', async () => {
   const { page, errors, close } = await open();
   try {
-    const passages = [
-      { id: 'e1', text: 'The storage migration finished in March without data loss.' },
-      { id: 'e2', text: 'Quarterly revenue grew 4 percent. The board met twice.' },
-    ];
-    await upload(page, 'notes.jsonl', passages.map((item) => JSON.stringify(item)).join('\n'));
-    await page.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
-    await page.click(id('mode-answer'));
+    await answerMode(page);
     assert.equal(await page.locator(id('run')).innerText(), 'Check the answer');
     // In answer mode the run's concurrency is the sentences checked at once.
     assert.equal(await page.locator('label[for="claims-concurrency"]').innerText(), 'Sentences at once');
@@ -454,13 +459,7 @@ test('check an answer: each sentence marked in words, its evidence with the quot
 test('a sentence nothing in the corpus settles says so with its confidence, not a blank', async () => {
   const { page, errors, close } = await open();
   try {
-    const passages = [
-      { id: 'e1', text: 'The storage migration finished in March without data loss.' },
-      { id: 'e2', text: 'Quarterly revenue grew 4 percent. The board met twice.' },
-    ];
-    await upload(page, 'notes.jsonl', passages.map((item) => JSON.stringify(item)).join('\n'));
-    await page.locator(id('corpus-count')).filter({ hasText: '2' }).waitFor();
-    await page.click(id('mode-answer'));
+    await answerMode(page);
     await page.fill(id('answer-input'), 'The storage migration finished in March without data loss. The office cat is called Biscuit.');
     await page.click(id('run'));
     const card = page.locator(id('check-1'));
