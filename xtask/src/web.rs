@@ -247,12 +247,11 @@ fn stamp_build(staging: &Path) -> Result {
 /// minifier keeps. wllama's files are shipped as its package builds them.
 fn minify(staging: &Path) -> Result {
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(staging).map_err(|e| format!("{}: {e}", staging.display()))? {
-        let path = entry.map_err(|e| e.to_string())?.path();
-        if path.extension().is_some_and(|extension| extension == "js") {
-            files.push(path);
-        }
-    }
+    collect(staging, &mut files)?;
+    // The folder's own modules: not wllama's, one folder down.
+    files.retain(|path| {
+        path.parent() == Some(staging) && path.extension().is_some_and(|ext| ext == "js")
+    });
     files.sort();
     run(Command::new("node").current_dir(root()).arg("web/minify.mjs").args(files))
 }
