@@ -9,6 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
+use verity_derive::TaggedDeserialize;
 
 use crate::machine::{CallId, Input, Misuse, MisuseKind, ModelCall, Output, Settled, ToolBatch};
 use crate::message::{
@@ -89,7 +90,7 @@ impl Hooks for () {
 }
 
 /// Why a loop ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TaggedDeserialize)]
 #[serde(tag = "end", rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum End {
@@ -141,7 +142,7 @@ impl Spent {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "phase", rename_all = "camelCase")]
 enum Phase {
     AwaitModel {

@@ -6,13 +6,14 @@
 //! host, not the machine: a host that wants it in the same stream hands each piece to the job
 //! ([`crate::Job::record_delta`]), which queues it as an [`Event::Delta`].
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use verity_derive::TaggedDeserialize;
 
 use crate::answer::report::SentenceReport;
 use crate::message::{CallId, Delta, StopReason, Usage};
 
 /// Something a host may want to show or log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 #[non_exhaustive]
 pub enum Event {
@@ -101,7 +102,7 @@ pub enum Event {
 }
 
 /// The stages of a claim check, in the order they can happen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TaggedDeserialize)]
 #[serde(tag = "stage", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum ClaimStage {

@@ -45,6 +45,7 @@ use std::sync::Arc;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
+use verity_derive::TaggedDeserialize;
 
 use crate::agent::{Compaction, Spent, Tool};
 use crate::answer::{AnswerCheck, AnswerReport};
@@ -543,7 +544,7 @@ impl fmt::Display for RestoreError {
 
 impl std::error::Error for RestoreError {}
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, TaggedDeserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 enum Work {
     Step { step: Box<Step<Value>> },

@@ -11,6 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use verity_derive::TaggedDeserialize;
 
 use crate::machine::{CallId, Misuse};
 use crate::message::{AssistantMessage, ToolOutput};
@@ -25,7 +26,7 @@ pub struct Lease {
 }
 
 /// What an entry records.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 #[non_exhaustive]
 pub enum Record {

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use verity_derive::TaggedDeserialize;
 
 pub use crate::message::CallId;
 use crate::message::{AssistantMessage, ModelRequest, OwnedModelRequest, ToolCall, ToolOutput};
@@ -110,7 +111,7 @@ pub struct OwnedToolBatch {
 
 /// An owned [`Output`], which also deserializes: what crosses a `postMessage` or a component
 /// boundary. Same JSON as [`Output`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum OwnedOutput {
@@ -140,7 +141,7 @@ pub struct Settled {
 }
 
 /// An answer from the host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum Input {

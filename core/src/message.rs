@@ -8,6 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use verity_derive::TaggedDeserialize;
 
 use crate::request_failure::ProviderError;
 
@@ -72,7 +73,7 @@ pub struct ToolCall {
 }
 
 /// One block of an assistant message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum ContentBlock {
@@ -334,7 +335,7 @@ impl ToolOutput {
 }
 
 /// One entry of a conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum Message {
@@ -449,7 +450,7 @@ impl ModelRequest<'_> {
 
 /// What a streaming response has produced since the last chunk, for progress display. The
 /// machine never sees these: it receives the final message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TaggedDeserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum Delta {

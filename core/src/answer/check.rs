@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use verity_derive::TaggedDeserialize;
 
 use super::decompose::{Decomposition, decompose_step, keep};
 use super::marks::{MAX_MARKS, marks, split_after_marks};
@@ -27,7 +28,7 @@ use crate::segment::{AnswerError, MAX_SENTENCES, Span, checkable, quote_span, se
 use crate::step::{FailureKind, Step};
 
 /// What a sentence in flight is doing.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, TaggedDeserialize)]
 #[serde(rename_all = "camelCase", tag = "work")]
 enum Work {
     /// Being split into atomic claims.

@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use verity_derive::TaggedDeserialize;
 
 use crate::agent::{Agent, End, Hooks, Spent};
 use crate::event::{ClaimStage, Event};
@@ -140,7 +141,7 @@ impl Hooks for Recorder {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, TaggedDeserialize)]
 #[serde(tag = "stage", rename_all = "camelCase")]
 enum Stage {
     Assess {

@@ -30,6 +30,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use verity_derive::TaggedDeserialize;
 
 use super::ToolChoice;
 use super::decode::{Blocks, Ending, StreamState, assemble, parse_body};
@@ -45,7 +46,7 @@ pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Extended thinking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TaggedDeserialize)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 #[non_exhaustive]
 pub enum Thinking {

@@ -38,6 +38,7 @@ pub mod sse;
 pub mod transport;
 
 use serde::{Deserialize, Serialize};
+use verity_derive::TaggedDeserialize;
 
 use crate::message::{AssistantMessage, ModelRequest};
 
@@ -70,7 +71,7 @@ pub enum ToolChoice {
 }
 
 /// A configured provider: which protocol, where, which model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "api", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum Provider {

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use verity_derive::TaggedDeserialize;
 
 pub mod csv;
 pub mod markdown;
@@ -40,7 +41,7 @@ pub struct Item {
 }
 
 /// Where the engine sends model calls.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum ProviderChoice {
     /// The offline baseline: a lexical heuristic in the engine, not a language model.
@@ -148,7 +149,7 @@ impl CheckKind {
 }
 
 /// What the page asks of the worker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum ToWorker {
@@ -293,7 +294,7 @@ pub enum ToWorker {
 }
 
 /// What the worker tells the page.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum FromWorker {
@@ -527,7 +528,7 @@ pub struct CheckResult {
 }
 
 /// How a check ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "status", rename_all = "camelCase")]
 pub enum Outcome {
     /// A report.
@@ -619,7 +620,7 @@ impl Outcome {
 }
 
 /// How a step ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, TaggedDeserialize)]
 #[serde(tag = "status", rename_all = "camelCase")]
 pub enum StepOutcome {
     /// The submitted value, valid against the step's schema.
