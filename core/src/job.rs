@@ -281,7 +281,8 @@ impl ConfigError {
     }
 
     /// The JSON path of the offending field (`maxTurns`, `tools[1].parameters`; `.` for the
-    /// configuration as a whole).
+    /// configuration as a whole, and for any field in an engine built without the
+    /// `config-paths` feature, the app's).
     #[must_use]
     pub fn path(&self) -> &str {
         &self.path
@@ -353,12 +354,32 @@ impl JobConfig {
     }
 }
 
-/// Deserializes a configuration's fields, naming the path of the first bad one.
+/// Deserializes a configuration's fields, naming the path of the first bad one (with the
+/// `config-paths` feature; without it, see [`fields_without_path`]).
+#[cfg(feature = "config-paths")]
 fn fields_of<T: serde::de::DeserializeOwned>(fields: Map<String, Value>) -> Result<T, ConfigError> {
     serde_path_to_error::deserialize(Value::Object(fields)).map_err(|error| {
         let path = error.path().to_string();
         ConfigError::new(path, error.into_inner().to_string())
     })
+}
+
+/// Deserializes a configuration's fields (without the `config-paths` feature).
+#[cfg(not(feature = "config-paths"))]
+fn fields_of<T: serde::de::DeserializeOwned>(fields: Map<String, Value>) -> Result<T, ConfigError> {
+    fields_without_path(fields)
+}
+
+/// Deserializes a configuration's fields with the path `.`: serde's own words say what is
+/// wrong (`unknown field `maxturns``, `invalid type: string "3", expected u32`) but not
+/// where. The engine built without the `config-paths` feature reads configurations this way:
+/// the app's, whose configurations are written by its own page; tracking the path compiles
+/// every configuration type a second time (10 KB of its gzip).
+#[cfg_attr(feature = "config-paths", allow(dead_code))]
+fn fields_without_path<T: serde::de::DeserializeOwned>(
+    fields: Map<String, Value>,
+) -> Result<T, ConfigError> {
+    T::deserialize(Value::Object(fields)).map_err(|error| ConfigError::new(".", error.to_string()))
 }
 
 impl<'de> Deserialize<'de> for JobConfig {
@@ -848,5 +869,32 @@ impl Job {
                 .map(|report| JobValue::Answer(Box::new(report)))
                 .map_err(JobFailed::from),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{ClaimConfig, ConfigError, fields_without_path};
+
+    fn claim_fields(extra: (&str, serde_json::Value)) -> Result<ClaimConfig, ConfigError> {
+        let corpus = format!("sha256:{}", "0".repeat(64));
+        let mut fields = json!({"claim": "The sky is blue.", "corpus": corpus});
+        fields[extra.0] = extra.1;
+        let serde_json::Value::Object(fields) = fields else { unreachable!() };
+        fields_without_path(fields)
+    }
+
+    /// The app's engine (built without `config-paths`) still refuses a bad field and says
+    /// what is wrong with it, at the path `.`.
+    #[test]
+    fn without_paths_a_bad_field_is_refused_with_serdes_words() {
+        let unknown = claim_fields(("maxturns", json!(3))).unwrap_err();
+        assert_eq!(unknown.path(), ".");
+        assert!(unknown.message().contains("unknown field `maxturns`"), "{unknown}");
+        let wrong = claim_fields(("claim", json!(3))).unwrap_err();
+        assert_eq!(wrong.path(), ".");
+        assert!(wrong.message().starts_with("invalid type: integer `3`"), "{wrong}");
     }
 }

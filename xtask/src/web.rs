@@ -486,8 +486,14 @@ pub fn size(_args: &[String]) -> Result {
         ));
     }
     println!("the app's engine worker's wasm: {worker} B gzip, goal {WORKER_GOAL} B: met");
-    let page_state = if page.1 <= PAGE_GOAL { "met" } else { "missed (docs/BENCHMARKS.md)" };
-    println!("what the app's page loads: {} B gzip, goal {PAGE_GOAL} B: {page_state}", page.1);
+    if page.1 > PAGE_GOAL {
+        return Err(format!(
+            "what the app's page loads is {} B gzip, over its {PAGE_GOAL} B goal: the engine is \
+             ready only when all of it is in (docs/BENCHMARKS.md says where the bytes go)",
+            page.1
+        ));
+    }
+    println!("what the app's page loads: {} B gzip, goal {PAGE_GOAL} B: met", page.1);
     if ui > UI_GOAL {
         return Err(format!(
             "the UI's wasm is {ui} B gzip, over its {UI_GOAL} B goal: the page paints from it \
@@ -505,7 +511,9 @@ const UI_GOAL: u64 = 200_000;
 /// The goal for the app's engine worker's wasm, gzip -9 bytes: enforced like the UI's since the
 /// app's engine is built without jsonschema (1.21 MB before; docs/BENCHMARKS.md).
 const WORKER_GOAL: u64 = 600_000;
-/// The goal for all the app's page loads, gzip -9 bytes: reported (missed: docs/BENCHMARKS.md).
+/// The goal for all the app's page loads, gzip -9 bytes: enforced like the two wasm files' since
+/// it was met (2026-12-06: the engine's tagged enums read through a `Value`, and its
+/// configurations without paths; docs/BENCHMARKS.md).
 const PAGE_GOAL: u64 = 750_000;
 
 fn collect(dir: &Path, files: &mut Vec<PathBuf>) -> Result {
