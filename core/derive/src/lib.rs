@@ -16,6 +16,9 @@
 //! `deny_unknown_fields`), and a struct
 //! variant whose one field is `#[serde(flatten)]` as a newtype variant (what the flatten
 //! reads is the rest of the object). `Serialize` stays serde's own derive.
+//!
+//! One difference, by design: serde's derive also reads a JSON array whose first item is the
+//! tag (`["pair", "a", 3]`); this one reads objects only, which is all serde writes.
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as Tokens;
