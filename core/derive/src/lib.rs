@@ -37,14 +37,24 @@ fn serde_attrs(attrs: &[Attribute]) -> Vec<&Attribute> {
     attrs.iter().filter(|attr| attr.path().is_ident("serde")).collect()
 }
 
+/// Whether a field is `#[serde(flatten)]`. A flattened field that is its variant's only one
+/// becomes the mirror's newtype variant, where its other serde attributes would be lost: those
+/// are refused.
 fn is_flatten(attrs: &[Attribute]) -> syn::Result<bool> {
+    let mut metas = Vec::new();
     for attr in serde_attrs(attrs) {
-        let metas = attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)?;
-        if metas.iter().any(|meta| meta.path().is_ident("flatten")) {
-            return Ok(true);
-        }
+        metas.extend(attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)?);
     }
-    Ok(false)
+    if !metas.iter().any(|meta| meta.path().is_ident("flatten")) {
+        return Ok(false);
+    }
+    if let Some(other) = metas.iter().find(|meta| !meta.path().is_ident("flatten")) {
+        return Err(Error::new_spanned(
+            other,
+            "TaggedDeserialize: a flattened field's only serde attribute is flatten",
+        ));
+    }
+    Ok(true)
 }
 
 fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
