@@ -479,28 +479,35 @@ pub fn size(_args: &[String]) -> Result {
     let (Some(ui), Some(worker)) = (ui, worker) else {
         return Err(format!("{}: the UI's or the worker's wasm is missing", dir.display()));
     };
-    if worker > WORKER_GOAL {
-        return Err(format!(
-            "the app's engine worker's wasm is {worker} B gzip, over its {WORKER_GOAL} B goal \
-             (docs/BENCHMARKS.md says where its bytes go: it is built without jsonschema)"
-        ));
+    within(
+        "the app's engine worker's wasm",
+        worker,
+        WORKER_GOAL,
+        " (docs/BENCHMARKS.md says where its bytes go: it is built without jsonschema)",
+    )?;
+    within(
+        "what the app's page loads",
+        page.1,
+        PAGE_GOAL,
+        ": the engine is ready only when all of it is in (docs/BENCHMARKS.md says where the bytes \
+         go)",
+    )?;
+    within(
+        "the UI's wasm",
+        ui,
+        UI_GOAL,
+        ": the page paints from it (docs/BENCHMARKS.md says where its bytes go and what keeps it \
+         small)",
+    )
+}
+
+/// Fails when `what` (`bytes` gzip) is over its `goal`, saying `why` it matters; else says it
+/// is met.
+fn within(what: &str, bytes: u64, goal: u64, why: &str) -> Result {
+    if bytes > goal {
+        return Err(format!("{what} is {bytes} B gzip, over its {goal} B goal{why}"));
     }
-    println!("the app's engine worker's wasm: {worker} B gzip, goal {WORKER_GOAL} B: met");
-    if page.1 > PAGE_GOAL {
-        return Err(format!(
-            "what the app's page loads is {} B gzip, over its {PAGE_GOAL} B goal: the engine is \
-             ready only when all of it is in (docs/BENCHMARKS.md says where the bytes go)",
-            page.1
-        ));
-    }
-    println!("what the app's page loads: {} B gzip, goal {PAGE_GOAL} B: met", page.1);
-    if ui > UI_GOAL {
-        return Err(format!(
-            "the UI's wasm is {ui} B gzip, over its {UI_GOAL} B goal: the page paints from it \
-             (docs/BENCHMARKS.md says where its bytes go and what keeps it small)"
-        ));
-    }
-    println!("the UI's wasm: {ui} B gzip, goal {UI_GOAL} B: met");
+    println!("{what}: {bytes} B gzip, goal {goal} B: met");
     Ok(())
 }
 
