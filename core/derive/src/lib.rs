@@ -37,14 +37,20 @@ fn serde_attrs(attrs: &[Attribute]) -> Vec<&Attribute> {
     attrs.iter().filter(|attr| attr.path().is_ident("serde")).collect()
 }
 
-/// Whether a field is `#[serde(flatten)]`. A flattened field that is its variant's only one
-/// becomes the mirror's newtype variant, where its other serde attributes would be lost: those
-/// are refused.
-fn is_flatten(attrs: &[Attribute]) -> syn::Result<bool> {
+/// The items of all the `#[serde(…)]` attributes in `attrs`, in order.
+fn serde_metas(attrs: &[Attribute]) -> syn::Result<Vec<Meta>> {
     let mut metas = Vec::new();
     for attr in serde_attrs(attrs) {
         metas.extend(attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)?);
     }
+    Ok(metas)
+}
+
+/// Whether a field is `#[serde(flatten)]`. A flattened field that is its variant's only one
+/// becomes the mirror's newtype variant, where its other serde attributes would be lost: those
+/// are refused.
+fn is_flatten(attrs: &[Attribute]) -> syn::Result<bool> {
+    let metas = serde_metas(attrs)?;
     if !metas.iter().any(|meta| meta.path().is_ident("flatten")) {
         return Ok(false);
     }
@@ -66,22 +72,19 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
     }
     let mut tag = None;
     let mut kept = Vec::new();
-    for attr in serde_attrs(&input.attrs) {
-        let metas = attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)?;
-        for meta in metas {
-            if meta.path().is_ident("tag") {
-                let Meta::NameValue(pair) = &meta else {
-                    return Err(Error::new_spanned(meta, "expected tag = \"…\""));
-                };
-                let Expr::Lit(syn::ExprLit { lit: Lit::Str(name), .. }) = &pair.value else {
-                    return Err(Error::new_spanned(&pair.value, "expected a string"));
-                };
-                tag = Some(name.clone());
-            } else if meta.path().is_ident("content") || meta.path().is_ident("untagged") {
-                return Err(Error::new_spanned(meta, "TaggedDeserialize is for internal tags"));
-            } else {
-                kept.push(meta);
-            }
+    for meta in serde_metas(&input.attrs)? {
+        if meta.path().is_ident("tag") {
+            let Meta::NameValue(pair) = &meta else {
+                return Err(Error::new_spanned(meta, "expected tag = \"…\""));
+            };
+            let Expr::Lit(syn::ExprLit { lit: Lit::Str(name), .. }) = &pair.value else {
+                return Err(Error::new_spanned(&pair.value, "expected a string"));
+            };
+            tag = Some(name.clone());
+        } else if meta.path().is_ident("content") || meta.path().is_ident("untagged") {
+            return Err(Error::new_spanned(meta, "TaggedDeserialize is for internal tags"));
+        } else {
+            kept.push(meta);
         }
     }
     let Some(tag) = tag else {
