@@ -734,39 +734,61 @@ fn a_damaged_saved_state_fails_typed_instead_of_panicking() {
 
 #[test]
 fn an_answers_sentence_is_decided_by_the_answers_threshold_and_a_claim_is_not() {
-    use verity_core::claim::verifier::{Rule, ScoredPassage, VerifierWeights, decide, decide_by};
-    let weights = VerifierWeights::builtin();
-    assert!(weights.thresholds.answer_supported.is_some(), "the default weights have one");
-    // A score where the answer's rule says supported and the claim's does not: every asked
-    // passage gets it (the prior is 0.5, so S is the calibrated score).
-    let asked = |p: f64| -> Vec<ScoredPassage<'static>> {
-        [SUPPORTS, CONTRADICTS, HALL].map(|text| ScoredPassage { text, score: Some(p) }).to_vec()
-    };
-    let p = (1..100)
-        .map(|i| f64::from(i) / 100.0)
-        .find(|&p| {
-            let passages = asked(p);
-            decide(CLAIM, &passages, Some(0.5), weights).verdict != Verdict::Supported
-                && decide_by(CLAIM, &passages, Some(0.5), weights, Rule::AnswerSentence).verdict
-                    == Verdict::Supported
-        })
-        .expect("the answer's threshold is under the claim's most probable class somewhere");
+    use verity_core::claim::verifier::{BuiltinWeights, Rule, ScoredPassage, decide, decide_by};
+    // Each builtin file: the 0.5B's threshold is on P(supported), the 1.5B's on its answer
+    // model's P(holds).
+    for builtin in BuiltinWeights::ALL {
+        let weights = builtin.weights();
+        assert!(weights.thresholds.answer_supported.is_some(), "{builtin:?} has one");
+        // A score where the answer's rule says supported and the claim's does not: every
+        // asked passage gets it (the prior is 0.5, so S is the calibrated score).
+        let asked = |p: f64| -> Vec<ScoredPassage<'static>> {
+            [SUPPORTS, CONTRADICTS, HALL]
+                .map(|text| ScoredPassage { text, score: Some(p) })
+                .to_vec()
+        };
+        let p = (1..100)
+            .map(|i| f64::from(i) / 100.0)
+            .find(|&p| {
+                let passages = asked(p);
+                decide(CLAIM, &passages, Some(0.5), weights).verdict != Verdict::Supported
+                    && decide_by(CLAIM, &passages, Some(0.5), weights, Rule::AnswerSentence).verdict
+                        == Verdict::Supported
+            })
+            .expect("the answer's threshold is under the claim's most probable class somewhere");
 
-    // The answer job: its one sentence is supported on the first round (no research, no
-    // summary: the prior and the questions are all it asks).
-    let corpus = corpus();
-    let config = json!({"kind": "answer", "answer": CLAIM, "corpus": corpus.id(),
-        "retriever": {"bm25": {"k": 3}}, "assess": "verifier"});
-    let job = Job::from_json(&config.to_string(), &[Arc::clone(&corpus)]).unwrap();
-    let model = ScriptedModel::new([answer(0.5), answer(p), answer(p), answer(p)]).recording();
-    let value = pollster::block_on(drive(job, &model, &verity_core::NoTools)).unwrap();
-    let report = serde_json::to_value(&value).unwrap();
-    let sentence = &report["sentences"][0];
-    assert_eq!(sentence["status"], "supported", "{report}");
-    assert!(model.recorded().iter().all(|r| r.probe.is_some()), "questions only");
-
-    // (A claim job decides these scores by the claim's rule: not supported, as `decide`
-    // said above.)
+        // The answer job: its one sentence is supported on the first round (no research, no
+        // summary: the prior and the questions are all it asks).
+        let corpus = corpus();
+        let config = json!({"kind": "answer", "answer": CLAIM, "corpus": corpus.id(),
+            "retriever": {"bm25": {"k": 3}}, "assess": {"verifier": {"weights": builtin.name()}}});
+        let job = Job::from_json(&config.to_string(), &[Arc::clone(&corpus)]).unwrap();
+        let model = ScriptedModel::new([answer(0.5), answer(p), answer(p), answer(p)]).recording();
+        let value = pollster::block_on(drive(job, &model, &verity_core::NoTools)).unwrap();
+        let report = serde_json::to_value(&value).unwrap();
+        let sentence = &report["sentences"][0];
+        assert_eq!(sentence["status"], "supported", "{report}");
+        assert!(model.recorded().iter().all(|r| r.probe.is_some()), "questions only");
+        // Decided on the answer model's P(holds) where the file has one: the report says it,
+        // and it is the confidence; where it has none, nothing says P(holds).
+        let verifier = &sentence["report"]["verifier"];
+        let rationale = sentence["report"]["assessment"]["rationale"].as_str().unwrap_or_default();
+        if weights.answer.is_some() {
+            let holds = verifier["holds"].as_f64().expect("P(holds) reported");
+            assert_eq!(sentence["confidence"].as_f64(), Some(holds), "{sentence}");
+            assert!(rationale.contains("as a sentence P(holds) "), "{rationale}");
+        } else {
+            assert!(verifier.get("holds").is_none(), "{verifier}");
+            assert_eq!(sentence["confidence"], verifier["probabilities"]["supported"]);
+            assert!(!rationale.contains("P(holds)"), "{rationale}");
+        }
+        // (A claim job decides these scores by the claim's rule: not supported, as `decide`
+        // said above.)
+    }
+    assert!(
+        BuiltinWeights::Qwen25Coder15b.weights().answer.is_some(),
+        "the 1.5B's file has an answer model"
+    );
 }
 
 #[test]
@@ -788,7 +810,8 @@ fn an_answers_sentence_judged_on_chunks_of_a_document_is_decided_by_the_chunks_t
     assert!(document.len() > 1_200, "{}", document.len());
     let corpus = IndexedCorpus::new(Corpus::from_pairs([("article", document.as_str())]).unwrap());
     // The answer's one sentence with every chunk asked scoring `p` (the prior 0.5): the
-    // sentence's status and its confidence (`P(supported)` when supported).
+    // sentence's status and its confidence (its support when supported: `P(holds)` with the
+    // weights' answer model).
     let check = |p: f64| {
         let config = json!({"kind": "answer", "answer": CLAIM, "corpus": corpus.id(),
             "assess": "verifier"});
@@ -801,14 +824,14 @@ fn an_answers_sentence_judged_on_chunks_of_a_document_is_decided_by_the_chunks_t
         assert!(chunked >= 3, "the prior and the document's chunks are asked: {report}");
         (sentence["status"].as_str().unwrap_or_default().to_owned(), sentence["confidence"].clone())
     };
-    // The lowest score at which the sentence holds: its `P(supported)` reaches the chunks'
-    // threshold and stays under the passages' one, so only the chunks' threshold let it hold.
+    // The lowest score at which the sentence holds: its support reaches the chunks' threshold
+    // and stays under the passages' one, so only the chunks' threshold let it hold.
     let lowest = (1..100)
         .map(|i| f64::from(i) / 100.0)
         .find(|&p| check(p).0 == "supported")
         .expect("a high enough score supports the sentence");
     let (_, confidence) = check(lowest);
-    let p_supported = confidence.as_f64().unwrap();
-    assert!(p_supported >= in_chunk, "{p_supported} under {in_chunk}");
-    assert!(p_supported < whole, "{p_supported} is not under the passages' {whole}");
+    let support = confidence.as_f64().unwrap();
+    assert!(support >= in_chunk, "{support} under {in_chunk}");
+    assert!(support < whole, "{support} is not under the passages' {whole}");
 }

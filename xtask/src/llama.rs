@@ -368,6 +368,12 @@ pub fn fit(args: &[String]) -> Result {
     if model == Model::SmolLm2 {
         return Err("the verifier route's weights are fitted for qwen0.5 or qwen1.5".to_owned());
     }
+    // The 0.5B's answers are decided on P(supported), without an answer model: on the dev
+    // claims it gained nothing over passages and lost on documents (docs/BENCHMARKS.md). A
+    // flag given after `--` says otherwise.
+    if model == Model::Qwen05 && !extra.iter().any(|arg| arg == "--answer-features") {
+        extra.extend(["--answer-features".to_owned(), "none".to_owned()]);
+    }
     // The server only when the model must be asked.
     let server = if scores.is_file() { None } else { Some(start_with(model, None)?) };
     let config = folder.join("provider.json");

@@ -528,11 +528,12 @@ impl ClaimCheck {
             self.asked.iter().any(|a| a.reading.source != verifier::ScoreSource::Probabilities);
         let best = decision.best.and_then(|i| passages[i].score);
         let rationale = format!(
-            "Verifier route: P(supported) {:.2}, P(contradicted) {:.2}, P(insufficient) {:.2}; \
+            "Verifier route: P(supported) {:.2}, P(contradicted) {:.2}, P(insufficient) {:.2}{}; \
              best passage S {}{}{}.",
             decision.probabilities.supported,
             decision.probabilities.contradicted,
             decision.probabilities.insufficient,
+            decision.holds.map_or_else(String::new, |p| format!(", as a sentence P(holds) {p:.2}")),
             best.map_or_else(|| "unknown".to_owned(), |s| format!("{s:.2}")),
             prior.map_or_else(String::new, |s0| format!(", without a document {s0:.2}")),
             if fallback {
@@ -552,6 +553,7 @@ impl ClaimCheck {
             questions: self.asked.clone(),
             features: decision.features,
             probabilities: decision.probabilities,
+            holds: decision.holds,
             fallback,
             fitted: weights.fitted,
         });

@@ -51,15 +51,16 @@ pub struct Thresholds {
     /// nothing).
     #[serde(default)]
     pub topic_overlap: f64,
-    /// `P(supported)` a sentence of an answer needs for `supported` ([`Rule::AnswerSentence`]),
-    /// whether or not another class is more probable. An answer is faithful only when every
+    /// The support a sentence of an answer needs for `supported` ([`Rule::AnswerSentence`]),
+    /// whether or not another class is more probable: `P(holds)` with an answer model
+    /// ([`VerifierWeights::answer`]), else `P(supported)`. An answer is faithful only when every
     /// sentence holds, so a claim's most-probable-class rule compounds its misses over the
     /// sentences; this threshold is fitted on answers composed from dev claims (`cargo xtask
     /// fit`). Absent: a sentence is decided as a claim is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_supported: Option<f64>,
-    /// `P(supported)` a sentence of an answer needs when it was judged on chunks of a longer
-    /// passage (a document: [`Rule::AnswerSentenceInChunk`]). A model's `S` for a sentence
+    /// The support (as for [`Thresholds::answer_supported`]) a sentence of an answer needs
+    /// when it was judged on chunks of a longer passage (a document: [`Rule::AnswerSentenceInChunk`]). A model's `S` for a sentence
     /// read among others is lower than for the sentence alone, so the threshold fitted on
     /// passages of a sentence or two misses supported sentences of a document; this one is
     /// fitted with the same weights on dev claims set inside documents (`cargo xtask fit
@@ -85,6 +86,13 @@ pub struct VerifierWeights {
     pub classes: Classes,
     /// The decision thresholds.
     pub thresholds: Thresholds,
+    /// The model of an answer's sentence: the log-odds that it holds rather than is
+    /// contradicted, `bias + weights · x`, fitted on the supported and contradicted dev claims
+    /// alone (an answer is hallucinated by a wrong sentence, not by one the corpus is silent
+    /// about). With it, `answerSupported` and `answerSupportedInChunk` are thresholds on its
+    /// probability, `P(holds)`; without it (files fitted before), on `P(supported)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Linear>,
     /// `S` is clamped to `[scoreClamp, 1 - scoreClamp]` before its logit.
     pub score_clamp: f64,
 }
@@ -98,6 +106,16 @@ impl VerifierWeights {
         let weights: Self = serde_json::from_str(text).map_err(|e| e.to_string())?;
         weights.check()?;
         Ok(weights)
+    }
+
+    /// `P(holds)` of a sentence with these features: the answer model's probability that it
+    /// holds rather than is contradicted ([`VerifierWeights::answer`]); `None` without one.
+    #[must_use]
+    pub fn holds(&self, features: &Features) -> Option<f64> {
+        let answer = self.answer.as_ref()?;
+        let z = answer.bias
+            + answer.weights.iter().zip(features.to_array()).map(|(w, v)| w * v).sum::<f64>();
+        Some(if z >= 0.0 { 1.0 / (1.0 + (-z).exp()) } else { z.exp() / (1.0 + z.exp()) })
     }
 
     /// The default weights compiled in ([`BuiltinWeights::default`]).
@@ -117,7 +135,10 @@ impl VerifierWeights {
             ("supported", &self.classes.supported),
             ("contradicted", &self.classes.contradicted),
             ("insufficient", &self.classes.insufficient),
-        ] {
+        ]
+        .into_iter()
+        .chain(self.answer.as_ref().map(|answer| ("answer", answer)))
+        {
             if class.weights.len() != FEATURES.len() {
                 return Err(format!("{name} has {} weights, not 5", class.weights.len()));
             }
@@ -205,6 +226,11 @@ pub struct Decision {
     pub confidence: f64,
     /// The class probabilities.
     pub probabilities: ClassProbabilities,
+    /// `P(holds)`, the weights' answer model's probability that the sentence holds rather
+    /// than is contradicted ([`VerifierWeights::answer`]): present when an answer's rule
+    /// decided by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holds: Option<f64>,
     /// The features.
     pub features: Features,
     /// The passages that decided (indices into the passages given), each once, in order;
@@ -335,8 +361,9 @@ pub enum Rule {
     #[default]
     Claim,
     /// A sentence (or one of its claims) of an answer: `supported` from the weights'
-    /// `answerSupported` threshold when they have one ([`Thresholds::answer_supported`]),
-    /// otherwise as a claim.
+    /// `answerSupported` threshold when they have one ([`Thresholds::answer_supported`]), on
+    /// `P(holds)` when they have an answer model ([`VerifierWeights::answer`]) and on
+    /// `P(supported)` otherwise; without the threshold, as a claim.
     AnswerSentence,
     /// A sentence of an answer judged on chunks of a longer passage (a document):
     /// `supported` from `answerSupportedInChunk` when the weights have one
@@ -389,12 +416,15 @@ pub fn decide_by(
         Rule::AnswerSentence => t.answer_supported,
         Rule::AnswerSentenceInChunk => t.answer_supported_in_chunk.or(t.answer_supported),
     };
-    let supported = match answer_threshold {
-        Some(at) => p_sup >= at,
-        None => p_sup >= p_con && p_sup >= p_ins && p_sup >= t.supported,
+    // The answer model's P(holds), when an answer's threshold is read on it.
+    let holds = answer_threshold.and_then(|_| weights.holds(&features));
+    let supported = match (answer_threshold, holds) {
+        (Some(at), Some(p)) => p >= at,
+        (Some(at), None) => p_sup >= at,
+        (None, _) => p_sup >= p_con && p_sup >= p_ins && p_sup >= t.supported,
     };
     let (verdict, confidence) = if supported {
-        (Verdict::Supported, p_sup)
+        (Verdict::Supported, holds.unwrap_or(p_sup))
     } else if p_con > p_sup
         && p_con >= p_ins
         && p_con >= t.contradicted
@@ -428,5 +458,5 @@ pub fn decide_by(
         (verdict, confidence)
     };
     let confidence = if confidence.is_finite() { confidence.clamp(0.0, 1.0) } else { 0.0 };
-    Decision { verdict, confidence, probabilities, features, cited, best, topic }
+    Decision { verdict, confidence, probabilities, holds, features, cited, best, topic }
 }

@@ -18,13 +18,22 @@ use verity_restate::summary::{LABELS, Row};
 use verity_tests::cli::{block_on, provider_name, read_provider, transport};
 
 const USAGE: &str = "usage: fit CLAIMS.jsonl --provider CONFIG.json [--scores FILE.jsonl] \
-                     [--out WEIGHTS.json] [--base WEIGHTS.json] [--model NAME] [--features NAME,...] [--l2 X] \
-                     [--thresholds argmax|grid] [--topic-overlap X] [--chunked-answers]";
+                     [--out WEIGHTS.json] [--base WEIGHTS.json] [--model NAME] [--features NAME,...] [--answer-features NAME,...|none] [--l2 X] \
+                     [--thresholds argmax|grid] [--topic-overlap X] [--chunked-answers] [--dump FILE.jsonl]";
 
 /// The features fitted when `--features` does not say: the calibrated score of the best
 /// passage and the two lexical features of the topic passage (the others added nothing
 /// cross-validated on dev; docs/BENCHMARKS.md).
 const DEFAULT_FEATURES: &str = "calibratedMaxS,overlap,missingNumbers";
+
+/// The features of the answer model when `--answer-features` does not say: the calibrated
+/// score of the best passage alone, so `P(holds)` orders sentences as the model's judgement
+/// does. `overlap` tells supported and contradicted claims alike from a claim the corpus is
+/// silent about, which is the claim model's task; `missingNumbers` took opposite signs for
+/// the two models on the dev claims (VitaminC's supported claims often round the passage's
+/// number), a quirk of this data that would reward an invented number elsewhere
+/// (docs/BENCHMARKS.md).
+const DEFAULT_ANSWER_FEATURES: &str = "calibratedMaxS";
 
 struct Options {
     claims: String,
@@ -38,6 +47,9 @@ struct Options {
     model: String,
     /// Which of [`FEATURES`] the classes use (the others get weight 0).
     features: [bool; 5],
+    /// Which of them the answer model uses ([`VerifierWeights::answer`]); none: no answer
+    /// model (`answerSupported` is then a threshold on `P(supported)`).
+    answer_features: [bool; 5],
     l2: f64,
     /// Whether the `supported` and `contradicted` thresholds are chosen on a grid (else 0:
     /// the most probable class).
@@ -47,6 +59,9 @@ struct Options {
     /// Fit only `answerSupportedInChunk`, with the base weights as they are
     /// ([`chunked_answers`]).
     chunked_answers: bool,
+    /// Where each claim's features, class and scores are written, one JSON line a claim
+    /// (for looking at the data outside the fit).
+    dump: Option<String>,
 }
 
 fn feature_mask(list: &str) -> Result<[bool; 5], String> {
@@ -70,10 +85,12 @@ fn parse_args() -> Result<Options, String> {
         base: None,
         model: "an unnamed model".to_owned(),
         features: feature_mask(DEFAULT_FEATURES)?,
+        answer_features: feature_mask(DEFAULT_ANSWER_FEATURES)?,
         l2: 0.01,
         grid: false,
         topic_overlap: 0.3,
         chunked_answers: false,
+        dump: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -82,10 +99,17 @@ fn parse_args() -> Result<Options, String> {
             "--provider" => options.provider = Some(value()?),
             "--scores" => options.scores = Some(value()?),
             "--chunked-answers" => options.chunked_answers = true,
+            "--dump" => options.dump = Some(value()?),
             "--out" => options.out = Some(value()?),
             "--base" => options.base = Some(value()?),
             "--model" => options.model = value()?,
             "--features" => options.features = feature_mask(&value()?)?,
+            "--answer-features" => {
+                options.answer_features = match value()?.as_str() {
+                    "none" => [false; 5],
+                    list => feature_mask(list)?,
+                }
+            }
             "--thresholds" => {
                 options.grid = match value()?.as_str() {
                     "argmax" => false,
@@ -192,26 +216,53 @@ fn run() -> Result<(), String> {
             (features.to_array(), class, judged)
         })
         .collect();
+    if let Some(path) = &options.dump {
+        let lines: Vec<String> = scored
+            .iter()
+            .zip(&data)
+            .map(|(row, (x, class, judged))| {
+                json!({"id": row.id, "claim": row.claim, "label": LABELS[*class],
+                    "features": x, "judged": judged, "prior": row.prior,
+                    "passages": row.passages})
+                .to_string()
+            })
+            .collect();
+        std::fs::write(path, lines.join("\n") + "\n").map_err(|e| format!("{path}: {e}"))?;
+    }
     let fitted = fit(&data, &options);
     // Cross-validation: five folds by position (the dev file interleaves labels).
     let mut predicted = vec![0; data.len()];
-    // Each claim's P(supported) from the fold that did not see it (0 when no passage was
-    // judged: such a claim is never supported).
+    // Each claim's support as an answer's sentence (P(holds), or P(supported) without an
+    // answer model) from the fold that did not see it (0 when no passage was judged: such a
+    // claim is never supported).
     let mut held_out_support = vec![0.0; data.len()];
+    // Whether it reaches the answer's threshold chosen on the other folds alone: the figure
+    // for answers whose claims neither the weights nor the threshold saw.
+    let mut held_out_passes = vec![false; data.len()];
+    let truth: Vec<usize> = data.iter().map(|(_, class, _)| *class).collect();
     for fold in 0..5 {
-        let train: Vec<Datum> =
-            data.iter().enumerate().filter(|(i, _)| i % 5 != fold).map(|(_, d)| *d).collect();
-        let model = fit(&train, &options);
-        for (i, datum) in data.iter().enumerate().filter(|(i, _)| i % 5 == fold) {
-            predicted[i] = model.predict(datum);
-            held_out_support[i] = if datum.2 { model.probabilities(&datum.0)[0] } else { 0.0 };
+        let (train, test): (Vec<usize>, Vec<usize>) = (0..data.len()).partition(|i| i % 5 != fold);
+        let model = fit(&train.iter().map(|&i| data[i]).collect::<Vec<_>>(), &options);
+        let (train_truth, train_predicted, train_support): (Vec<usize>, Vec<usize>, Vec<f64>) =
+            train
+                .iter()
+                .map(|&i| (truth[i], model.predict(&data[i]), model.sentence_support(&data[i])))
+                .collect();
+        let at =
+            answer_threshold(&train_truth, &train_predicted, &train_support)["answerSupported"]
+                .as_f64()
+                .unwrap_or(0.5);
+        for i in test {
+            predicted[i] = model.predict(&data[i]);
+            held_out_support[i] = model.sentence_support(&data[i]);
+            held_out_passes[i] = held_out_support[i] >= at;
         }
     }
-    let truth: Vec<usize> = data.iter().map(|(_, class, _)| *class).collect();
     let in_sample: Vec<usize> = data.iter().map(|datum| fitted.predict(datum)).collect();
     let cv = figures(&truth, &predicted);
     let fit_figures = figures(&truth, &in_sample);
-    let answers = answer_threshold(&truth, &predicted, &held_out_support);
+    let mut answers = answer_threshold(&truth, &predicted, &held_out_support);
+    answers["held_out_threshold"] = answer_figures(&truth, &|i| held_out_passes[i]);
     let mut fitted = fitted;
     fitted.answer_supported = answers["answerSupported"].as_f64();
     // The decisions the route makes, through the core's own `decide` (a claim's rule and an
@@ -374,6 +425,8 @@ impl<T: Transport> Transport for Probes<T> {
 struct Fitted {
     supported: Linear,
     contradicted: Linear,
+    /// The answer model ([`VerifierWeights::answer`]).
+    answer: Option<Linear>,
     /// `supported`, `contradicted`, `topicOverlap`.
     thresholds: (f64, f64, f64),
     /// `answerSupported` ([`answer_threshold`]).
@@ -395,11 +448,26 @@ impl Fitted {
         if *judged { classify(self.probabilities(x), x[2], self.thresholds) } else { 2 }
     }
 
-    /// Whether `decide` by the answer's rule says `supported` (a passage judged, and
-    /// `P(supported)` at the answer's threshold; the claim's rule without one).
+    /// What an answer's threshold is read on: `P(holds)` with an answer model, else
+    /// `P(supported)`; 0 when no passage was judged (such a sentence is never supported).
+    fn sentence_support(&self, (x, _, judged): &Datum) -> f64 {
+        if !*judged {
+            return 0.0;
+        }
+        match &self.answer {
+            Some(answer) => {
+                let z = answer.bias + answer.weights.iter().zip(x).map(|(w, v)| w * v).sum::<f64>();
+                if z >= 0.0 { 1.0 / (1.0 + (-z).exp()) } else { z.exp() / (1.0 + z.exp()) }
+            }
+            None => self.probabilities(x)[0],
+        }
+    }
+
+    /// Whether `decide` by the answer's rule says `supported` (a passage judged, and its
+    /// support at the answer's threshold; the claim's rule without one).
     fn sentence_supported(&self, datum: &Datum) -> bool {
         match self.answer_supported {
-            Some(at) => datum.2 && self.probabilities(&datum.0)[0] >= at,
+            Some(at) => self.sentence_support(datum) >= at,
             None => self.predict(datum) == 0,
         }
     }
@@ -428,6 +496,7 @@ impl Fitted {
             // Fitted with the weights this fit replaces: `--chunked-answers` fits it again.
             answer_supported_in_chunk: None,
         };
+        weights.answer = self.answer.clone();
         let used: Vec<&str> = FEATURES
             .iter()
             .zip(options.features)
@@ -437,10 +506,11 @@ impl Fitted {
         weights.note = format!(
             "Fitted by `cargo xtask fit` on {claims} claims of {} with {}'s scores (multinomial \
              logistic regression on {}, L2 {}; {}; contradicted needs a topic overlap of {}). \
-             5-fold cross-validated on those dev claims: {cv}. answerSupported: the \
-             P(supported) an answer's sentence needs, chosen for answers of three dev claims \
-             (faithful: three supported; hallucinated: two supported and one contradicted) on \
-             the cross-validated probabilities: {answers}.",
+             5-fold cross-validated on those dev claims: {cv}. {}answerSupported: the \
+             {} an answer's sentence needs, chosen for answers of three dev claims (faithful: \
+             three supported; hallucinated: two supported and one contradicted) on the \
+             cross-validated probabilities (held_out_threshold: with the threshold also chosen \
+             on the other folds): {answers}.",
             options.claims.rsplit('/').next().unwrap_or(&options.claims),
             options.model,
             used.join(", "),
@@ -452,6 +522,23 @@ impl Fitted {
                 "the most probable class"
             },
             options.topic_overlap,
+            if self.answer.is_some() {
+                let used: Vec<&str> = FEATURES
+                    .iter()
+                    .zip(options.answer_features)
+                    .filter(|(_, used)| *used)
+                    .map(|(name, _)| *name)
+                    .collect();
+                format!(
+                    "answer: a logistic regression of the supported claims against the \
+                     contradicted ones on {}, L2 {}. ",
+                    used.join(", "),
+                    options.l2
+                )
+            } else {
+                String::new()
+            },
+            if self.answer.is_some() { "P(holds)" } else { "P(supported)" },
         );
         weights
     }
@@ -485,64 +572,22 @@ type Datum = ([f64; 5], usize, bool);
 
 /// Fits the regression and the thresholds on `data`.
 fn fit(data: &[Datum], options: &Options) -> Fitted {
-    let n = data.len().max(1);
-    #[allow(clippy::cast_precision_loss)]
-    let count = n as f64;
-    // Standardised features: the descent converges alike for every feature's scale.
-    let mut mean = [0.0; 5];
-    let mut sd = [0.0; 5];
-    for (x, ..) in data {
-        for j in 0..5 {
-            mean[j] += x[j] / count;
-        }
-    }
-    for (x, ..) in data {
-        for j in 0..5 {
-            sd[j] += (x[j] - mean[j]).powi(2) / count;
-        }
-    }
-    let sd = sd.map(|v| if v.sqrt() > 1e-9 { v.sqrt() } else { 1.0 });
-    let allowed = |_class: usize, j: usize| options.features[j];
-    let mut w = [[0.0f64; 5]; 2];
-    let mut b = [0.0f64; 2];
-    let rate = 0.5;
-    for _ in 0..3000 {
-        let mut gw = [[0.0f64; 5]; 2];
-        let mut gb = [0.0f64; 2];
-        for (x, class, _) in data {
-            let s: [f64; 5] = std::array::from_fn(|j| (x[j] - mean[j]) / sd[j]);
-            let z = |c: usize| b[c] + (0..5).map(|j| w[c][j] * s[j]).sum::<f64>();
-            let p = softmax([z(0), z(1), 0.0]);
-            for c in 0..2 {
-                let error = p[c] - f64::from(u8::from(*class == c));
-                gb[c] += error / count;
-                for j in 0..5 {
-                    gw[c][j] += error * s[j] / count;
-                }
-            }
-        }
-        for c in 0..2 {
-            b[c] -= rate * gb[c];
-            for j in 0..5 {
-                w[c][j] = if allowed(c, j) {
-                    w[c][j] - rate * (gw[c][j] + options.l2 * w[c][j])
-                } else {
-                    0.0
-                };
-            }
-        }
-    }
-    // Back to the raw features' units: w·(x − m)/sd + b = (w/sd)·x + (b − Σ w m / sd).
-    let raw = |c: usize| Linear {
-        bias: b[c] - (0..5).map(|j| w[c][j] * mean[j] / sd[j]).sum::<f64>(),
-        weights: (0..5).map(|j| w[c][j] / sd[j]).collect(),
-    };
+    let points: Vec<([f64; 5], usize)> = data.iter().map(|(x, class, _)| (*x, *class)).collect();
+    let classes = regression(&points, 2, options.features, options.l2);
+    // The answer model: supported (0) against contradicted (1, the reference), the claims the
+    // corpus is silent about left out.
+    let answer = options.answer_features.contains(&true).then(|| {
+        let points: Vec<([f64; 5], usize)> =
+            points.iter().filter(|(_, class)| *class < 2).copied().collect();
+        round_linear(&regression(&points, 1, options.answer_features, options.l2)[0])
+    });
     // Rounded as the weights file keeps them, before anything is predicted with them: the
     // fitted model is exactly the one `decide` reads back (a claim at a threshold would
     // otherwise go either way).
     let mut fitted = Fitted {
-        supported: round_linear(&raw(0)),
-        contradicted: round_linear(&raw(1)),
+        supported: round_linear(&classes[0]),
+        contradicted: round_linear(&classes[1]),
+        answer,
         thresholds: (0.0, 0.0, options.topic_overlap),
         answer_supported: None,
     };
@@ -580,6 +625,71 @@ fn fit(data: &[Datum], options: &Options) -> Fitted {
     fitted
 }
 
+/// A multinomial logistic regression of `points` (features, class) over `classes` classes
+/// and a reference class (class index `classes`, its score fixed at 0), on the features
+/// `used` with an L2 penalty `l2`, by gradient descent on standardised features: each class's
+/// linear score in the raw features' units.
+fn regression(
+    points: &[([f64; 5], usize)],
+    classes: usize,
+    used: [bool; 5],
+    l2: f64,
+) -> Vec<Linear> {
+    let n = points.len().max(1);
+    #[allow(clippy::cast_precision_loss)]
+    let count = n as f64;
+    // Standardised features: the descent converges alike for every feature's scale.
+    let mut mean = [0.0; 5];
+    let mut sd = [0.0; 5];
+    for (x, _) in points {
+        for j in 0..5 {
+            mean[j] += x[j] / count;
+        }
+    }
+    for (x, _) in points {
+        for j in 0..5 {
+            sd[j] += (x[j] - mean[j]).powi(2) / count;
+        }
+    }
+    let sd = sd.map(|v| if v.sqrt() > 1e-9 { v.sqrt() } else { 1.0 });
+    let mut w = vec![[0.0f64; 5]; classes];
+    let mut b = vec![0.0f64; classes];
+    let rate = 0.5;
+    for _ in 0..3000 {
+        let mut gw = vec![[0.0f64; 5]; classes];
+        let mut gb = vec![0.0f64; classes];
+        for (x, class) in points {
+            let s: [f64; 5] = std::array::from_fn(|j| (x[j] - mean[j]) / sd[j]);
+            let z: Vec<f64> = (0..classes)
+                .map(|c| b[c] + (0..5).map(|j| w[c][j] * s[j]).sum::<f64>())
+                .chain([0.0])
+                .collect();
+            let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = z.iter().map(|v| (v - max).exp()).sum();
+            for c in 0..classes {
+                let error = (z[c] - max).exp() / total - f64::from(u8::from(*class == c));
+                gb[c] += error / count;
+                for j in 0..5 {
+                    gw[c][j] += error * s[j] / count;
+                }
+            }
+        }
+        for c in 0..classes {
+            b[c] -= rate * gb[c];
+            for j in 0..5 {
+                w[c][j] = if used[j] { w[c][j] - rate * (gw[c][j] + l2 * w[c][j]) } else { 0.0 };
+            }
+        }
+    }
+    // Back to the raw features' units: w·(x − m)/sd + b = (w/sd)·x + (b − Σ w m / sd).
+    (0..classes)
+        .map(|c| Linear {
+            bias: b[c] - (0..5).map(|j| w[c][j] * mean[j] / sd[j]).sum::<f64>(),
+            weights: (0..5).map(|j| w[c][j] / sd[j]).collect(),
+        })
+        .collect()
+}
+
 /// `--chunked-answers`: the `P(supported)` an answer's sentence needs when it was judged on
 /// chunks of a longer passage (`answerSupportedInChunk`), for the base weights as they are.
 /// Each claim judged on chunks (dev claims set inside documents: `compose-documents`) is
@@ -605,8 +715,13 @@ fn chunked_answers(
         let verdict = serde_json::to_value(decision.verdict).unwrap_or(Value::Null);
         truth.push(LABELS.iter().position(|label| *label == row.label).unwrap_or(2));
         predicted.push(LABELS.iter().position(|label| json!(label) == verdict).unwrap_or(2));
-        // A sentence no judged passage stands behind is never supported.
-        support.push(if decision.best.is_some() { decision.probabilities.supported } else { 0.0 });
+        // A sentence no judged passage stands behind is never supported; the threshold is read
+        // on the answer model's P(holds) when the weights have one.
+        support.push(if decision.best.is_some() {
+            base.holds(&decision.features).unwrap_or(decision.probabilities.supported)
+        } else {
+            0.0
+        });
     }
     let answers = answer_threshold(&truth, &predicted, &support);
     let at = answers["answerSupported"].as_f64();
@@ -624,9 +739,10 @@ fn chunked_answers(
     }
     let kept = weights.note.split(" answerSupportedInChunk:").next().unwrap_or_default();
     weights.note = format!(
-        "{kept} answerSupportedInChunk: the P(supported) an answer's sentence needs when judged \
+        "{kept} answerSupportedInChunk: the {} an answer's sentence needs when judged \
          on chunks of a longer passage, chosen the same way on {} claims of {} set inside \
          documents, with these weights: {answers}.",
+        if weights.answer.is_some() { "P(holds)" } else { "P(supported)" },
         rows.len(),
         options.claims.rsplit('/').next().unwrap_or(&options.claims),
     );
@@ -654,7 +770,27 @@ fn chunked_answers(
 /// hallucinated ones `1 − a²b`. Also says what the claim's rule (`predicted`) gives, and the
 /// figure when the wrong claim is an `insufficient` one (an invented detail) instead.
 fn answer_threshold(truth: &[usize], predicted: &[usize], support: &[f64]) -> Value {
-    let share = |class: usize, holds: &dyn Fn(usize) -> bool| {
+    let mut best: Option<(f64, f64)> = None;
+    for step in 1..100 {
+        let at = f64::from(step) / 100.0;
+        let goal = answer_balanced(truth, &|i| support[i] >= at).0;
+        if best.is_none_or(|(b, _)| goal > b + 1e-12) {
+            best = Some((goal, at));
+        }
+    }
+    let at = best.map_or(0.5, |(_, at)| at);
+    json!({
+        "answerSupported": at,
+        "sentence_rule": answer_figures(truth, &|i| support[i] >= at),
+        "claim_rule": answer_figures(truth, &|i| predicted[i] == 0),
+    })
+}
+
+/// The expected balanced accuracy over composed answers (see [`answer_threshold`]) when the
+/// claims for which `holds` is true are the sentences judged supported, with the shares it
+/// comes from: (balanced accuracy, `a` supported claims, `b` contradicted, `c` insufficient).
+fn answer_balanced(truth: &[usize], holds: &dyn Fn(usize) -> bool) -> (f64, f64, f64, f64) {
+    let share = |class: usize| {
         let all: Vec<usize> = (0..truth.len()).filter(|&i| truth[i] == class).collect();
         #[allow(clippy::cast_precision_loss)]
         if all.is_empty() {
@@ -663,34 +799,20 @@ fn answer_threshold(truth: &[usize], predicted: &[usize], support: &[f64]) -> Va
             all.iter().filter(|&&i| holds(i)).count() as f64 / all.len() as f64
         }
     };
-    let balanced = |a: f64, b: f64| (a.powi(3) + 1.0 - a * a * b) / 2.0;
+    let (a, b, c) = (share(0), share(1), share(2));
+    ((a.powi(3) + 1.0 - a * a * b) / 2.0, a, b, c)
+}
+
+/// [`answer_balanced`] as the fit prints it: the balanced accuracy, the recall of each kind
+/// of answer, and the balanced accuracy when the wrong claim is an `insufficient` one (an
+/// invented detail) instead.
+fn answer_figures(truth: &[usize], holds: &dyn Fn(usize) -> bool) -> Value {
+    let (balanced, a, b, c) = answer_balanced(truth, holds);
     let round = |x: f64| (x * 10_000.0).round() / 10_000.0;
-    let describe = |a: f64, b: f64, c: f64| {
-        json!({
-            "balanced_accuracy": round(balanced(a, b)),
-            "recall": {"faithful": round(a.powi(3)), "hallucinated": round(1.0 - a * a * b)},
-            "balanced_accuracy_insufficient_detail": round(balanced(a, c)),
-        })
-    };
-    let claim_rule = {
-        let supported = |class| share(class, &|i| predicted[i] == 0);
-        describe(supported(0), supported(1), supported(2))
-    };
-    let mut best: Option<(f64, f64)> = None;
-    for step in 1..100 {
-        let at = f64::from(step) / 100.0;
-        let supported = |class| share(class, &|i| support[i] >= at);
-        let goal = balanced(supported(0), supported(1));
-        if best.is_none_or(|(b, _)| goal > b + 1e-12) {
-            best = Some((goal, at));
-        }
-    }
-    let at = best.map_or(0.5, |(_, at)| at);
-    let supported = |class| share(class, &|i| support[i] >= at);
     json!({
-        "answerSupported": at,
-        "sentence_rule": describe(supported(0), supported(1), supported(2)),
-        "claim_rule": claim_rule,
+        "balanced_accuracy": round(balanced),
+        "recall": {"faithful": round(a.powi(3)), "hallucinated": round(1.0 - a * a * b)},
+        "balanced_accuracy_insufficient_detail": round((a.powi(3) + 1.0 - a * a * c) / 2.0),
     })
 }
 
