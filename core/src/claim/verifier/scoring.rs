@@ -60,9 +60,10 @@ pub struct Thresholds {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_supported: Option<f64>,
     /// The support (as for [`Thresholds::answer_supported`]) a sentence of an answer needs
-    /// when it was judged on chunks of a longer passage (a document: [`Rule::AnswerSentenceInChunk`]). A model's `S` for a sentence
-    /// read among others is lower than for the sentence alone, so the threshold fitted on
-    /// passages of a sentence or two misses supported sentences of a document; this one is
+    /// when it was judged on chunks of a longer passage (a document:
+    /// [`Rule::AnswerSentenceInChunk`]). A model's `S` for a sentence read among others is
+    /// lower than for the sentence alone, so the threshold fitted on passages of a sentence
+    /// or two misses supported sentences of a document; this one is
     /// fitted with the same weights on dev claims set inside documents (`cargo xtask fit
     /// --chunked-answers`). Absent: [`Thresholds::answer_supported`] holds there too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
