@@ -447,6 +447,10 @@ mod tests {
         FirstToken { sampled, top }
     }
 
+    /// The claim and its passage of the tests of an answer's rules.
+    const FERRY: &str = "The river ferry ran until 1966.";
+    const FERRY_PASSAGE: &str = "The river ferry ran until 1966, when the bridge opened.";
+
     /// The hand-set weights the route began with: the tests of `decide`'s rules use them, so
     /// they hold whatever a refit writes into the repository's file.
     fn placeholder() -> VerifierWeights {
@@ -867,8 +871,7 @@ mod tests {
 
     #[test]
     fn an_answers_sentence_is_supported_from_the_answers_threshold() {
-        let claim = "The river ferry ran until 1966.";
-        let passage = "The river ferry ran until 1966, when the bridge opened.";
+        let (claim, passage) = (FERRY, FERRY_PASSAGE);
         let mut weights = placeholder();
         // A score where `supported` is not the most probable class.
         let passages = scored(&[(passage, Some(0.4))]);
@@ -900,8 +903,7 @@ mod tests {
 
     #[test]
     fn a_sentence_judged_on_chunks_takes_the_chunks_threshold_or_else_the_answers() {
-        let claim = "The river ferry ran until 1966.";
-        let passage = "The river ferry ran until 1966, when the bridge opened.";
+        let (claim, passage) = (FERRY, FERRY_PASSAGE);
         let mut weights = placeholder();
         let passages = scored(&[(passage, Some(0.4))]);
         let p = decide(claim, &passages, None, &weights).probabilities;
@@ -930,8 +932,7 @@ mod tests {
 
     #[test]
     fn an_answers_sentence_is_decided_on_the_answer_models_p_holds_when_the_weights_have_one() {
-        let claim = "The river ferry ran until 1966.";
-        let passage = "The river ferry ran until 1966, when the bridge opened.";
+        let (claim, passage) = (FERRY, FERRY_PASSAGE);
         let mut weights = placeholder();
         let passages = scored(&[(passage, Some(0.4))]);
         let as_claim = decide(claim, &passages, None, &weights);

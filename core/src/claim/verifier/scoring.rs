@@ -24,6 +24,22 @@ pub struct Linear {
     pub weights: Vec<f64>,
 }
 
+impl Linear {
+    /// `bias + weights · x`, `x` in [`FEATURES`] order.
+    #[must_use]
+    pub fn score(&self, x: &[f64; 5]) -> f64 {
+        self.bias + self.weights.iter().zip(x).map(|(w, v)| w * v).sum::<f64>()
+    }
+
+    /// The logistic of [`Linear::score`]: the probability of a two-class model whose
+    /// reference class scores 0 (as the answer model, [`VerifierWeights::answer`]).
+    #[must_use]
+    pub fn probability(&self, x: &[f64; 5]) -> f64 {
+        let z = self.score(x);
+        if z >= 0.0 { 1.0 / (1.0 + (-z).exp()) } else { z.exp() / (1.0 + z.exp()) }
+    }
+}
+
 /// The three classes' linear scores.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,10 +129,7 @@ impl VerifierWeights {
     /// holds rather than is contradicted ([`VerifierWeights::answer`]); `None` without one.
     #[must_use]
     pub fn holds(&self, features: &Features) -> Option<f64> {
-        let answer = self.answer.as_ref()?;
-        let z = answer.bias
-            + answer.weights.iter().zip(features.to_array()).map(|(w, v)| w * v).sum::<f64>();
-        Some(if z >= 0.0 { 1.0 / (1.0 + (-z).exp()) } else { z.exp() / (1.0 + z.exp()) })
+        Some(self.answer.as_ref()?.probability(&features.to_array()))
     }
 
     /// The default weights compiled in ([`BuiltinWeights::default`]).
@@ -397,10 +410,12 @@ pub fn decide_by(
 ) -> Decision {
     let (features, best, topic) = features(claim, passages, prior, weights);
     let x = features.to_array();
-    let z =
-        |class: &Linear| class.bias + class.weights.iter().zip(x).map(|(w, v)| w * v).sum::<f64>();
     let classes = &weights.classes;
-    let scores = [z(&classes.supported), z(&classes.contradicted), z(&classes.insufficient)];
+    let scores = [
+        classes.supported.score(&x),
+        classes.contradicted.score(&x),
+        classes.insufficient.score(&x),
+    ];
     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let exp: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
     let total: f64 = exp.iter().sum();

@@ -64,6 +64,13 @@ struct Options {
     dump: Option<String>,
 }
 
+/// The names of the features `mask` uses, joined with ", " (the inverse of [`feature_mask`]).
+fn feature_names(mask: [bool; 5]) -> String {
+    let used: Vec<&str> =
+        FEATURES.iter().zip(mask).filter(|(_, used)| *used).map(|(name, _)| *name).collect();
+    used.join(", ")
+}
+
 fn feature_mask(list: &str) -> Result<[bool; 5], String> {
     let mut mask = [false; 5];
     for name in list.split(',').map(str::trim) {
@@ -435,10 +442,7 @@ struct Fitted {
 
 impl Fitted {
     fn probabilities(&self, x: &[f64; 5]) -> [f64; 3] {
-        let z = |class: &Linear| {
-            class.bias + class.weights.iter().zip(x).map(|(w, v)| w * v).sum::<f64>()
-        };
-        softmax([z(&self.supported), z(&self.contradicted), 0.0])
+        softmax([self.supported.score(x), self.contradicted.score(x), 0.0])
     }
 
     /// The verdict `decide` gives: supported when its probability reaches its threshold and
@@ -455,10 +459,7 @@ impl Fitted {
             return 0.0;
         }
         match &self.answer {
-            Some(answer) => {
-                let z = answer.bias + answer.weights.iter().zip(x).map(|(w, v)| w * v).sum::<f64>();
-                if z >= 0.0 { 1.0 / (1.0 + (-z).exp()) } else { z.exp() / (1.0 + z.exp()) }
-            }
+            Some(answer) => answer.probability(x),
             None => self.probabilities(x)[0],
         }
     }
@@ -497,12 +498,6 @@ impl Fitted {
             answer_supported_in_chunk: None,
         };
         weights.answer = self.answer.clone();
-        let used: Vec<&str> = FEATURES
-            .iter()
-            .zip(options.features)
-            .filter(|(_, used)| *used)
-            .map(|(name, _)| *name)
-            .collect();
         weights.note = format!(
             "Fitted by `cargo xtask fit` on {claims} claims of {} with {}'s scores (multinomial \
              logistic regression on {}, L2 {}; {}; contradicted needs a topic overlap of {}). \
@@ -513,7 +508,7 @@ impl Fitted {
              on the other folds): {answers}.",
             options.claims.rsplit('/').next().unwrap_or(&options.claims),
             options.model,
-            used.join(", "),
+            feature_names(options.features),
             options.l2,
             if options.grid {
                 "the supported and contradicted thresholds on a grid for the mean of 3-way \
@@ -523,16 +518,10 @@ impl Fitted {
             },
             options.topic_overlap,
             if self.answer.is_some() {
-                let used: Vec<&str> = FEATURES
-                    .iter()
-                    .zip(options.answer_features)
-                    .filter(|(_, used)| *used)
-                    .map(|(name, _)| *name)
-                    .collect();
                 format!(
                     "answer: a logistic regression of the supported claims against the \
                      contradicted ones on {}, L2 {}. ",
-                    used.join(", "),
+                    feature_names(options.answer_features),
                     options.l2
                 )
             } else {
