@@ -298,15 +298,10 @@ type Flying<'a> = Pin<Box<dyn Future<Output = (CallId, Option<AssistantMessage>)
 
 /// The model calls in flight, each answered as it comes back, whatever the order; each with
 /// the handle that drops it.
+#[derive(Default)]
 struct InFlight<'a> {
     ids: Vec<(CallId, AbortHandle)>,
     calls: FuturesUnordered<Flying<'a>>,
-}
-
-impl Default for InFlight<'_> {
-    fn default() -> Self {
-        Self { ids: Vec::new(), calls: FuturesUnordered::new() }
-    }
 }
 
 /// The ids of the model calls among `outputs`.
