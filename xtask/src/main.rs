@@ -312,9 +312,11 @@ fn checks() -> Result {
     Ok(())
 }
 
-/// Clippy's driver (`clippy-driver` in the toolchain's `bin`), for [`linted`].
+/// Clippy's driver (`clippy-driver` in the `bin` of the toolchain cargo compiles with: its
+/// `RUSTC`, else `rustc`), for [`linted`].
 fn clippy_driver() -> Result<PathBuf> {
-    let sysroot = output(Command::new("rustc").args(["--print", "sysroot"]))?;
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = output(Command::new(rustc).args(["--print", "sysroot"]))?;
     let driver = Path::new(sysroot.trim()).join("bin").join("clippy-driver");
     if !driver.is_file() {
         return Err(format!(
