@@ -333,10 +333,58 @@ fn clippy_driver() -> Result<PathBuf> {
 /// the dependencies are compiled once, for the build, not once more in check mode for clippy.
 fn linted(driver: &Path) -> Command {
     let mut command = cargo();
+    command.env("RUSTC_WORKSPACE_WRAPPER", driver).env("CLIPPY_ARGS", CLIPPY_DENY_WARNINGS);
     command
-        .env("RUSTC_WORKSPACE_WRAPPER", driver)
-        .env("CLIPPY_ARGS", "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__");
-    command
+}
+
+/// `-D warnings` as `cargo clippy` hands it to the driver (`CLIPPY_ARGS`: the arguments after
+/// `--`, each followed by this separator). Not a public interface of clippy's: the test below
+/// fails if the driver stops reading it, rather than CI passing with lints that only warn.
+const CLIPPY_DENY_WARNINGS: &str = "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__";
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    /// The driver, called as cargo calls a workspace wrapper (`DRIVER RUSTC ARGS…`), on a
+    /// library with two clippy lints: with [`super::CLIPPY_DENY_WARNINGS`] it refuses it,
+    /// naming them; without, it compiles it (the lints only warn).
+    #[test]
+    fn clippys_driver_denies_lints_through_the_arguments_the_native_build_gives_it() {
+        let driver = super::clippy_driver().unwrap();
+        let dir = std::env::temp_dir().join(format!("verity-clippy-canary-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let source = dir.join("canary.rs");
+        std::fs::write(
+            &source,
+            "pub fn empty() -> bool {\n    let v = vec![1];\n    v.len() == 0\n}\n",
+        )
+        .unwrap();
+        let compile = |args: Option<&str>| {
+            let mut command = Command::new(&driver);
+            command.arg(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()));
+            command.args(["--crate-type", "lib", "--edition", "2024", "--emit", "metadata"]);
+            command.arg("--out-dir").arg(&dir).arg(&source);
+            match args {
+                Some(args) => command.env("CLIPPY_ARGS", args),
+                None => command.env_remove("CLIPPY_ARGS"),
+            };
+            command.output().unwrap()
+        };
+        let denied = compile(Some(super::CLIPPY_DENY_WARNINGS));
+        let said = String::from_utf8_lossy(&denied.stderr);
+        assert!(!denied.status.success(), "the canary compiled: {said}");
+        assert!(
+            said.contains("clippy::useless_vec") || said.contains("useless use of `vec!`"),
+            "{said}"
+        );
+        assert!(said.contains("len_zero") || said.contains("length comparison to zero"), "{said}");
+        let warned = compile(None);
+        let said = String::from_utf8_lossy(&warned.stderr);
+        assert!(warned.status.success(), "without the arguments the lints only warn: {said}");
+        assert!(said.contains("warning"), "{said}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
 
 /// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the workspace root, where cargo
