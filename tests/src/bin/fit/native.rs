@@ -250,15 +250,9 @@ fn run() -> Result<(), String> {
     for fold in 0..5 {
         let (train, test): (Vec<usize>, Vec<usize>) = (0..data.len()).partition(|i| i % 5 != fold);
         let model = fit(&train.iter().map(|&i| data[i]).collect::<Vec<_>>(), &options);
-        let (train_truth, train_predicted, train_support): (Vec<usize>, Vec<usize>, Vec<f64>) =
-            train
-                .iter()
-                .map(|&i| (truth[i], model.predict(&data[i]), model.sentence_support(&data[i])))
-                .collect();
-        let at =
-            answer_threshold(&train_truth, &train_predicted, &train_support)["answerSupported"]
-                .as_f64()
-                .unwrap_or(0.5);
+        let (train_truth, train_support): (Vec<usize>, Vec<f64>) =
+            train.iter().map(|&i| (truth[i], model.sentence_support(&data[i]))).collect();
+        let at = best_threshold(&train_truth, &train_support);
         for i in test {
             predicted[i] = model.predict(&data[i]);
             held_out_support[i] = model.sentence_support(&data[i]);
@@ -527,7 +521,7 @@ impl Fitted {
             } else {
                 String::new()
             },
-            if self.answer.is_some() { "P(holds)" } else { "P(supported)" },
+            support_name(self.answer.as_ref()),
         );
         weights
     }
@@ -612,6 +606,12 @@ fn fit(data: &[Datum], options: &Options) -> Fitted {
     }
     fitted.thresholds = best.1;
     fitted
+}
+
+/// What an answer's thresholds are read on, as the weights' note names it: `P(holds)` with an
+/// answer model, else `P(supported)`.
+fn support_name(answer: Option<&Linear>) -> &'static str {
+    if answer.is_some() { "P(holds)" } else { "P(supported)" }
 }
 
 /// A multinomial logistic regression of `points` (features, class) over `classes` classes
@@ -731,7 +731,7 @@ fn chunked_answers(
         "{kept} answerSupportedInChunk: the {} an answer's sentence needs when judged \
          on chunks of a longer passage, chosen the same way on {} claims of {} set inside \
          documents, with these weights: {answers}.",
-        if weights.answer.is_some() { "P(holds)" } else { "P(supported)" },
+        support_name(weights.answer.as_ref()),
         rows.len(),
         options.claims.rsplit('/').next().unwrap_or(&options.claims),
     );
@@ -759,6 +759,18 @@ fn chunked_answers(
 /// hallucinated ones `1 − a²b`. Also says what the claim's rule (`predicted`) gives, and the
 /// figure when the wrong claim is an `insufficient` one (an invented detail) instead.
 fn answer_threshold(truth: &[usize], predicted: &[usize], support: &[f64]) -> Value {
+    let at = best_threshold(truth, support);
+    json!({
+        "answerSupported": at,
+        "sentence_rule": answer_figures(truth, &|i| support[i] >= at),
+        "claim_rule": answer_figures(truth, &|i| predicted[i] == 0),
+    })
+}
+
+/// The threshold of [`answer_threshold`]: the first of 0.01 to 0.99 with the best expected
+/// balanced accuracy over composed answers when a claim whose `support` reaches it is a
+/// supported sentence.
+fn best_threshold(truth: &[usize], support: &[f64]) -> f64 {
     let mut best: Option<(f64, f64)> = None;
     for step in 1..100 {
         let at = f64::from(step) / 100.0;
@@ -767,12 +779,7 @@ fn answer_threshold(truth: &[usize], predicted: &[usize], support: &[f64]) -> Va
             best = Some((goal, at));
         }
     }
-    let at = best.map_or(0.5, |(_, at)| at);
-    json!({
-        "answerSupported": at,
-        "sentence_rule": answer_figures(truth, &|i| support[i] >= at),
-        "claim_rule": answer_figures(truth, &|i| predicted[i] == 0),
-    })
+    best.map_or(0.5, |(_, at)| at)
 }
 
 /// The expected balanced accuracy over composed answers (see [`answer_threshold`]) when the
@@ -789,7 +796,14 @@ fn answer_balanced(truth: &[usize], holds: &dyn Fn(usize) -> bool) -> (f64, f64,
         }
     };
     let (a, b, c) = (share(0), share(1), share(2));
-    ((a.powi(3) + 1.0 - a * a * b) / 2.0, a, b, c)
+    (composed_balanced(a, b), a, b, c)
+}
+
+/// The expected balanced accuracy over composed answers when a supported claim is judged
+/// supported with probability `a` and the wrong one with `b`: faithful answers are recalled
+/// `a³`, hallucinated ones `1 − a²b` ([`answer_threshold`]).
+fn composed_balanced(a: f64, b: f64) -> f64 {
+    (a.powi(3) + 1.0 - a * a * b) / 2.0
 }
 
 /// [`answer_balanced`] as the fit prints it: the balanced accuracy, the recall of each kind
@@ -801,7 +815,7 @@ fn answer_figures(truth: &[usize], holds: &dyn Fn(usize) -> bool) -> Value {
     json!({
         "balanced_accuracy": round(balanced),
         "recall": {"faithful": round(a.powi(3)), "hallucinated": round(1.0 - a * a * b)},
-        "balanced_accuracy_insufficient_detail": round((a.powi(3) + 1.0 - a * a * c) / 2.0),
+        "balanced_accuracy_insufficient_detail": round(composed_balanced(a, c)),
     })
 }
 
