@@ -312,11 +312,15 @@ fn checks() -> Result {
     Ok(())
 }
 
-/// Clippy's driver (`clippy-driver` in the `bin` of the toolchain cargo compiles with: its
-/// `RUSTC`, else `rustc`), for [`linted`].
+/// The rustc cargo compiles with: its `RUSTC`, else `rustc`.
+fn rustc() -> std::ffi::OsString {
+    std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into())
+}
+
+/// Clippy's driver (`clippy-driver` in the `bin` of the toolchain of [`rustc`]), for
+/// [`linted`].
 fn clippy_driver() -> Result<PathBuf> {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let sysroot = output(Command::new(rustc).args(["--print", "sysroot"]))?;
+    let sysroot = output(Command::new(rustc()).args(["--print", "sysroot"]))?;
     let driver = Path::new(sysroot.trim()).join("bin").join("clippy-driver");
     if !driver.is_file() {
         return Err(format!(
@@ -362,7 +366,7 @@ mod tests {
         .unwrap();
         let compile = |args: Option<&str>| {
             let mut command = Command::new(&driver);
-            command.arg(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()));
+            command.arg(super::rustc());
             command.args(["--crate-type", "lib", "--edition", "2024", "--emit", "metadata"]);
             command.arg("--out-dir").arg(&dir).arg(&source);
             match args {
