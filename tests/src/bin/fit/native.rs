@@ -32,11 +32,11 @@ const N: usize = FEATURES.len();
 /// The features of the answer model when `--answer-features` does not say: the calibrated
 /// score of the best passage, so `P(holds)` orders sentences as the model's judgement does,
 /// and `comparedNumbers`, arithmetic that judgement lacks (0 on a sentence without a bound on
-/// a number, so it moves no other). `overlap` tells supported and contradicted claims alike from a claim the corpus is
-/// silent about, which is the claim model's task; `missingNumbers` took opposite signs for
-/// the two models on the dev claims (VitaminC's supported claims often round the passage's
-/// number), a quirk of this data that would reward an invented number elsewhere
-/// (docs/BENCHMARKS.md).
+/// a number, so it moves no other). `overlap` tells supported and contradicted claims alike
+/// from a claim the corpus is silent about, which is the claim model's task;
+/// `missingNumbers` took opposite signs for the two models on the dev claims (VitaminC's
+/// supported claims often round the passage's number), a quirk of this data that would
+/// reward an invented number elsewhere (docs/BENCHMARKS.md).
 const DEFAULT_ANSWER_FEATURES: &str = "calibratedMaxS,comparedNumbers";
 
 struct Options {
