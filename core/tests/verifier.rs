@@ -345,7 +345,7 @@ fn a_bound_on_a_number_is_checked_against_the_passage_whatever_the_model_says_of
     assert_eq!(broken.verifier.as_ref().unwrap().features.compared_numbers, -1.0);
     let rationale = broken.assessment.rationale.unwrap();
     assert!(
-        rationale.ends_with("; the claim's \"more than 1500\" fails against the passage's 1159."),
+        rationale.ends_with("; the claim's \"more than 1,500\" fails against the passage's 1,159."),
         "{rationale}"
     );
     // The report's JSON carries the feature, and one written before it is still read.

@@ -85,8 +85,8 @@ const MOST_NUMBERS: usize = 256;
 enum Token {
     /// A word, lowercased.
     Word(String),
-    /// A number: its value and whether it is written as a year.
-    Number(f64, bool),
+    /// A number: its value, whether it is written as a year, and how it is written.
+    Number(f64, bool, String),
     /// Any other character that is not whitespace.
     Mark(char),
 }
@@ -96,6 +96,8 @@ enum Token {
 struct Quantity {
     value: f64,
     year: bool,
+    /// The number as written, with its scale word (`1,500`, `6.4 million`).
+    written: String,
     /// The word after the number (after its scale word), lowercased, or `%`; empty if none.
     unit: String,
 }
@@ -149,7 +151,7 @@ fn tokens(text: &str) -> Vec<Token> {
             {
                 let year =
                     run.len() == 4 && (1500.0..=2100.0).contains(&v) && !run.contains(['.', ',']);
-                out.push(Token::Number(v, year));
+                out.push(Token::Number(v, year, run));
                 numbers += 1;
             }
         } else if c.is_alphabetic() {
@@ -179,13 +181,15 @@ fn scale(word: &str) -> Option<f64> {
 
 /// The quantity whose number is `tokens[at]`, with its scale and unit.
 fn quantity(tokens: &[Token], at: usize) -> Option<Quantity> {
-    let Some(&Token::Number(mut value, mut year)) = tokens.get(at) else { return None };
+    let Some(Token::Number(value, year, written)) = tokens.get(at) else { return None };
+    let (mut value, mut year, mut written) = (*value, *year, written.clone());
     let mut next = at + 1;
     if let Some(Token::Word(word)) = tokens.get(next)
         && let Some(factor) = scale(word)
     {
         value *= factor;
         year = false;
+        written = format!("{written} {word}");
         next += 1;
     }
     let unit = match tokens.get(next) {
@@ -194,7 +198,7 @@ fn quantity(tokens: &[Token], at: usize) -> Option<Quantity> {
         Some(Token::Mark('%')) => "%".to_owned(),
         _ => String::new(),
     };
-    Some(Quantity { value, year, unit })
+    Some(Quantity { value, year, written, unit })
 }
 
 /// The claim's bounds: each comparison phrase followed by a number.
@@ -226,7 +230,11 @@ fn bounds(tokens: &[Token]) -> Vec<(Bound, Quantity)> {
 
 /// Whether one bound holds against the passage's quantities: `Some((true or false, the number
 /// nearest the bound))` when every number it is compared with agrees, `None` otherwise.
-fn check(bound: Bound, claimed: &Quantity, passage: &[Quantity]) -> Option<(bool, f64)> {
+fn check<'a>(
+    bound: Bound,
+    claimed: &Quantity,
+    passage: &'a [Quantity],
+) -> Option<(bool, &'a Quantity)> {
     if claimed.value <= 0.0 {
         return None;
     }
@@ -254,20 +262,20 @@ fn check(bound: Bound, claimed: &Quantity, passage: &[Quantity]) -> Option<(bool
     compared
         .iter()
         .all(|q| bound.holds(q.value, claimed.value) == holds)
-        .then_some((holds, nearest.value))
+        .then_some((holds, *nearest))
 }
 
 /// A claim's bound on a number, checked against a passage ([`compare_numbers`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Comparison {
     /// Whether the passage's numbers keep the bound.
     pub holds: bool,
     /// The claim's phrase for the bound, as this module names it (`more than`, `at most`, ...).
     pub bound: &'static str,
-    /// The claim's number (with its scale word applied).
-    pub claimed: f64,
-    /// The passage's number nearest it among those compared.
-    pub found: f64,
+    /// The claim's number as the claim writes it, with its scale word (`1,500`).
+    pub claimed: String,
+    /// The passage's number nearest it among those compared, as the passage writes it.
+    pub found: String,
 }
 
 impl Comparison {
@@ -294,10 +302,16 @@ pub fn compare_numbers(claim: &str, passage: &str) -> Option<Comparison> {
         .iter()
         .filter_map(|(bound, q)| {
             let (holds, found) = check(*bound, q, &quantities)?;
-            Some(Comparison { holds, bound: bound.name(), claimed: q.value, found })
+            Some(Comparison {
+                holds,
+                bound: bound.name(),
+                claimed: q.written.clone(),
+                found: found.written.clone(),
+            })
         })
         .collect();
-    decided.iter().find(|c| !c.holds).or_else(|| decided.first()).copied()
+    let failed = decided.iter().position(|c| !c.holds).unwrap_or(0);
+    decided.into_iter().nth(failed)
 }
 
 /// The `comparedNumbers` feature of `claim` against `passage`: 1, -1, or 0 when
@@ -317,12 +331,20 @@ mod tests {
     #[test]
     fn the_comparison_names_the_bound_and_both_numbers() {
         let passage = "There were 1,159 confirmed cases and 94 deaths.";
-        let expected =
-            Comparison { holds: false, bound: "more than", claimed: 1500.0, found: 1159.0 };
-        assert_eq!(compare_numbers("Over 1,500 confirmed cases.", passage), Some(expected));
+        let expected = Comparison {
+            holds: false,
+            bound: "more than",
+            claimed: "1,500".to_owned(),
+            found: "1,159".to_owned(),
+        };
+        let over = compare_numbers("Over 1,500 confirmed cases.", passage);
+        assert_eq!(over, Some(expected.clone()));
         // The failed bound decides, wherever it stands.
         let both = "Fewer than 100 deaths and more than 1,500 confirmed cases.";
         assert_eq!(compare_numbers(both, passage), Some(expected));
+        let scaled = compare_numbers("It earned over $6.4 million.", "It earned $6.5 million.")
+            .map(|c| (c.holds, c.claimed, c.found));
+        assert_eq!(scaled, Some((true, "6.4 million".to_owned(), "6.5 million".to_owned())));
         assert_eq!(compare_numbers("There were 1,500 confirmed cases.", passage), None);
     }
 
