@@ -326,6 +326,37 @@ fn a_contradicted_claim_cites_the_passage_about_it() {
 }
 
 #[test]
+fn a_bound_on_a_number_is_checked_against_the_passage_whatever_the_model_says_of_both() {
+    // The model gives both claims the same middling S, as a small model does: the bound is
+    // arithmetic, and the passage's number keeps one and breaks the other.
+    let ferry = "The river ferry carried 1,159 passengers a day until the bridge opened.";
+    let check = |claim: &str| {
+        let evidence: Vec<String> = [ferry, MARKET].map(String::from).to_vec();
+        let check = ClaimCheck::with_evidence(claim, corpus(), evidence, verifier_options());
+        let model = ScriptedModel::new([answer(0.5), answer(0.6), answer(0.05), summary()]);
+        run(check, &model).unwrap()
+    };
+    let kept = check("The river ferry carried more than 1,100 passengers a day.");
+    let broken = check("The river ferry carried more than 1,500 passengers a day.");
+    assert_eq!(kept.assessment.verdict, Verdict::Supported, "{:?}", kept.assessment);
+    assert_eq!(kept.verifier.as_ref().unwrap().features.compared_numbers, 1.0);
+    assert_eq!(broken.assessment.verdict, Verdict::Contradicted, "{:?}", broken.assessment);
+    assert_eq!(broken.assessment.citations, [ferry]);
+    assert_eq!(broken.verifier.as_ref().unwrap().features.compared_numbers, -1.0);
+    let rationale = broken.assessment.rationale.unwrap();
+    assert!(
+        rationale.ends_with("; the claim's \"more than 1,500\" fails against the passage's 1,159."),
+        "{rationale}"
+    );
+    // The report's JSON carries the feature, and one written before it is still read.
+    let mut json = serde_json::to_value(&kept).unwrap();
+    assert_eq!(json["verifier"]["features"]["comparedNumbers"], 1.0);
+    json["verifier"]["features"].as_object_mut().unwrap().remove("comparedNumbers");
+    let old: Report = serde_json::from_value(json).unwrap();
+    assert_eq!(old.verifier.unwrap().features.compared_numbers, 0.0);
+}
+
+#[test]
 fn insufficient_is_derived_then_research_and_a_reassessment_by_the_same_route() {
     // First round: nothing about the claim. Research finds the supporting passage; the second
     // round asks only about what it found.

@@ -527,15 +527,29 @@ impl ClaimCheck {
         let fallback =
             self.asked.iter().any(|a| a.reading.source != verifier::ScoreSource::Probabilities);
         let best = decision.best.and_then(|i| passages[i].score);
+        // The feature's comparison, said in words: which numbers decided it.
+        let compared = decision
+            .topic
+            .and_then(|t| verifier::compare_numbers(&self.claim, passages[t].text))
+            .map_or_else(String::new, |c| {
+                format!(
+                    "; the claim's \"{} {}\" {} against the passage's {}",
+                    c.bound,
+                    c.claimed,
+                    if c.holds { "holds" } else { "fails" },
+                    c.found
+                )
+            });
         let rationale = format!(
             "Verifier route: P(supported) {:.2}, P(contradicted) {:.2}, P(insufficient) {:.2}{}; \
-             best passage S {}{}{}.",
+             best passage S {}{}{}{}.",
             decision.probabilities.supported,
             decision.probabilities.contradicted,
             decision.probabilities.insufficient,
             decision.holds.map_or_else(String::new, |p| format!(", as a sentence P(holds) {p:.2}")),
             best.map_or_else(|| "unknown".to_owned(), |s| format!("{s:.2}")),
             prior.map_or_else(String::new, |s0| format!(", without a document {s0:.2}")),
+            compared,
             if fallback {
                 " (some answers were read from the sampled token: no usable probabilities)"
             } else {

@@ -34,7 +34,7 @@
 //! ("contextual calibration", Zhao et al. 2021): `logit(S) - logit(S0)` is what the passage
 //! itself moved.
 //! `S0` counts only when read from probabilities ([`prior_score`]); otherwise it is taken as
-//! 0.5 (logit 0). Five features describe a claim:
+//! 0.5 (logit 0). Six features describe a claim:
 //!
 //! | name | what |
 //! |---|---|
@@ -43,11 +43,16 @@
 //! | `overlap` | the share of the claim's content words ([`crate::retrieve::bm25_terms`]) found in the topic passage |
 //! | `missingNumbers` | the share of the claim's numbers absent from the topic passage (0 when the claim has none) |
 //! | `hasNumber` | 1 when the claim has a number, else 0 |
+//! | `comparedNumbers` | the claim's bounds on numbers ("more than 1,500 cases") against the topic passage's numbers ([`compare_numbers`]): 1 they hold, -1 one fails, 0 nothing to compare |
 //!
 //! The calibrated logit of `S` carries most of the signal and holds on any kind of text; the lexical
 //! features are cheap and help tell `contradicted` (a passage about the claim that says
 //! otherwise, often with another number) from `insufficient` (nothing about it), but they are
-//! partly a quirk of VitaminC, so they are kept few and linear.
+//! partly a quirk of VitaminC, so they are kept few and linear. `comparedNumbers` is
+//! arithmetic a small model does not do: it gave the dev claims bounded by "more than" or
+//! "fewer than" about the same low `S` whether the passage's number kept the bound or broke
+//! it. It is decided only where the passage's numbers agree (a number with the bound's unit,
+//! or else near the bound), and is 0 elsewhere, as on most text.
 //!
 //! Each class `c` has a linear score `z_c = bias_c + w_c · x`; the probabilities are their
 //! softmax. `insufficient` is derived, never asked of the model: the verdict is the most
@@ -97,22 +102,24 @@
 //!   "format": 1,
 //!   "fitted": false,
 //!   "note": "what was fitted on, when, with what result (free text)",
-//!   "features": ["calibratedMaxS", "calibratedTopicS", "overlap", "missingNumbers", "hasNumber"],
+//!   "features": ["calibratedMaxS", "calibratedTopicS", "overlap", "missingNumbers", "hasNumber",
+//!                "comparedNumbers"],
 //!   "classes": {
-//!     "supported":    {"bias": -0.5, "weights": [1.2, 0.0, 1.0, -2.0, 0.0]},
-//!     "contradicted": {"bias": -3.5, "weights": [0.0, -0.6, 4.0, 1.0, 0.0]},
-//!     "insufficient": {"bias": 0.0,  "weights": [0.0, 0.0, 0.0, 0.0, 0.0]}
+//!     "supported":    {"bias": -0.5, "weights": [1.2, 0.0, 1.0, -2.0, 0.0, 2.0]},
+//!     "contradicted": {"bias": -3.5, "weights": [0.0, -0.6, 4.0, 1.0, 0.0, -1.0]},
+//!     "insufficient": {"bias": 0.0,  "weights": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]}
 //!   },
 //!   "thresholds": {"supported": 0.5, "contradicted": 0.5, "citeSupport": 0.5,
 //!                  "topicOverlap": 0.3, "answerSupported": 0.3},
-//!   "answer": {"bias": -0.7, "weights": [1.0, 0.0, 0.0, 0.0, 0.0]},
+//!   "answer": {"bias": -0.7, "weights": [1.0, 0.0, 0.0, 0.0, 0.0, 3.0]},
 //!   "scoreClamp": 0.001
 //! }
 //! ```
 //!
-//! `features` must be exactly [`FEATURES`], in that order (a file written for other features
-//! is refused, not misread); each class, and the answer model (optional), has one weight per
-//! feature; every number is finite;
+//! `features` must be exactly [`FEATURES`], in that order, or their first five (a file fitted
+//! before `comparedNumbers`, which is then read with its weight 0: it decides as it did); a
+//! file written for other features is refused, not misread. Each class, and the answer model
+//! (optional), has one weight per feature the file names; every number is finite;
 //! thresholds are in `[0, 1]` (`answerSupported` may be left out: an answer's sentences are
 //! then decided as claims; `answerSupportedInChunk` too: `answerSupported` then holds on
 //! chunks); `scoreClamp` is in `(0, 0.5)`. A multinomial logistic
@@ -121,9 +128,10 @@
 //! The files in the repository were fitted by `cargo xtask fit --model M`
 //! (`tests/src/bin/fit/`) on VitaminC's 300 dev claims with each model's scores
 //! (`"fitted": true`; a file's `note` gives its cross-validated figures): every class on
-//! `calibratedMaxS`, `overlap` and `missingNumbers`, the verdict the most probable class
-//! (thresholds 0), `contradicted` gated at a topic overlap of 0.3; the answer model on
-//! `calibratedMaxS` alone, fitted on the supported and contradicted claims;
+//! `calibratedMaxS`, `overlap`, `missingNumbers` and `comparedNumbers`, the verdict the most
+//! probable class (thresholds 0), `contradicted` gated at a topic overlap of 0.3; the answer
+//! model (Qwen-1.5B's file) on `calibratedMaxS` and `comparedNumbers`, fitted on the
+//! supported and contradicted claims;
 //! `answerSupported` the threshold on its `P(holds)` with the best expected balanced accuracy
 //! over answers of three dev claims (faithful: three supported; hallucinated: two supported
 //! and one contradicted), each claim's `P(holds)` taken from the cross-validation fold that
@@ -139,10 +147,12 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 mod answer;
+mod compare;
 mod questions;
 mod scoring;
 
 pub use answer::{ProbabilityIssue, Reading, ScoreSource, read_answer, yes_no_score};
+pub use compare::{Comparison, compare_numbers, compared_numbers};
 pub use questions::{Question, chunk_bounds, chunk_relevance, plan};
 use scoring::usable;
 pub use scoring::{
@@ -976,16 +986,54 @@ mod tests {
         let mut weights = VerifierWeights::builtin().clone();
         for bad in [
             Linear { bias: 0.0, weights: vec![1.0; 4] },
-            Linear { bias: f64::NAN, weights: vec![1.0; 5] },
+            Linear { bias: 0.0, weights: vec![1.0; FEATURES.len() - 1] },
+            Linear { bias: f64::NAN, weights: vec![1.0; FEATURES.len()] },
         ] {
             weights.answer = Some(bad.clone());
             // NaN is written as null, which is refused as well.
             let text = serde_json::to_string(&weights).unwrap_or_default();
             assert!(VerifierWeights::from_json(&text).is_err(), "{bad:?} was taken");
         }
-        weights.answer = Some(Linear { bias: 0.5, weights: vec![1.0; 5] });
+        weights.answer = Some(Linear { bias: 0.5, weights: vec![1.0; FEATURES.len()] });
         let text = serde_json::to_string(&weights).unwrap_or_default();
         assert_eq!(VerifierWeights::from_json(&text), Ok(weights));
+    }
+
+    #[test]
+    fn a_file_fitted_before_compared_numbers_is_read_with_its_five_and_decides_as_it_did() {
+        let old = placeholder();
+        assert_eq!(old.features, FEATURES[..5]);
+        // Its weights stop at the fifth feature: a bound the passage breaks moves nothing.
+        let claim = "The ferry carried more than 1,500 passengers.";
+        let passages =
+            [ScoredPassage { text: "The ferry carried 1,159 passengers.", score: Some(0.7) }];
+        let decision = decide(claim, &passages, Some(0.5), &old);
+        assert_eq!(decision.features.compared_numbers, -1.0);
+        let mut unaware = decision.features;
+        unaware.compared_numbers = 0.0;
+        let x = unaware.to_array();
+        let z = |l: &Linear| l.score(&x);
+        let by_five =
+            [&old.classes.supported, &old.classes.contradicted, &old.classes.insufficient].map(z);
+        let total: f64 = by_five.iter().map(|v| v.exp()).sum();
+        assert!((decision.probabilities.supported - by_five[0].exp() / total).abs() < 1e-12);
+        // Five names with six weights, six names with five, or the names in another order:
+        // refused.
+        let mut json = serde_json::to_value(&old).unwrap();
+        json["classes"]["supported"]["weights"] = json!(vec![0.0; 6]);
+        assert!(VerifierWeights::from_json(&json.to_string()).is_err());
+        let mut json = serde_json::to_value(&old).unwrap();
+        json["features"] = json!(FEATURES);
+        assert!(VerifierWeights::from_json(&json.to_string()).is_err());
+        let mut swapped = FEATURES;
+        swapped.swap(4, 5);
+        json["features"] = json!(swapped);
+        for class in ["supported", "contradicted", "insufficient"] {
+            json["classes"][class]["weights"] = json!(vec![0.0; 6]);
+        }
+        assert!(VerifierWeights::from_json(&json.to_string()).is_err());
+        json["features"] = json!(FEATURES);
+        assert!(VerifierWeights::from_json(&json.to_string()).is_ok());
     }
 
     #[test]

@@ -7,12 +7,23 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::BuiltinWeights;
+use super::compare::compared_numbers;
 use crate::claim::verdict::Verdict;
 use crate::retrieve::bm25_terms;
 
 /// The features' names, in the weights file's order.
-pub const FEATURES: [&str; 5] =
-    ["calibratedMaxS", "calibratedTopicS", "overlap", "missingNumbers", "hasNumber"];
+pub const FEATURES: [&str; 6] = [
+    "calibratedMaxS",
+    "calibratedTopicS",
+    "overlap",
+    "missingNumbers",
+    "hasNumber",
+    "comparedNumbers",
+];
+
+/// How many of [`FEATURES`] a weights file fitted before `comparedNumbers` names: its first
+/// five, which it is read with (the sixth's weights are then 0).
+const FEATURES_BEFORE_COMPARED: usize = 5;
 
 /// A linear score of one class.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,21 +31,22 @@ pub const FEATURES: [&str; 5] =
 pub struct Linear {
     /// The intercept.
     pub bias: f64,
-    /// One weight per feature, in [`FEATURES`] order.
+    /// One weight per feature the file names, in [`FEATURES`] order (a feature it does not
+    /// name weighs 0).
     pub weights: Vec<f64>,
 }
 
 impl Linear {
     /// `bias + weights · x`, `x` in [`FEATURES`] order.
     #[must_use]
-    pub fn score(&self, x: &[f64; 5]) -> f64 {
+    pub fn score(&self, x: &[f64; FEATURES.len()]) -> f64 {
         self.bias + self.weights.iter().zip(x).map(|(w, v)| w * v).sum::<f64>()
     }
 
     /// The logistic of [`Linear::score`]: the probability of a two-class model whose
     /// reference class scores 0 (as the answer model, [`VerifierWeights::answer`]).
     #[must_use]
-    pub fn probability(&self, x: &[f64; 5]) -> f64 {
+    pub fn probability(&self, x: &[f64; FEATURES.len()]) -> f64 {
         let z = self.score(x);
         if z >= 0.0 { 1.0 / (1.0 + (-z).exp()) } else { z.exp() / (1.0 + z.exp()) }
     }
@@ -97,7 +109,8 @@ pub struct VerifierWeights {
     /// What they were fitted on, when and how well (free text).
     #[serde(default)]
     pub note: String,
-    /// The features' names, exactly [`FEATURES`].
+    /// The features' names: exactly [`FEATURES`], or their first five (a file fitted before
+    /// `comparedNumbers`).
     pub features: Vec<String>,
     /// The classes' linear scores.
     pub classes: Classes,
@@ -142,7 +155,7 @@ impl VerifierWeights {
         if self.format != 1 {
             return Err(format!("format {} is not 1", self.format));
         }
-        if self.features != FEATURES {
+        if self.features != FEATURES && self.features != FEATURES[..FEATURES_BEFORE_COMPARED] {
             return Err(format!("features must be {FEATURES:?}, not {:?}", self.features));
         }
         for (name, class) in [
@@ -153,8 +166,12 @@ impl VerifierWeights {
         .into_iter()
         .chain(self.answer.as_ref().map(|answer| ("answer", answer)))
         {
-            if class.weights.len() != FEATURES.len() {
-                return Err(format!("{name} has {} weights, not 5", class.weights.len()));
+            if class.weights.len() != self.features.len() {
+                return Err(format!(
+                    "{name} has {} weights, not {} (one per feature)",
+                    class.weights.len(),
+                    self.features.len()
+                ));
             }
             if !class.bias.is_finite() || class.weights.iter().any(|w| !w.is_finite()) {
                 return Err(format!("{name} has a weight that is not a finite number"));
@@ -202,18 +219,24 @@ pub struct Features {
     pub missing_numbers: f64,
     /// 1 when the claim has a number.
     pub has_number: f64,
+    /// The claim's bounds on numbers against the topic passage's numbers
+    /// ([`compared_numbers`]): 1 they hold, -1 one fails, 0 nothing to compare (and in
+    /// reports written before this feature).
+    #[serde(default)]
+    pub compared_numbers: f64,
 }
 
 impl Features {
     /// The values in [`FEATURES`] order.
     #[must_use]
-    pub fn to_array(&self) -> [f64; 5] {
+    pub fn to_array(&self) -> [f64; FEATURES.len()] {
         [
             self.calibrated_max_s,
             self.calibrated_topic_s,
             self.overlap,
             self.missing_numbers,
             self.has_number,
+            self.compared_numbers,
         ]
     }
 }
@@ -362,6 +385,7 @@ pub fn features(
         overlap,
         missing_numbers: if claim_numbers.is_empty() { 0.0 } else { missing_numbers },
         has_number: if claim_numbers.is_empty() { 0.0 } else { 1.0 },
+        compared_numbers: topic.map_or(0.0, |t| compared_numbers(claim, passages[t].text)),
     };
     (features, best.map(|(i, _)| i), topic)
 }

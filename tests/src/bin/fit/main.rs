@@ -18,9 +18,9 @@
 //!    `insufficient` the reference class, L2 penalty `--l2`, 0.01 by default, full-batch
 //!    gradient descent on standardised features, written back in the raw features' units).
 //!    Every class uses the features `--features` names (by default `calibratedMaxS`,
-//!    `overlap`, `missingNumbers`; the others get weight 0). The features of a claim are the
-//!    same for every class, so a lexical feature that raises `supported` and `contradicted`
-//!    alike leaves the calibrated score to decide between them.
+//!    `overlap`, `missingNumbers`, `comparedNumbers`; the others get weight 0). The features
+//!    of a claim are the same for every class, so a lexical feature that raises `supported`
+//!    and `contradicted` alike leaves the calibrated score to decide between them.
 //! 3. **The decision.** The most probable class (`--thresholds argmax`, the default:
 //!    thresholds 0), or thresholds for `supported` and `contradicted` on a grid (0.20 to 0.80
 //!    by 0.05) chosen for the mean of 3-way accuracy and binary balanced accuracy

@@ -22,18 +22,22 @@ const USAGE: &str = "usage: fit CLAIMS.jsonl --provider CONFIG.json [--scores FI
                      [--thresholds argmax|grid] [--topic-overlap X] [--chunked-answers] [--dump FILE.jsonl]";
 
 /// The features fitted when `--features` does not say: the calibrated score of the best
-/// passage and the two lexical features of the topic passage (the others added nothing
-/// cross-validated on dev; docs/BENCHMARKS.md).
-const DEFAULT_FEATURES: &str = "calibratedMaxS,overlap,missingNumbers";
+/// passage, the two lexical features of the topic passage, and the claim's bounds on numbers
+/// checked against it (the others added nothing cross-validated on dev; docs/BENCHMARKS.md).
+const DEFAULT_FEATURES: &str = "calibratedMaxS,overlap,missingNumbers,comparedNumbers";
+
+/// How many features there are ([`FEATURES`]).
+const N: usize = FEATURES.len();
 
 /// The features of the answer model when `--answer-features` does not say: the calibrated
-/// score of the best passage alone, so `P(holds)` orders sentences as the model's judgement
-/// does. `overlap` tells supported and contradicted claims alike from a claim the corpus is
-/// silent about, which is the claim model's task; `missingNumbers` took opposite signs for
-/// the two models on the dev claims (VitaminC's supported claims often round the passage's
-/// number), a quirk of this data that would reward an invented number elsewhere
-/// (docs/BENCHMARKS.md).
-const DEFAULT_ANSWER_FEATURES: &str = "calibratedMaxS";
+/// score of the best passage, so `P(holds)` orders sentences as the model's judgement does,
+/// and `comparedNumbers`, arithmetic that judgement lacks (0 on a sentence without a bound on
+/// a number, so it moves no other). `overlap` tells supported and contradicted claims alike
+/// from a claim the corpus is silent about, which is the claim model's task;
+/// `missingNumbers` took opposite signs for the two models on the dev claims (VitaminC's
+/// supported claims often round the passage's number), a quirk of this data that would
+/// reward an invented number elsewhere (docs/BENCHMARKS.md).
+const DEFAULT_ANSWER_FEATURES: &str = "calibratedMaxS,comparedNumbers";
 
 struct Options {
     claims: String,
@@ -46,10 +50,10 @@ struct Options {
     /// The model whose scores these are (named in the weights' note).
     model: String,
     /// Which of [`FEATURES`] the classes use (the others get weight 0).
-    features: [bool; 5],
+    features: [bool; N],
     /// Which of them the answer model uses ([`VerifierWeights::answer`]); none: no answer
     /// model (`answerSupported` is then a threshold on `P(supported)`).
-    answer_features: [bool; 5],
+    answer_features: [bool; N],
     l2: f64,
     /// Whether the `supported` and `contradicted` thresholds are chosen on a grid (else 0:
     /// the most probable class).
@@ -65,14 +69,14 @@ struct Options {
 }
 
 /// The names of the features `mask` uses, joined with ", " (the inverse of [`feature_mask`]).
-fn feature_names(mask: [bool; 5]) -> String {
+fn feature_names(mask: [bool; N]) -> String {
     let used: Vec<&str> =
         FEATURES.iter().zip(mask).filter(|(_, used)| *used).map(|(name, _)| *name).collect();
     used.join(", ")
 }
 
-fn feature_mask(list: &str) -> Result<[bool; 5], String> {
-    let mut mask = [false; 5];
+fn feature_mask(list: &str) -> Result<[bool; N], String> {
+    let mut mask = [false; N];
     for name in list.split(',').map(str::trim) {
         let j = FEATURES
             .iter()
@@ -113,7 +117,7 @@ fn parse_args() -> Result<Options, String> {
             "--features" => options.features = feature_mask(&value()?)?,
             "--answer-features" => {
                 options.answer_features = match value()?.as_str() {
-                    "none" => [false; 5],
+                    "none" => [false; N],
                     list => feature_mask(list)?,
                 }
             }
@@ -435,7 +439,7 @@ struct Fitted {
 }
 
 impl Fitted {
-    fn probabilities(&self, x: &[f64; 5]) -> [f64; 3] {
+    fn probabilities(&self, x: &[f64; N]) -> [f64; 3] {
         softmax([self.supported.score(x), self.contradicted.score(x), 0.0])
     }
 
@@ -477,6 +481,8 @@ impl Fitted {
     ) -> VerifierWeights {
         let mut weights = base.clone();
         weights.fitted = true;
+        // A base fitted before the last feature named fewer: the weights below name them all.
+        weights.features = FEATURES.iter().map(|name| (*name).to_owned()).collect();
         weights.classes = Classes {
             supported: round_linear(&self.supported),
             contradicted: round_linear(&self.contradicted),
@@ -551,16 +557,16 @@ fn classify(p: [f64; 3], overlap: f64, (t_sup, t_con, t_topic): (f64, f64, f64))
 }
 
 /// A claim's features, its class (index in [`LABELS`]), and whether any passage was judged.
-type Datum = ([f64; 5], usize, bool);
+type Datum = ([f64; N], usize, bool);
 
 /// Fits the regression and the thresholds on `data`.
 fn fit(data: &[Datum], options: &Options) -> Fitted {
-    let points: Vec<([f64; 5], usize)> = data.iter().map(|(x, class, _)| (*x, *class)).collect();
+    let points: Vec<([f64; N], usize)> = data.iter().map(|(x, class, _)| (*x, *class)).collect();
     let classes = regression(&points, 2, options.features, options.l2);
     // The answer model: supported (0) against contradicted (1, the reference), the claims the
     // corpus is silent about left out.
     let answer = options.answer_features.contains(&true).then(|| {
-        let points: Vec<([f64; 5], usize)> =
+        let points: Vec<([f64; N], usize)> =
             points.iter().filter(|(_, class)| *class < 2).copied().collect();
         round_linear(&regression(&points, 1, options.answer_features, options.l2)[0])
     });
@@ -619,38 +625,38 @@ fn support_name(answer: Option<&Linear>) -> &'static str {
 /// `used` with an L2 penalty `l2`, by gradient descent on standardised features: each class's
 /// linear score in the raw features' units.
 fn regression(
-    points: &[([f64; 5], usize)],
+    points: &[([f64; N], usize)],
     classes: usize,
-    used: [bool; 5],
+    used: [bool; N],
     l2: f64,
 ) -> Vec<Linear> {
     let n = points.len().max(1);
     #[allow(clippy::cast_precision_loss)]
     let count = n as f64;
     // Standardised features: the descent converges alike for every feature's scale.
-    let mut mean = [0.0; 5];
-    let mut sd = [0.0; 5];
+    let mut mean = [0.0; N];
+    let mut sd = [0.0; N];
     for (x, _) in points {
-        for j in 0..5 {
+        for j in 0..N {
             mean[j] += x[j] / count;
         }
     }
     for (x, _) in points {
-        for j in 0..5 {
+        for j in 0..N {
             sd[j] += (x[j] - mean[j]).powi(2) / count;
         }
     }
     let sd = sd.map(|v| if v.sqrt() > 1e-9 { v.sqrt() } else { 1.0 });
-    let mut w = vec![[0.0f64; 5]; classes];
+    let mut w = vec![[0.0f64; N]; classes];
     let mut b = vec![0.0f64; classes];
     let rate = 0.5;
     for _ in 0..3000 {
-        let mut gw = vec![[0.0f64; 5]; classes];
+        let mut gw = vec![[0.0f64; N]; classes];
         let mut gb = vec![0.0f64; classes];
         for (x, class) in points {
-            let s: [f64; 5] = std::array::from_fn(|j| (x[j] - mean[j]) / sd[j]);
+            let s: [f64; N] = std::array::from_fn(|j| (x[j] - mean[j]) / sd[j]);
             let z: Vec<f64> = (0..classes)
-                .map(|c| b[c] + (0..5).map(|j| w[c][j] * s[j]).sum::<f64>())
+                .map(|c| b[c] + (0..N).map(|j| w[c][j] * s[j]).sum::<f64>())
                 .chain([0.0])
                 .collect();
             let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -658,14 +664,14 @@ fn regression(
             for c in 0..classes {
                 let error = (z[c] - max).exp() / total - f64::from(u8::from(*class == c));
                 gb[c] += error / count;
-                for j in 0..5 {
+                for j in 0..N {
                     gw[c][j] += error * s[j] / count;
                 }
             }
         }
         for c in 0..classes {
             b[c] -= rate * gb[c];
-            for j in 0..5 {
+            for j in 0..N {
                 w[c][j] = if used[j] { w[c][j] - rate * (gw[c][j] + l2 * w[c][j]) } else { 0.0 };
             }
         }
@@ -673,8 +679,8 @@ fn regression(
     // Back to the raw features' units: w·(x − m)/sd + b = (w/sd)·x + (b − Σ w m / sd).
     (0..classes)
         .map(|c| Linear {
-            bias: b[c] - (0..5).map(|j| w[c][j] * mean[j] / sd[j]).sum::<f64>(),
-            weights: (0..5).map(|j| w[c][j] / sd[j]).collect(),
+            bias: b[c] - (0..N).map(|j| w[c][j] * mean[j] / sd[j]).sum::<f64>(),
+            weights: (0..N).map(|j| w[c][j] / sd[j]).collect(),
         })
         .collect()
 }
