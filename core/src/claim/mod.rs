@@ -528,18 +528,15 @@ impl ClaimCheck {
             self.asked.iter().any(|a| a.reading.source != verifier::ScoreSource::Probabilities);
         let best = decision.best.and_then(|i| passages[i].score);
         // The feature's comparison, said in words: which numbers decided it.
-        let compared = decision
-            .topic
-            .and_then(|t| verifier::compare_numbers(&self.claim, passages[t].text))
-            .map_or_else(String::new, |c| {
-                format!(
-                    "; the claim's \"{} {}\" {} against the passage's {}",
-                    c.bound,
-                    c.claimed,
-                    if c.holds { "holds" } else { "fails" },
-                    c.found
-                )
-            });
+        let compared = decision.comparison.as_ref().map_or_else(String::new, |c| {
+            format!(
+                "; the claim's \"{} {}\" {} against the passage's {}",
+                c.bound,
+                c.claimed,
+                if c.holds { "holds" } else { "fails" },
+                c.found
+            )
+        });
         let rationale = format!(
             "Verifier route: P(supported) {:.2}, P(contradicted) {:.2}, P(insufficient) {:.2}{}; \
              best passage S {}{}{}{}.",

@@ -231,15 +231,22 @@ impl BuiltinWeights {
         }
     }
 
-    /// The file's text, compiled in.
+    /// The file's JSON as compiled in: the repository's file without its `note` (how it was
+    /// fitted, in words) and without whitespace between tokens (`core/build.rs`).
     #[must_use]
     pub fn text(self) -> &'static str {
         match self {
             Self::Qwen25Coder05b => {
-                include_str!("verifier-weights-qwen2.5-coder-0.5b-instruct.json")
+                include_str!(concat!(
+                    env!("OUT_DIR"),
+                    "/verifier-weights-qwen2.5-coder-0.5b-instruct.json"
+                ))
             }
             Self::Qwen25Coder15b => {
-                include_str!("verifier-weights-qwen2.5-coder-1.5b-instruct.json")
+                include_str!(concat!(
+                    env!("OUT_DIR"),
+                    "/verifier-weights-qwen2.5-coder-1.5b-instruct.json"
+                ))
             }
         }
     }
@@ -477,13 +484,34 @@ mod tests {
         .unwrap()
     }
 
+    /// The repository's files, as written (the engine compiles them in without their notes).
+    fn repository_file(builtin: BuiltinWeights) -> &'static str {
+        match builtin {
+            BuiltinWeights::Qwen25Coder05b => {
+                include_str!("verifier-weights-qwen2.5-coder-0.5b-instruct.json")
+            }
+            BuiltinWeights::Qwen25Coder15b => {
+                include_str!("verifier-weights-qwen2.5-coder-1.5b-instruct.json")
+            }
+        }
+    }
+
     #[test]
     fn the_repository_weights_are_valid_and_fitted_each_on_its_own_model() {
         for builtin in BuiltinWeights::ALL {
             let weights = builtin.weights();
             assert!(weights.fitted);
-            assert!(weights.note.contains("cargo xtask fit"), "{}", weights.note);
-            assert!(weights.note.contains(builtin.name()), "{}", weights.note);
+            let file = VerifierWeights::from_json(repository_file(builtin)).unwrap();
+            assert!(file.note.contains("cargo xtask fit"), "{}", file.note);
+            assert!(file.note.contains(builtin.name()), "{}", file.note);
+            // What is compiled in is the file, its note aside, number for number.
+            assert!(weights.note.is_empty(), "{}", weights.note);
+            assert_eq!(&VerifierWeights { note: String::new(), ..file }, weights);
+            let compiled: Value = serde_json::from_str(builtin.text()).unwrap();
+            let mut written: Value = serde_json::from_str(repository_file(builtin)).unwrap();
+            written.as_object_mut().unwrap().remove("note");
+            assert_eq!(compiled, written);
+            assert!(!builtin.text().contains(char::is_whitespace), "minified");
             assert_eq!(weights.features, FEATURES);
             let round = serde_json::to_string(weights).unwrap();
             assert_eq!(&VerifierWeights::from_json(&round).unwrap(), weights);

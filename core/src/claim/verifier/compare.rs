@@ -122,6 +122,20 @@ fn value(run: &str) -> Option<f64> {
     plain.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
+/// The end of the run of digits that starts at `start`: digits, and `,` or `.` each followed
+/// by a digit (`1,117.5`). Also how `missingNumbers` reads a number.
+pub(super) fn digit_run(chars: &[char], start: usize) -> usize {
+    let mut i = start;
+    while i < chars.len()
+        && (chars[i].is_ascii_digit()
+            || (matches!(chars[i], ',' | '.')
+                && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
+    {
+        i += 1;
+    }
+    i
+}
+
 fn tokens(text: &str) -> Vec<Token> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
@@ -133,13 +147,7 @@ fn tokens(text: &str) -> Vec<Token> {
             i += 1;
         } else if c.is_ascii_digit() {
             let start = i;
-            while i < chars.len()
-                && (chars[i].is_ascii_digit()
-                    || (matches!(chars[i], ',' | '.')
-                        && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
-            {
-                i += 1;
-            }
+            i = digit_run(&chars, i);
             let run: String = chars[start..i].iter().collect();
             // A number glued to letters ("3rd", "A320"; not "COVID-19") is a name, and one
             // after a slash a denominator ("7.1/10") or a date's part: not quantities.

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::BuiltinWeights;
-use super::compare::compared_numbers;
+use super::compare::{Comparison, compare_numbers, digit_run};
 use crate::claim::verdict::Verdict;
 use crate::retrieve::bm25_terms;
 
@@ -277,6 +277,10 @@ pub struct Decision {
     pub best: Option<usize>,
     /// The topic passage.
     pub topic: Option<usize>,
+    /// The claim's bound on a number checked against the topic passage, when it decided
+    /// `comparedNumbers` (the numbers a rationale names). Not serialised: the feature is.
+    #[serde(skip)]
+    pub comparison: Option<Comparison>,
 }
 
 /// The numbers in `text`: digit runs, with `,` and `.` inside them kept as one number
@@ -286,28 +290,13 @@ pub(super) fn numbers(text: &str) -> HashSet<String> {
     let mut out = HashSet::new();
     let mut i = 0;
     while i < chars.len() {
-        if !chars[i].is_ascii_digit() {
-            i += 1;
-            continue;
-        }
-        let mut number = String::new();
-        while i < chars.len() {
-            let c = chars[i];
-            let joins = matches!(c, ',' | '.')
-                && chars.get(i + 1).is_some_and(char::is_ascii_digit)
-                && !number.is_empty();
-            if c.is_ascii_digit() {
-                number.push(c);
-            } else if joins {
-                if c == '.' {
-                    number.push('.');
-                }
-            } else {
-                break;
-            }
+        if chars[i].is_ascii_digit() {
+            let end = digit_run(&chars, i);
+            out.insert(chars[i..end].iter().filter(|&&c| c != ',').collect());
+            i = end;
+        } else {
             i += 1;
         }
-        out.insert(number);
     }
     out
 }
@@ -348,6 +337,17 @@ pub fn features(
     prior: Option<f64>,
     weights: &VerifierWeights,
 ) -> (Features, Option<usize>, Option<usize>) {
+    let (features, best, topic, _) = features_and_comparison(claim, passages, prior, weights);
+    (features, best, topic)
+}
+
+/// [`features`], with the comparison that decided `comparedNumbers`.
+fn features_and_comparison(
+    claim: &str,
+    passages: &[ScoredPassage<'_>],
+    prior: Option<f64>,
+    weights: &VerifierWeights,
+) -> (Features, Option<usize>, Option<usize>, Option<Comparison>) {
     let clamp = weights.score_clamp;
     let logit_prior = usable(prior).map_or(0.0, |s0| logit(s0, clamp));
     let claim_terms: HashSet<String> = bm25_terms(claim).into_iter().collect();
@@ -377,6 +377,7 @@ pub fn features(
         None => Some(i),
     });
     let (overlap, missing_numbers) = topic.map_or((0.0, 0.0), |t| lexicals[t]);
+    let comparison = topic.and_then(|t| compare_numbers(claim, passages[t].text));
     let features = Features {
         calibrated_max_s: best.map_or(0.0, |(_, s)| logit(s, clamp) - logit_prior),
         calibrated_topic_s: topic
@@ -385,9 +386,9 @@ pub fn features(
         overlap,
         missing_numbers: if claim_numbers.is_empty() { 0.0 } else { missing_numbers },
         has_number: if claim_numbers.is_empty() { 0.0 } else { 1.0 },
-        compared_numbers: topic.map_or(0.0, |t| compared_numbers(claim, passages[t].text)),
+        compared_numbers: comparison.as_ref().map_or(0.0, Comparison::feature),
     };
-    (features, best.map(|(i, _)| i), topic)
+    (features, best.map(|(i, _)| i), topic, comparison)
 }
 
 /// Which rule turns the class probabilities into a verdict.
@@ -432,7 +433,8 @@ pub fn decide_by(
     weights: &VerifierWeights,
     rule: Rule,
 ) -> Decision {
-    let (features, best, topic) = features(claim, passages, prior, weights);
+    let (features, best, topic, comparison) =
+        features_and_comparison(claim, passages, prior, weights);
     let x = features.to_array();
     let classes = &weights.classes;
     let scores = [
@@ -498,5 +500,5 @@ pub fn decide_by(
         (verdict, confidence)
     };
     let confidence = if confidence.is_finite() { confidence.clamp(0.0, 1.0) } else { 0.0 };
-    Decision { verdict, confidence, probabilities, holds, features, cited, best, topic }
+    Decision { verdict, confidence, probabilities, holds, features, cited, best, topic, comparison }
 }
