@@ -21,6 +21,8 @@
 //!
 //! A claim with several bounds is `-1` when one fails, else `1` when one holds.
 
+use std::ops::Range;
+
 /// How a claim bounds a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bound {
@@ -82,24 +84,25 @@ const LONGEST_NUMBER: usize = 32;
 const MOST_NUMBERS: usize = 256;
 
 #[derive(Debug, Clone, PartialEq)]
-enum Token {
-    /// A word, lowercased.
-    Word(String),
-    /// A number: its value, whether it is written as a year, and how it is written.
-    Number(f64, bool, String),
+enum Token<'a> {
+    /// A word, as written (compared without regard to ASCII case).
+    Word(&'a str),
+    /// A number: its value, whether it is written as a year, and its bytes in the text.
+    Number(f64, bool, Range<usize>),
     /// Any other character that is not whitespace.
     Mark(char),
 }
 
 /// A number with its unit, as the text gives them.
 #[derive(Debug, Clone, PartialEq)]
-struct Quantity {
+struct Quantity<'a> {
     value: f64,
     year: bool,
     /// The number as written, with its scale word (`1,500`, `6.4 million`).
-    written: String,
-    /// The word after the number (after its scale word), lowercased, or `%`; empty if none.
-    unit: String,
+    written: &'a str,
+    /// The word after the number (after its scale word), or `%` (for `%` and `percent`);
+    /// empty if none.
+    unit: &'a str,
 }
 
 /// The value of a run of digits, `,` and `.` (each between digits): `1,117` and `1,117.5` with
@@ -122,103 +125,97 @@ fn value(run: &str) -> Option<f64> {
     plain.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
-/// The end of the run of digits that starts at `start`: digits, and `,` or `.` each followed
-/// by a digit (`1,117.5`). Also how `missingNumbers` reads a number.
-pub(super) fn digit_run(chars: &[char], start: usize) -> usize {
+/// The end of the run of digits that starts at byte `start` of `text`: digits, and `,` or
+/// `.` each followed by a digit (`1,117.5`). Also how `missingNumbers` reads a number.
+pub(super) fn digit_run(text: &[u8], start: usize) -> usize {
     let mut i = start;
-    while i < chars.len()
-        && (chars[i].is_ascii_digit()
-            || (matches!(chars[i], ',' | '.')
-                && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
+    while i < text.len()
+        && (text[i].is_ascii_digit()
+            || (matches!(text[i], b',' | b'.') && text.get(i + 1).is_some_and(u8::is_ascii_digit)))
     {
         i += 1;
     }
     i
 }
 
-fn tokens(text: &str) -> Vec<Token> {
-    let chars: Vec<char> = text.chars().collect();
+fn tokens(text: &str) -> Vec<Token<'_>> {
     let mut out = Vec::new();
     let mut numbers = 0;
     let mut i = 0;
-    while i < chars.len() && numbers < MOST_NUMBERS {
-        let c = chars[i];
-        if c.is_whitespace() {
-            i += 1;
-        } else if c.is_ascii_digit() {
+    while numbers < MOST_NUMBERS {
+        let Some(c) = text[i..].chars().next() else { break };
+        if c.is_ascii_digit() {
             let start = i;
-            i = digit_run(&chars, i);
-            let run: String = chars[start..i].iter().collect();
+            i = digit_run(text.as_bytes(), i);
+            let run = &text[start..i];
             // A number glued to letters ("3rd", "A320"; not "COVID-19") is a name, and one
             // after a slash a denominator ("7.1/10") or a date's part: not quantities.
-            let glued = chars.get(i).is_some_and(|c| c.is_alphabetic())
-                || start > 0 && (chars[start - 1].is_alphabetic() || chars[start - 1] == '/');
+            let glued = text[i..].chars().next().is_some_and(char::is_alphabetic)
+                || text[..start].chars().next_back().is_some_and(|c| c.is_alphabetic() || c == '/');
             if run.len() <= LONGEST_NUMBER
                 && !glued
-                && let Some(v) = value(&run)
+                && let Some(v) = value(run)
             {
                 let year =
                     run.len() == 4 && (1500.0..=2100.0).contains(&v) && !run.contains(['.', ',']);
-                out.push(Token::Number(v, year, run));
+                out.push(Token::Number(v, year, start..i));
                 numbers += 1;
             }
         } else if c.is_alphabetic() {
             let start = i;
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '\'') {
-                i += 1;
-            }
-            let word: String = chars[start..i].iter().collect::<String>().to_lowercase();
-            out.push(Token::Word(word));
+            i += text[i..]
+                .find(|c: char| !c.is_alphanumeric() && c != '\'')
+                .unwrap_or(text.len() - i);
+            out.push(Token::Word(&text[start..i]));
         } else {
-            out.push(Token::Mark(c));
-            i += 1;
+            if !c.is_whitespace() {
+                out.push(Token::Mark(c));
+            }
+            i += c.len_utf8();
         }
     }
     out
 }
 
 fn scale(word: &str) -> Option<f64> {
-    match word {
-        "thousand" => Some(1e3),
-        "million" => Some(1e6),
-        "billion" => Some(1e9),
-        "trillion" => Some(1e12),
-        _ => None,
-    }
+    [("thousand", 1e3), ("million", 1e6), ("billion", 1e9), ("trillion", 1e12)]
+        .into_iter()
+        .find_map(|(name, factor)| word.eq_ignore_ascii_case(name).then_some(factor))
 }
 
-/// The quantity whose number is `tokens[at]`, with its scale and unit.
-fn quantity(tokens: &[Token], at: usize) -> Option<Quantity> {
-    let Some(Token::Number(value, year, written)) = tokens.get(at) else { return None };
-    let (mut value, mut year, mut written) = (*value, *year, written.clone());
+/// The quantity whose number is `tokens[at]` in `text`, with its scale and unit.
+fn quantity<'a>(text: &'a str, tokens: &[Token<'a>], at: usize) -> Option<Quantity<'a>> {
+    let Some(Token::Number(value, year, bytes)) = tokens.get(at) else { return None };
+    let (mut value, mut year, mut written) = (*value, *year, &text[bytes.clone()]);
     let mut next = at + 1;
     if let Some(Token::Word(word)) = tokens.get(next)
         && let Some(factor) = scale(word)
     {
         value *= factor;
         year = false;
-        written = format!("{written} {word}");
+        // The number and its scale word, with what stands between them.
+        let end = word.as_ptr() as usize - text.as_ptr() as usize + word.len();
+        written = &text[bytes.start..end];
         next += 1;
     }
     let unit = match tokens.get(next) {
-        Some(Token::Word(word)) if word == "percent" => "%".to_owned(),
-        Some(Token::Word(word)) => word.clone(),
-        Some(Token::Mark('%')) => "%".to_owned(),
-        _ => String::new(),
+        Some(Token::Word(word)) if word.eq_ignore_ascii_case("percent") => "%",
+        Some(Token::Word(word)) => word,
+        Some(Token::Mark('%')) => "%",
+        _ => "",
     };
     Some(Quantity { value, year, written, unit })
 }
 
 /// The claim's bounds: each comparison phrase followed by a number.
-fn bounds(tokens: &[Token]) -> Vec<(Bound, Quantity)> {
+fn bounds<'a>(text: &'a str, tokens: &[Token<'a>]) -> Vec<(Bound, Quantity<'a>)> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
         let phrase = PHRASES.iter().find(|(words, _)| {
-            words
-                .iter()
-                .enumerate()
-                .all(|(j, w)| matches!(tokens.get(i + j), Some(Token::Word(t)) if t == w))
+            words.iter().enumerate().all(
+                |(j, w)| matches!(tokens.get(i + j), Some(Token::Word(t)) if t.eq_ignore_ascii_case(w)),
+            )
         });
         let Some(&(words, bound)) = phrase else {
             i += 1;
@@ -228,7 +225,7 @@ fn bounds(tokens: &[Token]) -> Vec<(Bound, Quantity)> {
         if matches!(tokens.get(at), Some(Token::Mark('$' | '£' | '€' | '¥'))) {
             at += 1;
         }
-        if let Some(q) = quantity(tokens, at) {
+        if let Some(q) = quantity(text, tokens, at) {
             out.push((bound, q));
         }
         i += words.len();
@@ -240,20 +237,20 @@ fn bounds(tokens: &[Token]) -> Vec<(Bound, Quantity)> {
 /// nearest the bound))` when every number it is compared with agrees, `None` otherwise.
 fn check<'a>(
     bound: Bound,
-    claimed: &Quantity,
-    passage: &'a [Quantity],
-) -> Option<(bool, &'a Quantity)> {
+    claimed: &Quantity<'_>,
+    passage: &'a [Quantity<'a>],
+) -> Option<(bool, &'a Quantity<'a>)> {
     if claimed.value <= 0.0 {
         return None;
     }
-    let candidates: Vec<&Quantity> =
+    let candidates: Vec<&Quantity<'_>> =
         passage.iter().filter(|q| q.value > 0.0 && (claimed.year || !q.year)).collect();
-    let same_unit: Vec<&Quantity> = if claimed.unit.is_empty() {
+    let same_unit: Vec<&Quantity<'_>> = if claimed.unit.is_empty() {
         Vec::new()
     } else {
-        candidates.iter().copied().filter(|q| q.unit == claimed.unit).collect()
+        candidates.iter().copied().filter(|q| q.unit.eq_ignore_ascii_case(claimed.unit)).collect()
     };
-    let compared: Vec<&Quantity> = if same_unit.is_empty() {
+    let compared: Vec<&Quantity<'_>> = if same_unit.is_empty() {
         candidates
             .into_iter()
             .filter(|q| {
@@ -264,7 +261,7 @@ fn check<'a>(
     } else {
         same_unit
     };
-    let distance = |q: &&Quantity| (q.value / claimed.value).ln().abs();
+    let distance = |q: &&Quantity<'_>| (q.value / claimed.value).ln().abs();
     let nearest = compared.iter().min_by(|a, b| distance(a).total_cmp(&distance(b)))?;
     let holds = bound.holds(nearest.value, claimed.value);
     compared
@@ -299,27 +296,27 @@ impl Comparison {
 #[must_use]
 pub fn compare_numbers(claim: &str, passage: &str) -> Option<Comparison> {
     let claim_tokens = tokens(claim);
-    let claimed = bounds(&claim_tokens);
+    let claimed = bounds(claim, &claim_tokens);
     if claimed.is_empty() {
         return None;
     }
     let passage_tokens = tokens(passage);
-    let quantities: Vec<Quantity> =
-        (0..passage_tokens.len()).filter_map(|at| quantity(&passage_tokens, at)).collect();
-    let decided: Vec<Comparison> = claimed
-        .iter()
-        .filter_map(|(bound, q)| {
-            let (holds, found) = check(*bound, q, &quantities)?;
-            Some(Comparison {
-                holds,
-                bound: bound.name(),
-                claimed: q.written.clone(),
-                found: found.written.clone(),
-            })
-        })
-        .collect();
-    let failed = decided.iter().position(|c| !c.holds).unwrap_or(0);
-    decided.into_iter().nth(failed)
+    let quantities: Vec<Quantity<'_>> =
+        (0..passage_tokens.len()).filter_map(|at| quantity(passage, &passage_tokens, at)).collect();
+    let mut decided = claimed.iter().filter_map(|(bound, q)| {
+        let (holds, found) = check(*bound, q, &quantities)?;
+        Some((holds, *bound, q.written, found.written))
+    });
+    // The first bound that fails, else the first that holds.
+    let first = decided.next()?;
+    let (holds, bound, claimed, found) =
+        if first.0 { decided.find(|d| !d.0).unwrap_or(first) } else { first };
+    Some(Comparison {
+        holds,
+        bound: bound.name(),
+        claimed: claimed.to_owned(),
+        found: found.to_owned(),
+    })
 }
 
 /// The `comparedNumbers` feature of `claim` against `passage`: 1, -1, or 0 when

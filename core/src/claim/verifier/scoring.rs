@@ -286,13 +286,13 @@ pub struct Decision {
 /// The numbers in `text`: digit runs, with `,` and `.` inside them kept as one number
 /// (`1,117` is `1117`, `3.5` stays), thousands separators dropped.
 pub(super) fn numbers(text: &str) -> HashSet<String> {
-    let chars: Vec<char> = text.chars().collect();
+    let bytes = text.as_bytes();
     let mut out = HashSet::new();
     let mut i = 0;
-    while i < chars.len() {
-        if chars[i].is_ascii_digit() {
-            let end = digit_run(&chars, i);
-            out.insert(chars[i..end].iter().filter(|&&c| c != ',').collect());
+    while i < bytes.len() {
+        if bytes[i].is_ascii_digit() {
+            let end = digit_run(bytes, i);
+            out.insert(text[i..end].replace(',', ""));
             i = end;
         } else {
             i += 1;
