@@ -220,8 +220,8 @@ pub struct Features {
     /// 1 when the claim has a number.
     pub has_number: f64,
     /// The claim's bounds on numbers against the topic passage's numbers
-    /// ([`compared_numbers`]): 1 they hold, -1 one fails, 0 nothing to compare (and in
-    /// reports written before this feature).
+    /// ([`compared_numbers`](super::compared_numbers)): 1 they hold, -1 one fails, 0 nothing
+    /// to compare (and in reports written before this feature).
     #[serde(default)]
     pub compared_numbers: f64,
 }
