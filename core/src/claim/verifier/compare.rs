@@ -85,8 +85,9 @@ const MOST_NUMBERS: usize = 256;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token<'a> {
-    /// A word, as written (compared without regard to ASCII case).
-    Word(&'a str),
+    /// A word, as written (compared without regard to ASCII case), and where it ends in the
+    /// text (a byte offset).
+    Word(&'a str, usize),
     /// A number: its value, whether it is written as a year, and its bytes in the text.
     Number(f64, bool, Range<usize>),
     /// Any other character that is not whitespace.
@@ -166,7 +167,7 @@ fn tokens(text: &str) -> Vec<Token<'_>> {
             i += text[i..]
                 .find(|c: char| !c.is_alphanumeric() && c != '\'')
                 .unwrap_or(text.len() - i);
-            out.push(Token::Word(&text[start..i]));
+            out.push(Token::Word(&text[start..i], i));
         } else {
             if !c.is_whitespace() {
                 out.push(Token::Mark(c));
@@ -188,19 +189,18 @@ fn quantity<'a>(text: &'a str, tokens: &[Token<'a>], at: usize) -> Option<Quanti
     let Some(Token::Number(value, year, bytes)) = tokens.get(at) else { return None };
     let (mut value, mut year, mut written) = (*value, *year, &text[bytes.clone()]);
     let mut next = at + 1;
-    if let Some(Token::Word(word)) = tokens.get(next)
+    if let Some(&Token::Word(word, end)) = tokens.get(next)
         && let Some(factor) = scale(word)
     {
         value *= factor;
         year = false;
         // The number and its scale word, with what stands between them.
-        let end = word.as_ptr() as usize - text.as_ptr() as usize + word.len();
         written = &text[bytes.start..end];
         next += 1;
     }
     let unit = match tokens.get(next) {
-        Some(Token::Word(word)) if word.eq_ignore_ascii_case("percent") => "%",
-        Some(Token::Word(word)) => word,
+        Some(Token::Word(word, _)) if word.eq_ignore_ascii_case("percent") => "%",
+        Some(Token::Word(word, _)) => word,
         Some(Token::Mark('%')) => "%",
         _ => "",
     };
@@ -214,7 +214,7 @@ fn bounds<'a>(text: &'a str, tokens: &[Token<'a>]) -> Vec<(Bound, Quantity<'a>)>
     while i < tokens.len() {
         let phrase = PHRASES.iter().find(|(words, _)| {
             words.iter().enumerate().all(
-                |(j, w)| matches!(tokens.get(i + j), Some(Token::Word(t)) if t.eq_ignore_ascii_case(w)),
+                |(j, w)| matches!(tokens.get(i + j), Some(Token::Word(t, _)) if t.eq_ignore_ascii_case(w)),
             )
         });
         let Some(&(words, bound)) = phrase else {
