@@ -61,6 +61,11 @@ test('a claim checked through an OpenAI-compatible server, streaming', async () 
     await card.locator(id('verdict')).waitFor({ timeout: 30000 });
     assert.match(await card.locator(id('verdict')).innerText(), /supported/i);
     assert.match(await card.locator(id('summary')).innerText(), /places the Eiffel Tower in Paris/);
+    // How the verdict was reached, folded under the summary: here the model's own words.
+    const why = card.locator('details.rationale');
+    assert.equal(await why.getAttribute('open'), null, 'folded until asked for');
+    await why.locator('summary').click();
+    assert.equal(await card.locator(id('rationale')).innerText(), 'The passage places the tower in Paris.');
     // The confidence in words a person can act on, beside its figure.
     assert.match(await card.locator(id('confidence')).innerText(), /^\d+% · (high|moderate|low) confidence: \w/);
     assert.match(await card.locator(id('citation')).first().innerText(), /Champ de Mars/);

@@ -53,7 +53,11 @@ test('the llama.cpp preset checks a claim against a real llama.cpp server', { sk
       assert.fail(`the check failed: ${await card.innerText()}`);
     }
     const verdict = await card.locator(id('verdict')).innerText();
+    // How the route decided, in words: the class probabilities and the passage's score.
+    await card.locator('details.rationale summary').click();
+    const why = await card.locator(id('rationale')).innerText();
     await screenshot(page, 'real-model');
+    assert.match(why, /^Verifier route: P\(supported\) \d\.\d\d, .*best passage S \d\.\d\d/, why);
     assert.match(verdict, /supported/i, verdict);
     // The passage that says exactly the claim decided it, and is cited once.
     const citations = card.locator(id('citation'));

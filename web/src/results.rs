@@ -140,6 +140,12 @@ fn ReportBody(n: usize, report: ReportView, cited: Vec<Item>) -> impl IntoView {
                 </span>
             </p>
             <p data-testid="summary" class="summary">{report.summary}</p>
+            {report.assessment.rationale.map(|rationale| view! {
+                <details class="rationale">
+                    <summary>"How it was decided"</summary>
+                    <p data-testid="rationale">{rationale}</p>
+                </details>
+            })}
             <Show when=move || has_citations>
                 <h4>"Citations"</h4>
             </Show>

@@ -829,6 +829,10 @@ pub struct AssessmentView {
     pub confidence: f64,
     /// Evidence items quoted whole.
     pub citations: Vec<String>,
+    /// How the verdict was reached: the verifier route's probabilities and the numbers a
+    /// bound was checked against, or the model's own words on the agent route.
+    #[serde(default)]
+    pub rationale: Option<String>,
 }
 
 /// The parts of a typed failure the page shows.
@@ -1177,6 +1181,19 @@ mod tests {
             let ours = ReportView::from_json(&report).unwrap();
             assert_eq!(ours, serde_json::from_value::<ReportView>(report).unwrap());
         }
+        // The rationale the page shows under "How it was decided", when the report has one.
+        let why = "Verifier route: ...; the claim's \"more than 1,500\" fails against the passage's 1,159.";
+        let with = json!({"verdict": "contradicted", "confidence": 0.9, "citations": [],
+            "rationale": why});
+        let ours = AssessmentView::from_json(&with).unwrap();
+        assert_eq!(ours.rationale.as_deref(), Some(why));
+        assert_eq!(ours, serde_json::from_value::<AssessmentView>(with).unwrap());
+        let without = json!({"verdict": "supported", "confidence": 1, "citations": [],
+            "rationale": null});
+        assert_eq!(AssessmentView::from_json(&without).unwrap().rationale, None);
+        let wrong = json!({"verdict": "supported", "confidence": 1, "citations": [],
+            "rationale": 3});
+        assert!(AssessmentView::from_json(&wrong).unwrap_err().contains("rationale"));
         let failures = [
             json!({"kind": "provider", "message": "m", "spent": {"turns": 1, "requests": 2,
                 "retries": 1, "usage": {"input": 9}}}),

@@ -491,6 +491,7 @@ impl FromJson for AssessmentView {
             verdict: f.string("verdict")?,
             confidence: f.float("confidence")?,
             citations: f.strings("citations")?,
+            rationale: f.opt_string("rationale")?,
         })
     }
 }
