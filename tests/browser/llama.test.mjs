@@ -2,7 +2,8 @@
 // started by `cargo xtask test` and named by VERITY_LLAMA_URL): the llama.cpp preset checks a
 // claim through the verifier route (one Yes/No question per passage, read from the token
 // probabilities) and a streamed, constrained summary, to a verdict citing its passage once, in
-// real Chromium; and a whole answer, its three sentences asked about at once.
+// real Chromium; a claim's bound on a number, whose comparison the page names; and a whole
+// answer, its three sentences asked about at once.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { serve, browser, screenshot, countingProxy, TOWERS } from './harness.mjs';
@@ -19,15 +20,16 @@ const id = (name) => `[data-testid="${name}"]`;
 /** The app with the towers corpus and the llama.cpp preset pointed at the real server through a
  * recording proxy: the engine runs in a shared worker, whose requests the page's request events
  * do not show, and the proxy sees them. Call `close` and `proxy.close` at the end. */
-async function appOnLlama() {
+async function appOnLlama(corpus = TOWERS) {
   const { page, errors, close } = await browser();
   const server = new URL(LLAMA);
   const proxy = await countingProxy(server.origin);
   try {
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
-    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(TOWERS) });
-    await page.locator(id('corpus-count')).filter({ hasText: '3' }).waitFor();
+    await page.setInputFiles(id('corpus-file-input'), { name: 'towers.jsonl', mimeType: 'text/plain', buffer: Buffer.from(corpus) });
+    const items = String(corpus.split('\n').length);
+    await page.locator(id('corpus-count')).filter({ hasText: items }).waitFor();
     await page.selectOption(id('provider-kind'), 'openai');
     await page.selectOption(id('provider-preset'), 'llamacpp');
     await page.fill(id('provider-base-url'), `${proxy.url}${server.pathname}`);
@@ -87,6 +89,34 @@ test('the llama.cpp preset checks a claim against a real llama.cpp server', { sk
     assert.equal(summary.tools, undefined, 'no tools to a server that would ignore them');
     assert.equal(summary.max_tokens, 512, 'the summary\'s output limit');
     console.log(`real model in Chromium: ${sent.length} requests, verdict "${verdict}"`);
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    await proxy.close();
+  }
+});
+
+test('a bound on a number is checked against the passage\'s number, and the app says which numbers', { skip }, async () => {
+  const heights = [
+    { id: 'tokyo', text: 'Tokyo Tower is a communications and observation tower in Minato. It is 333 metres tall.' },
+    { id: 'louvre', text: "The Louvre is the world's most-visited art museum." },
+  ].map((item) => JSON.stringify(item)).join('\n');
+  const { page, errors, close, proxy } = await appOnLlama(heights);
+  try {
+    await page.fill(id('claims-input'), 'Tokyo Tower is more than 400 metres tall.');
+    await page.click(id('run'));
+    const card = page.locator(id('check-1'));
+    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 180000 });
+    if (await card.locator(id('failure-message')).count()) {
+      await screenshot(page, 'real-model-bound-failed');
+      assert.fail(`the check failed: ${await card.innerText()}`);
+    }
+    await card.locator('details.rationale summary').click();
+    const why = await card.locator(id('rationale')).innerText();
+    await screenshot(page, 'real-model-bound');
+    // Whatever the model answered, the arithmetic is the core's, and the page names it.
+    assert.match(why, /the claim's "more than 400" fails against the passage's 333/, why);
+    console.log(`real model in Chromium, a bound: verdict "${await card.locator(id('verdict')).innerText()}", ${why}`);
     assert.deepEqual(errors, []);
   } finally {
     await close();
