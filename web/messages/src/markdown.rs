@@ -24,8 +24,8 @@ fn inline(text: &str) -> String {
     out
 }
 
-/// The results as Markdown: a heading per claim, then its verdict, summary and citations, or
-/// its failure and what to do about it.
+/// The results as Markdown: a heading per claim, then its verdict, summary, how it was decided
+/// and citations, or its failure and what to do about it.
 pub fn to_markdown(results: &[CheckResult]) -> String {
     let mut md = String::from("# Verity results\n");
     for result in results {
@@ -45,6 +45,9 @@ pub fn to_markdown(results: &[CheckResult]) -> String {
                         fixed(report.assessment.confidence * 100.0, 0),
                         inline(&report.summary)
                     ));
+                    if let Some(rationale) = &report.assessment.rationale {
+                        md.push_str(&format!("How it was decided: {}\n\n", inline(rationale)));
+                    }
                     for citation in &report.assessment.citations {
                         md.push_str(&format!("> {}\n\n", inline(citation)));
                     }
@@ -169,7 +172,8 @@ mod tests {
                 claim: "The bridge <b>opened</b> in 1932.".into(),
                 outcome: Outcome::Report {
                     report: json!({"claim": "x", "assessment": {"verdict": "supported", "confidence": 0.9,
-                        "citations": ["The bridge opened in 1932."]}, "route": "single call",
+                        "citations": ["The bridge opened in 1932."],
+                        "rationale": "The passage says *1932*."}, "route": "single call",
                         "summary": "Yes.", "requests": 2, "usage": {"input": 10, "output": 5, "cost": 0.0}}),
                 },
                 cited: Vec::new(),
@@ -189,6 +193,8 @@ mod tests {
         assert!(md.contains("## The bridge \\<b\\>opened\\</b\\> in 1932\\."), "{md}");
         assert!(md.contains("**Supported** (90% confidence)"), "{md}");
         assert!(md.contains("> The bridge opened in 1932\\."), "{md}");
+        assert!(md.contains("How it was decided: The passage says \\*1932\\*\\."), "{md}");
+        assert_eq!(md.matches("How it was decided").count(), 1, "only where a report has one");
         assert!(md.contains("**Failed** (`cancelled`): stopped"), "{md}");
     }
 
