@@ -41,19 +41,25 @@ async function appOnLlama(corpus = TOWERS) {
   return { page, errors, close, proxy };
 }
 
+/** The first check's card once it has a verdict. A failure instead is shown (screenshot
+ * `NAME-failed`) and fails the test with the card's words. */
+async function verdictCard(page, name, timeout = 180000) {
+  const card = page.locator(id('check-1'));
+  await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout });
+  if (await card.locator(id('failure-message')).count()) {
+    await screenshot(page, `${name}-failed`);
+    assert.fail(`the check failed: ${await card.innerText()}`);
+  }
+  return card;
+}
+
 test('the llama.cpp preset checks a claim against a real llama.cpp server', { skip }, async () => {
   const { page, errors, close, proxy } = await appOnLlama();
   const sent = proxy.bodies;
   try {
     await page.fill(id('claims-input'), 'The Eiffel Tower is in Paris.');
     await page.click(id('run'));
-    const card = page.locator(id('check-1'));
-    // A verdict, or a failure that says why (shown, then asserted against).
-    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 180000 });
-    if (await card.locator(id('failure-message')).count()) {
-      await screenshot(page, 'real-model-failed');
-      assert.fail(`the check failed: ${await card.innerText()}`);
-    }
+    const card = await verdictCard(page, 'real-model');
     const verdict = await card.locator(id('verdict')).innerText();
     // How the route decided, in words: the class probabilities and the passage's score.
     await card.locator('details.rationale summary').click();
@@ -105,12 +111,7 @@ test('a bound on a number is checked against the passage\'s number, and the app 
   try {
     await page.fill(id('claims-input'), 'Tokyo Tower is more than 400 metres tall.');
     await page.click(id('run'));
-    const card = page.locator(id('check-1'));
-    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 180000 });
-    if (await card.locator(id('failure-message')).count()) {
-      await screenshot(page, 'real-model-bound-failed');
-      assert.fail(`the check failed: ${await card.innerText()}`);
-    }
+    const card = await verdictCard(page, 'real-model-bound');
     await card.locator('details.rationale summary').click();
     const why = await card.locator(id('rationale')).innerText();
     await screenshot(page, 'real-model-bound');
@@ -132,12 +133,7 @@ test('the llama.cpp preset checks a whole answer against a real llama.cpp server
     const answer = 'The Eiffel Tower is in Paris. Tokyo Tower is in Minato. The Louvre is an art museum.';
     await page.fill(id('answer-input'), answer);
     await page.click(id('run'));
-    const card = page.locator(id('check-1'));
-    await card.locator(`${id('verdict')}, ${id('failure-message')}`).first().waitFor({ timeout: 300000 });
-    if (await card.locator(id('failure-message')).count()) {
-      await screenshot(page, 'real-model-answer-failed');
-      assert.fail(`the check failed: ${await card.innerText()}`);
-    }
+    const card = await verdictCard(page, 'real-model-answer', 300000);
     await screenshot(page, 'real-model-answer');
     const statuses = await card.locator(id('sentence')).evaluateAll((nodes) => nodes.map((n) => n.dataset.status));
     assert.equal(statuses.length, 3, statuses.join());
