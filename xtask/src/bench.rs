@@ -8,6 +8,8 @@
 //! app's count, in turn, beside the native llama.cpp server with the same file on two threads.
 //! `cargo xtask bench ready [ROUNDS]`: the app's cold load to "Engine ready" over a 10 Mbit/s
 //! link with 40 ms of latency (files gzipped as a host serves them), then on loopback.
+//! `cargo xtask bench wasm-kernels [ROUNDS]`: llama.cpp built for wasm32 with its own kernels
+//! and with ours (`bench/wasm-kernels`), the model of the tab on two threads, in turn.
 
 use crate::{Result, cargo, output, root, run, setup, target_dir};
 use std::path::{Path, PathBuf};
@@ -16,7 +18,7 @@ use std::process::{Command, Stdio};
 const USAGE: &str = "usage: cargo xtask bench step [SECONDS] | cargo xtask bench claim [SECONDS] \
                      | cargo xtask bench retrieve FILE [--corpus CORPUS] | cargo xtask bench batch [--scale-only] \
                      | cargo xtask bench in-tab [ROUNDS] [--model smollm2|qwen0.5|qwen1.5] \
-                     | cargo xtask bench ready [ROUNDS]";
+                     | cargo xtask bench ready [ROUNDS] | cargo xtask bench wasm-kernels [ROUNDS]";
 
 pub fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
@@ -25,6 +27,7 @@ pub fn bench(args: &[String]) -> Result {
         Some("batch") => crate::batch::bench(&args[1..]),
         Some("in-tab") => in_tab(&args[1..]),
         Some("ready") => ready(args.get(1).map_or("5", String::as_str)),
+        Some("wasm-kernels") => crate::kernels::bench(args.get(1).map_or("3", String::as_str)),
         _ => Err(USAGE.to_owned()),
     }
 }

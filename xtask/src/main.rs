@@ -6,6 +6,7 @@
 //! - `bench step [SECONDS]`: the step benchmark, natively and in wasm under Node.
 //! - `bench claim [SECONDS]`: the claim-check benchmark (cheap and escalation routes), likewise.
 //! - `bench retrieve FILE [--corpus CORPUS]`: retrieval figures beside MiniSearch's.
+//! - `bench wasm-kernels [ROUNDS]`: llama.cpp's wasm kernels against ours (`bench/wasm-kernels`).
 //! - `batch CLAIMS.jsonl [--corpus C.jsonl] [--provider CONFIG.json] [--workers N]`: a durable batch on Restate.
 //! - `dist [--dev]`: builds the browser app into `dist/` (a static folder).
 //! - `serve [--port N] [--release]`: builds and serves the app on <http://127.0.0.1:8090>,
@@ -29,6 +30,7 @@ use std::process::{Command, ExitCode, Stdio};
 mod batch;
 mod bench;
 mod component;
+mod kernels;
 mod llama;
 mod web;
 
@@ -582,7 +584,7 @@ mod setup {
     }
 
     /// Installs Debian's `package` unless `program` is there already.
-    fn debian_package(program: &str, package: &str) -> Result {
+    pub fn debian_package(program: &str, package: &str) -> Result {
         if std::path::Path::new(program).is_file() {
             return Ok(());
         }
