@@ -10,9 +10,11 @@
 //!   JS optimizer needs it; Debian recommends rather than requires it).
 //!
 //! It builds llama.cpp's libraries for wasm32 (SIMD128, pthreads) twice, as released and with
-//! the patches applied, links `bench/wasm-kernels/harness.cpp` against each, and runs the two
-//! under Node in turn, `ROUNDS` times, on two threads: the same tokens, prompt then
-//! generation. The first repetition of each prints the last token's logits, which must agree.
+//! the patches applied, links `bench/wasm-kernels/harness.cpp` against each, for Node and for a
+//! page, and runs the two builds in turn under Node and in headless Chromium
+//! (`bench/wasm-kernels/chromium.mjs`), `ROUNDS` times, on two threads: the same tokens, prompt
+//! then generation. The first repetition of each run prints the last token's logits, which
+//! must agree across every run.
 
 use crate::{Result, output, root, run, setup, target_dir};
 use std::path::{Path, PathBuf};
@@ -49,63 +51,75 @@ pub fn bench(rounds: &str) -> Result {
     let ours = unpack(&dir, "ours", &patches)?;
     let (our_harness, _) = build(&ours, Some(&libllama))?;
     let harnesses = [("llama.cpp's kernels", upstream_harness), ("our kernels", our_harness)];
-    let mut figures: Vec<Vec<(f64, f64)>> = vec![Vec::new(); harnesses.len()];
-    let mut logits: Vec<Option<String>> = vec![None; harnesses.len()];
+    let engines = ["Node", "Chromium"];
+    setup::npm_packages()?;
+    setup::chromium()?;
+    // figures[build][engine]: (prompt, generation) tokens a second, one pair per repetition.
+    let mut figures = vec![vec![Vec::<(f64, f64)>::new(); engines.len()]; harnesses.len()];
+    let mut logits: Option<String> = None;
     for round in 1..=rounds {
-        for (i, (name, harness)) in harnesses.iter().enumerate() {
-            let said = output(
-                Command::new("node")
-                    .env("NODE_PATH", "/usr/share/nodejs")
-                    .arg("--no-experimental-fetch")
-                    .arg(harness)
-                    .arg(&model)
-                    .args([THREADS, PROMPT, GENERATED, REPS]),
-            )?;
-            for line in said.lines() {
-                println!("round {round}, {name}: {line}");
-                if let Some(text) = line.strip_prefix("logits: ") {
-                    match &logits[i] {
-                        Some(first) if first != text => {
-                            return Err(format!(
-                                "{name} kernels' logits moved between runs: {first} then {text}"
-                            ));
+        for (b, (name, harness)) in harnesses.iter().enumerate() {
+            for (e, engine) in engines.iter().enumerate() {
+                let mut command = Command::new("node");
+                if *engine == "Node" {
+                    command.arg("--no-experimental-fetch").arg(&harness.node).arg(&model);
+                } else {
+                    command
+                        .current_dir(root())
+                        .arg(root().join("bench/wasm-kernels/chromium.mjs"))
+                        .arg(&harness.web)
+                        .arg("harness")
+                        .arg(&model);
+                }
+                let said = output(command.args([THREADS, PROMPT, GENERATED, REPS]))?;
+                for line in said.lines() {
+                    println!("round {round}, {name}, {engine}: {line}");
+                    if let Some(text) = line.strip_prefix("logits: ") {
+                        match &logits {
+                            Some(first) if first != text => {
+                                return Err(format!(
+                                    "{name} in {engine} gives other logits: {text}, where the first run gave {first}"
+                                ));
+                            }
+                            _ => logits = Some(text.to_owned()),
                         }
-                        _ => logits[i] = Some(text.to_owned()),
+                    } else if let Some(pair) = speeds(line) {
+                        figures[b][e].push(pair);
                     }
-                } else if let Some(pair) = speeds(line) {
-                    figures[i].push(pair);
                 }
             }
         }
     }
-    if logits[0] != logits[1] {
-        return Err(format!(
-            "the two builds disagree: llama.cpp's kernels give {:?}, ours {:?}",
-            logits[0], logits[1]
-        ));
-    }
-    let medians: Vec<(f64, f64)> = figures
-        .iter()
-        .map(|runs| {
-            (
-                median(runs.iter().map(|run| run.0).collect()),
-                median(runs.iter().map(|run| run.1).collect()),
-            )
-        })
-        .collect();
-    for ((name, _), (prompt, generation)) in harnesses.iter().zip(&medians) {
+    let median_of = |runs: &[(f64, f64)]| {
+        (
+            median(runs.iter().map(|run| run.0).collect()),
+            median(runs.iter().map(|run| run.1).collect()),
+        )
+    };
+    for (e, engine) in engines.iter().enumerate() {
+        for (b, (name, _)) in harnesses.iter().enumerate() {
+            let (prompt, generation) = median_of(&figures[b][e]);
+            println!(
+                "median, {name}, {engine}, {THREADS} threads: prompt {prompt:.2}, generation {generation:.2} tokens a second ({} runs)",
+                figures[b][e].len()
+            );
+        }
+        let (ours, theirs) = (median_of(&figures[1][e]), median_of(&figures[0][e]));
         println!(
-            "median, {name}, {THREADS} threads: prompt {prompt:.2}, generation {generation:.2} tokens a second ({} runs)",
-            figures[0].len()
+            "{engine}, ours / llama.cpp's: prompt {:.3}, generation {:.3}",
+            ours.0 / theirs.0,
+            ours.1 / theirs.1
         );
     }
-    println!(
-        "ours / llama.cpp's: prompt {:.3}, generation {:.3} (the same logits: {})",
-        medians[1].0 / medians[0].0,
-        medians[1].1 / medians[0].1,
-        logits[0].as_deref().unwrap_or("none printed")
-    );
+    println!("every run gave the same logits: {}", logits.as_deref().unwrap_or("none printed"));
     Ok(())
+}
+
+/// A harness built two ways: for Node (`node` runs this JS) and for a web page (`web` holds
+/// `harness.js`, `harness.wasm` and `harness.worker.js`).
+struct Harness {
+    node: PathBuf,
+    web: PathBuf,
 }
 
 /// The patch files of `bench/wasm-kernels`, by name.
@@ -182,7 +196,7 @@ fn unpack(dir: &Path, folder: &str, patches: &[PathBuf]) -> Result<PathBuf> {
 /// llama.cpp's libraries for wasm32 (SIMD128, pthreads, 32-bit memory) and the harness linked
 /// against them: the harness's JS, which Node runs, and the libllama it was linked with. With
 /// `libllama` given, only ggml's libraries are built here and that libllama is linked.
-fn build(source: &Path, libllama: Option<&Path>) -> Result<(PathBuf, PathBuf)> {
+fn build(source: &Path, libllama: Option<&Path>) -> Result<(Harness, PathBuf)> {
     let build = source.join("build-wasm");
     let flags = "-msimd128 -pthread";
     run(Command::new("emcmake")
@@ -231,27 +245,44 @@ fn build(source: &Path, libllama: Option<&Path>) -> Result<(PathBuf, PathBuf)> {
         .arg("-o")
         .arg(&object))?;
     let lib = |path: &str| build.join(path);
-    run(Command::new("em++")
-        .env("NODE_PATH", "/usr/share/nodejs")
-        .arg("-pthread")
-        .arg(&object)
-        .arg(&libllama)
-        .arg(lib("ggml/src/libggml.a"))
-        .arg(lib("ggml/src/libggml-cpu.a"))
-        .arg(lib("ggml/src/libggml-base.a"))
-        .args([
-            "-O3",
-            "-sNODERAWFS=1",
-            "-sALLOW_MEMORY_GROWTH=1",
-            "-sMAXIMUM_MEMORY=4GB",
-            "-sPTHREAD_POOL_SIZE=4",
-            "-sTOTAL_STACK=5MB",
-            "-sEXIT_RUNTIME=1",
-            "-Wno-pthreads-mem-growth",
-            "-o",
-        ])
-        .arg(&harness))?;
-    Ok((harness, libllama))
+    let web = build.join("web");
+    std::fs::create_dir_all(&web).map_err(|e| format!("{}: {e}", web.display()))?;
+    // The same objects linked twice: for Node (its file system is the machine's) and for a
+    // page (the model written into memory first; main on a thread of its own, since a page's
+    // main thread must not block).
+    for (output, flags) in [
+        (harness.clone(), &["-sNODERAWFS=1", "-sEXIT_RUNTIME=1"][..]),
+        (
+            web.join("harness.js"),
+            &[
+                "-sENVIRONMENT=web,worker",
+                "-sPROXY_TO_PTHREAD=1",
+                "-sFORCE_FILESYSTEM=1",
+                "-sEXPORTED_RUNTIME_METHODS=FS",
+            ][..],
+        ),
+    ] {
+        run(Command::new("em++")
+            .env("NODE_PATH", "/usr/share/nodejs")
+            .arg("-pthread")
+            .arg(&object)
+            .arg(&libllama)
+            .arg(lib("ggml/src/libggml.a"))
+            .arg(lib("ggml/src/libggml-cpu.a"))
+            .arg(lib("ggml/src/libggml-base.a"))
+            .args([
+                "-O3",
+                "-sALLOW_MEMORY_GROWTH=1",
+                "-sMAXIMUM_MEMORY=4GB",
+                "-sPTHREAD_POOL_SIZE=4",
+                "-sTOTAL_STACK=5MB",
+                "-Wno-pthreads-mem-growth",
+            ])
+            .args(flags)
+            .arg("-o")
+            .arg(&output))?;
+    }
+    Ok((Harness { node: harness, web }, libllama))
 }
 
 /// The prompt and generation speeds of a harness line
