@@ -16,7 +16,7 @@
 //! logits, which must agree across every run. It ends with the commands that run each page
 //! build in headless Chromium (`bench/wasm-kernels/chromium.mjs`).
 
-use crate::{Result, output, root, run, setup, target_dir};
+use crate::{Result, files_with_extension, output, root, run, setup, target_dir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -51,41 +51,33 @@ pub fn bench(rounds: &str) -> Result {
     let ours = unpack(&dir, "ours", &patches)?;
     let (our_harness, _) = build(&ours, Some(&libllama))?;
     let harnesses = [("llama.cpp's kernels", upstream_harness), ("our kernels", our_harness)];
-    // Node only: run from here, the Chromium harness waited on a browser that had gone (not
-    // understood yet); by hand it runs (the line printed at the end).
-    let engines = ["Node"];
-    // figures[build][engine]: (prompt, generation) tokens a second, one pair per repetition.
-    let mut figures = vec![vec![Vec::<(f64, f64)>::new(); engines.len()]; harnesses.len()];
+    // Under Node only: run from here, the Chromium harness waited on a browser that had gone
+    // (not understood yet); by hand it runs (the commands printed at the end).
+    // figures[build]: (prompt, generation) tokens a second, one pair per repetition.
+    let mut figures = vec![Vec::<(f64, f64)>::new(); harnesses.len()];
     let mut logits: Option<String> = None;
     for round in 1..=rounds {
-        for (b, (name, harness)) in harnesses.iter().enumerate() {
-            for (e, engine) in engines.iter().enumerate() {
-                let mut command = Command::new("node");
-                if *engine == "Node" {
-                    command.arg("--no-experimental-fetch").arg(&harness.node).arg(&model);
-                } else {
-                    command
-                        .current_dir(root())
-                        .arg(root().join("bench/wasm-kernels/chromium.mjs"))
-                        .arg(&harness.web)
-                        .arg("harness")
-                        .arg(&model);
-                }
-                let said = output(command.args([THREADS, PROMPT, GENERATED, REPS]))?;
-                for line in said.lines() {
-                    println!("round {round}, {name}, {engine}: {line}");
-                    if let Some(text) = line.strip_prefix("logits: ") {
-                        match &logits {
-                            Some(first) if first != text => {
-                                return Err(format!(
-                                    "{name} in {engine} gives other logits: {text}, where the first run gave {first}"
-                                ));
-                            }
-                            _ => logits = Some(text.to_owned()),
+        for ((name, harness), runs) in harnesses.iter().zip(&mut figures) {
+            let said = output(
+                Command::new("node")
+                    .arg("--no-experimental-fetch")
+                    .arg(&harness.node)
+                    .arg(&model)
+                    .args([THREADS, PROMPT, GENERATED, REPS]),
+            )?;
+            for line in said.lines() {
+                println!("round {round}, {name}, Node: {line}");
+                if let Some(text) = line.strip_prefix("logits: ") {
+                    match &logits {
+                        Some(first) if first != text => {
+                            return Err(format!(
+                                "{name} gives other logits: {text}, where the first run gave {first}"
+                            ));
                         }
-                    } else if let Some(pair) = speeds(line) {
-                        figures[b][e].push(pair);
+                        _ => logits = Some(text.to_owned()),
                     }
+                } else if let Some(pair) = speeds(line) {
+                    runs.push(pair);
                 }
             }
         }
@@ -96,21 +88,19 @@ pub fn bench(rounds: &str) -> Result {
             median(runs.iter().map(|run| run.1).collect()),
         )
     };
-    for (e, engine) in engines.iter().enumerate() {
-        for (b, (name, _)) in harnesses.iter().enumerate() {
-            let (prompt, generation) = median_of(&figures[b][e]);
-            println!(
-                "median, {name}, {engine}, {THREADS} threads: prompt {prompt:.2}, generation {generation:.2} tokens a second ({} runs)",
-                figures[b][e].len()
-            );
-        }
-        let (ours, theirs) = (median_of(&figures[1][e]), median_of(&figures[0][e]));
+    for ((name, _), runs) in harnesses.iter().zip(&figures) {
+        let (prompt, generation) = median_of(runs);
         println!(
-            "{engine}, ours / llama.cpp's: prompt {:.3}, generation {:.3}",
-            ours.0 / theirs.0,
-            ours.1 / theirs.1
+            "median, {name}, Node, {THREADS} threads: prompt {prompt:.2}, generation {generation:.2} tokens a second ({} runs)",
+            runs.len()
         );
     }
+    let (ours, theirs) = (median_of(&figures[1]), median_of(&figures[0]));
+    println!(
+        "Node, ours / llama.cpp's: prompt {:.3}, generation {:.3}",
+        ours.0 / theirs.0,
+        ours.1 / theirs.1
+    );
     println!("every run gave the same logits: {}", logits.as_deref().unwrap_or("none printed"));
     for (name, harness) in &harnesses {
         println!(
@@ -132,12 +122,7 @@ struct Harness {
 /// The patch files of `bench/wasm-kernels`, by name.
 fn patches() -> Result<Vec<PathBuf>> {
     let folder = root().join("bench/wasm-kernels");
-    let mut patches: Vec<PathBuf> = std::fs::read_dir(&folder)
-        .map_err(|e| format!("{}: {e}", folder.display()))?
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "patch"))
-        .collect();
-    patches.sort();
+    let patches = files_with_extension(&folder, "patch")?;
     if patches.is_empty() {
         return Err(format!("no .patch file in {}", folder.display()));
     }

@@ -408,14 +408,21 @@ fn debug_binary(name: &str) -> PathBuf {
 
 /// The integration tests of a package: the `.rs` files of its `tests/` folder, by name.
 fn test_names(dir: &str) -> Result<Vec<String>> {
-    let mut names: Vec<String> = std::fs::read_dir(root().join(dir))
-        .map_err(|e| format!("{dir}: {e}"))?
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "rs"))
+    Ok(files_with_extension(&root().join(dir), "rs")?
+        .iter()
         .filter_map(|path| path.file_stem().map(|stem| stem.to_string_lossy().into_owned()))
+        .collect())
+}
+
+/// The files of `dir` whose extension is `extension`, sorted by path.
+fn files_with_extension(dir: &Path, extension: &str) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == extension))
         .collect();
-    names.sort();
-    Ok(names)
+    files.sort();
+    Ok(files)
 }
 
 fn conformance(args: &[String]) -> Result {
