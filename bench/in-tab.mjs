@@ -1,11 +1,12 @@
-// The model in the tab on one thread and on several, and the native llama.cpp server, side by
-// side: `cargo xtask bench in-tab [ROUNDS] [--model smollm2|qwen0.5|qwen1.5]` (it sets
+// The model in the tab and the native llama.cpp server, side by side, on the same number of
+// threads: `cargo xtask bench in-tab [ROUNDS] [--model smollm2|qwen0.5|qwen1.5]` (it sets
 // VERITY_GGUF to the model's GGUF, SmolLM2-135M-Instruct's by default, and VERITY_LLAMA_URL to
 // a native server of the same file on two threads).
-// Serves the built app (dist/) with its headers, so the page is cross-origin isolated, loads the
-// GGUF from another loopback origin into wllama (as web/in-tab.js does) in headless Chromium,
-// and asks one request (the in-tab test's: 48 tokens at most, temperature 0) on 1 thread, then
-// on the app's count (navigator.hardwareConcurrency capped at 4), ROUNDS times in turn; prints
+// Serves the built app (dist/) with its headers, so the page is cross-origin isolated, and asks
+// the app's own module (web/in-tab.js, as the engine does) in headless Chromium for one request
+// (the in-tab test's: 48 tokens at most, temperature 0), the GGUF loaded from another loopback
+// origin; on the app's thread count (navigator.hardwareConcurrency capped at 4), ROUNDS times in
+// turn with the native server; prints
 // each run's prompt and generation tokens a second (llama.cpp's own `timings`) and the load
 // average, which matters: llama.cpp's threads wait on one another, and a busy machine slows
 // several threads far more than one. Each round then asks the native server the same request
@@ -33,6 +34,9 @@ const REQUEST = {
   ],
   max_tokens: 48,
   temperature: 0,
+  // Every round reads the whole prompt, in the tab as natively (both run llama.cpp's server
+  // logic, whose prompt cache would otherwise skip it).
+  cache_prompt: false,
 };
 
 const site = await serve();
@@ -49,20 +53,21 @@ try {
   }));
   console.log(`cross-origin isolated: ${isolated}; the app's thread count here: ${threads}`);
   for (let round = 0; round < rounds; round++) {
-    for (const n of threads > 1 ? [1, threads] : [1]) {
-      const run = await page.evaluate(async ({ url, n, request }) => {
-        const { Wllama } = await import('/wllama/index.js');
-        const quiet = () => {};
-        const wllama = new Wllama({ default: '/wllama/wllama.wasm' },
-          { suppressNativeLog: true, logger: { debug: quiet, log: quiet, info: quiet, warn: quiet, error: console.error } });
-        wllama.setCompat(null);
-        const blob = await (await fetch(url)).blob();
-        await wllama.loadModel([blob], { n_ctx: 4096, n_threads: n });
-        const { timings } = await wllama.createChatCompletion(request);
-        const threads = wllama.getNumThreads();
-        await wllama.exit();
-        return { threads, prompt: timings.prompt_per_second, generation: timings.predicted_per_second, tokens: timings.predicted_n };
-      }, { url: `${models.url}/model.gguf`, n, request: REQUEST });
+    {
+      // Through the app's own module, as the engine asks it (web/in-tab.js: its build of
+      // llama.cpp in this isolated page), the model loaded by the first round.
+      const run = await page.evaluate(async (body) => {
+        const model = await import('/verity-in-tab.js');
+        const { port1, port2 } = new MessageChannel();
+        const answered = new Promise((resolve) => {
+          port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
+        });
+        await model.answer({ body: JSON.stringify(body) }, port2);
+        const reply = await answered;
+        if (reply.status !== 200) throw new Error(`the tab answered ${reply.status}: ${reply.body}`);
+        const { timings } = JSON.parse(reply.body);
+        return { threads: model.threads(), prompt: timings.prompt_per_second, generation: timings.predicted_per_second, tokens: timings.predicted_n };
+      }, { ...REQUEST, model: `${models.url}/model.gguf` });
       console.log(`in the tab, ${run.threads} thread${run.threads === 1 ? ' ' : 's'}: prompt ${run.prompt.toFixed(1)}, generation ${run.generation.toFixed(1)} tokens a second (${run.tokens} generated; load average ${loadavg()[0].toFixed(2)})`);
       (runs.tab[run.threads] ??= []).push(run);
     }
@@ -70,7 +75,7 @@ try {
       const response = await fetch(`${NATIVE.replace(/\/$/, '')}/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ ...REQUEST, model: 'local', cache_prompt: false }),
+        body: JSON.stringify({ ...REQUEST, model: 'local' }),
       });
       const { timings } = await response.json();
       const run = { prompt: timings.prompt_per_second, generation: timings.predicted_per_second, tokens: timings.predicted_n };

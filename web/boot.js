@@ -67,8 +67,8 @@ function engineAt(url) {
 
 /** The engine with this tab offering to run the model in the tab (web/in-tab.js): the engine
  * sends its `in-tab:` requests to a page, since a shared worker cannot start the worker that
- * wllama runs in. Those calls are answered here and never reach the UI; the module and wllama
- * load only when the first call comes. The tab says when it goes, so no call waits on it.
+ * llama.cpp runs in. Those calls are answered here and never reach the UI; the module and
+ * llama.cpp load only when the first call comes. The tab says when it goes, so no call waits on it.
  *
  * The engine's first word is its build: one of another build (a tab left open over a deploy
  * keeps the old engine running; a page may come from a cache) is not talked to, and the page

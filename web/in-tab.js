@@ -1,19 +1,23 @@
-// A model in the tab: llama.cpp compiled to WebAssembly (npm @wllama/wllama, copied beside this
-// file as wllama/ by `cargo xtask dist`) answering the engine's OpenAI-compatible requests, so
-// a claim is checked with no server and no key. The engine (a shared worker) cannot start the
-// worker wllama runs in (a shared worker has no `Worker`), so a page runs it: the engine sends
-// a page `{verityModel: "call", body}` with a port, and this module answers on the port with
-// `{status, headers, body}` as a server would, after `{progress}` messages that tell the
-// engine's idle clock the model is alive (loading it, or working on a long prompt).
+// A model in the tab: llama.cpp compiled to WebAssembly answering the engine's
+// OpenAI-compatible requests, so a claim is checked with no server and no key. The engine (a
+// shared worker) cannot start the worker llama.cpp runs in (a shared worker has no `Worker`),
+// so a page runs it: the engine sends a page `{verityModel: "call", body}` with a port, and
+// this module answers on the port with `{status, headers, body}` as a server would, after
+// `{progress}` messages that tell the engine's idle clock the model is alive (loading it, or
+// working on a long prompt).
+//
+// Two builds of llama.cpp, the same server logic in both (the chat template, tool calls, JSON
+// Schema output, `top_logprobs`): in a cross-origin isolated page (the app's), the project's
+// own (`llama/`, built by `cargo xtask dist` from web/llama/: ggml's WebAssembly SIMD kernels,
+// on several threads); in a page that is not (an embedding site without the headers, where no
+// thread can be started), npm's @wllama/wllama (`wllama/`), on one thread.
 //
 // `web/boot.js` (the app) and `verity.js` (the embedding) import this module only when a call
-// comes, so neither wllama's code nor its wasm loads unless this provider is chosen.
+// comes, so neither build's code nor its wasm loads unless this provider is chosen.
 //
 // The model is named by the request's `model`: the URL of a `.gguf` file, or `file:NAME` for a
 // file the person picked ([`keepModelFile`]). Either is kept in the Cache API (`verity-models`)
 // so a reload does not load it from the network again.
-
-import { Wllama } from "./wllama/index.js";
 
 const CACHE = "verity-models";
 /** How often a call that is still working tells the engine so (its idle clock is 60 s by
@@ -27,8 +31,8 @@ const MAX_THREADS = 4;
 
 /** What a tab needs besides the model file's own bytes (llama.cpp's context and buffers, the
  * page, its workers and the engine): measured with Qwen2.5-Coder-0.5B, whose 491 MB took the
- * tab's processes to about 1.15 GB (docs/BENCHMARKS.md). */
-const NEEDS = { perByte: 1.3, fixed: 500e6 };
+ * tab's processes to about 1.44 GB (1,375 MiB) in the project's build (docs/BENCHMARKS.md). */
+const NEEDS = { perByte: 1.3, fixed: 800e6 };
 
 /** Why a model of `bytes` cannot run in this tab, or null: the memory the device reports
  * (`navigator.deviceMemory`, in GB, rounded down to a power of two, 8 meaning "8 or more",
@@ -41,8 +45,8 @@ export function memoryProblem(bytes, device = globalThis.navigator?.deviceMemory
   return `the model does not fit in this device's memory: it needs about ${GB(needed)}, and this device has about ${device} GB; choose a smaller model`;
 }
 
-/** How many threads the model runs on here: wllama's multi-threaded build needs
- * `SharedArrayBuffer`, which only a cross-origin isolated page has (the app's headers make it
+/** How many threads the model runs on here: threads need `SharedArrayBuffer`, which only a
+ * cross-origin isolated page has (the app's headers make it
  * one: Cross-Origin-Opener-Policy and Cross-Origin-Embedder-Policy); a page that is not, like
  * an embedding site without them, runs it on one. */
 export function threads() {
@@ -50,8 +54,87 @@ export function threads() {
   return Math.max(1, Math.min(navigator.hardwareConcurrency || 1, MAX_THREADS));
 }
 
-let loaded = null; // { model, wllama, ready }
-let turn = Promise.resolve(); // one completion at a time: wllama runs one
+let loaded = null; // { model, ready }: `ready` resolves to the model's runtime
+let turn = Promise.resolve(); // one completion at a time: the model runs one
+
+/** llama.cpp built by the project (web/llama/), in a worker of its own: it needs threads,
+ * so only a cross-origin isolated page runs it. */
+class OwnBuild {
+  constructor() {
+    this.worker = new Worker(new URL("./llama/worker.js", import.meta.url));
+    this.next = 1;
+    this.chats = new Map(); // id -> { resolve, reject }
+    this.loading = null;
+    this.worker.onmessage = ({ data }) => {
+      if (data?.answer) {
+        const chat = this.chats.get(data.answer.id);
+        this.chats.delete(data.answer.id);
+        chat?.resolve({ status: data.answer.status, body: data.answer.body });
+      } else if (data?.loaded) {
+        this.loading?.resolve();
+      } else if (data?.failed) {
+        this.loading?.reject(new Error(data.failed));
+      } else if (data?.crashed) {
+        this.fail(new Error(`llama.cpp stopped: ${data.crashed}`));
+        this.onCrash?.();
+      }
+    };
+    this.worker.onerror = (event) => this.fail(new Error(event.message || "the model's worker failed"));
+  }
+
+  /** Every waiting call ends with `error` (the worker stopped). */
+  fail(error) {
+    this.loading?.reject(error);
+    for (const chat of this.chats.values()) chat.reject(error);
+    this.chats.clear();
+  }
+
+  load(blob, { contextTokens, threads }) {
+    this.threads = threads;
+    return new Promise((resolve, reject) => {
+      this.loading = { resolve, reject };
+      this.worker.postMessage({ load: { blob, contextTokens, threads } });
+    });
+  }
+
+  /** The server's answer to `body`: `{status, body}` (the body JSON text). */
+  chat(body, signal) {
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.chats.set(id, { resolve, reject });
+      this.worker.postMessage({ chat: { id, body: JSON.stringify(body) } });
+      signal?.addEventListener("abort", () => this.worker.postMessage({ cancel: id }), { once: true });
+    });
+  }
+
+  exit() {
+    this.fail(new Error("the model was unloaded"));
+    this.worker.terminate();
+  }
+}
+
+/** npm's @wllama/wllama, on one thread: for a page that is not cross-origin isolated. */
+class Wllama {
+  async load(blob, { contextTokens, threads }) {
+    const { Wllama: Runtime } = await import("./wllama/index.js");
+    const wasm = new URL("./wllama/wllama.wasm", import.meta.url).href;
+    this.wllama = new Runtime({ default: wasm }, { suppressNativeLog: true });
+    // Never wllama's compatibility build: it is loaded from a CDN (in browsers without JSPI or
+    // 64-bit memory), and the app runs no code from another origin.
+    this.wllama.setCompat(null);
+    await this.wllama.loadModel([blob], { n_ctx: contextTokens, n_threads: threads });
+    this.threads = this.wllama.getNumThreads();
+  }
+
+  async chat(body, signal) {
+    const completion = await this.wllama.createChatCompletion({ ...body, abortSignal: signal });
+    return { status: 200, body: JSON.stringify(completion) };
+  }
+
+  exit() {
+    return this.wllama?.exit();
+  }
+}
 
 /** The cache key of a picked file (an address of this origin that nothing serves). */
 function fileKey(name) {
@@ -289,11 +372,12 @@ async function wholeModel(cache, key, pieces) {
 function model(reference, progress) {
   if (loaded?.model === reference) return loaded.ready;
   const previous = loaded;
-  const wasm = new URL("./wllama/wllama.wasm", import.meta.url).href;
-  const wllama = new Wllama({ default: wasm }, { suppressNativeLog: true });
-  // Never wllama's compatibility build: it is loaded from a CDN (in browsers without JSPI or
-  // 64-bit memory), and the app runs no code from another origin.
-  wllama.setCompat(null);
+  const runtime = threads() > 1 ? new OwnBuild() : new Wllama();
+  // A build that stopped is let go: the next call loads the model again.
+  runtime.onCrash = () => {
+    if (loaded?.ready === ready) loaded = null;
+    runtime.exit();
+  };
   const ready = (async () => {
     await previous?.ready.then((old) => old.exit()).catch(() => {});
     announce({ state: "loading", model: reference, loaded: 0, total: 0 });
@@ -306,27 +390,30 @@ function model(reference, progress) {
     const problem = memoryProblem(blob.size);
     if (problem) throw new Error(problem);
     try {
-      await wllama.loadModel([blob], { n_ctx: CONTEXT_TOKENS, n_threads: threads() });
+      await runtime.load(blob, { contextTokens: CONTEXT_TOKENS, threads: threads() });
     } catch (problem) {
       // The device said nothing, or too much: what llama.cpp's allocation says, in words.
       const text = String(problem?.message ?? problem);
       if (/memory|alloc|RangeError/i.test(text)) throw new Error(`the model does not fit in this tab's memory (${(blob.size / 1e9).toFixed(1)} GB file): ${text}`);
       throw problem;
     }
-    announce({ state: "ready", model: reference, bytes: blob.size, threads: wllama.getNumThreads() });
-    return wllama;
+    announce({ state: "ready", model: reference, bytes: blob.size, threads: runtime.threads });
+    return runtime;
   })();
   loaded = { model: reference, ready };
   ready.catch(() => {
     if (loaded?.ready === ready) loaded = null;
+    // A runtime that failed to load holds nothing worth keeping (a worker, its memory).
+    Promise.resolve(runtime.exit()).catch(() => {});
   });
   return ready;
 }
 
-/** The request's OpenAI-compatible body as wllama's `createChatCompletion` options. */
-function options(body, signal) {
+/** The request's OpenAI-compatible body as the runtime takes it: one model (the loaded one),
+ * and the whole answer at once (a stream is made of it after: [`asStream`]). */
+function options(body) {
   const { model: _model, stream: _stream, stream_options: _streamOptions, ...rest } = body;
-  return { ...rest, abortSignal: signal };
+  return rest;
 }
 
 /** A whole chat completion as the SSE stream a streaming request asked for: one chunk with the
@@ -372,24 +459,30 @@ export async function answer(message, port) {
     if (typeof body?.model !== "string" || body.model.trim() === "") {
       return error(400, "no model: set the model to the URL of a .gguf file, or pick a .gguf file");
     }
-    let wllama;
+    let runtime;
     try {
-      wllama = await model(body.model.trim(), alive);
+      runtime = await model(body.model.trim(), alive);
     } catch (problem) {
       announce({ state: "failed", model: body.model, message: String(problem?.message ?? problem) });
       return error(400, `the model could not be loaded in this tab: ${problem?.message ?? problem}`);
     }
     const mine = turn.then(async () => {
       if (cancel.signal.aborted) return null;
-      return wllama.createChatCompletion(options(body, cancel.signal));
+      return runtime.chat(options(body), cancel.signal);
     });
     turn = mine.catch(() => {});
-    const completion = await mine;
-    if (completion === null) return;
+    const answered = await mine;
+    // Cancelled: the engine no longer waits for an answer.
+    if (answered === null || cancel.signal.aborted) return;
+    if (answered.status !== 200) {
+      // The server's own error (a request it refuses, as llama.cpp's server would): passed on.
+      return reply(answered.status, answered.body);
+    }
+    const completion = JSON.parse(answered.body);
     lastTimings = completion.timings ?? null;
-    announce({ state: "answered", model: body.model, timings: lastTimings, threads: wllama.getNumThreads() });
+    announce({ state: "answered", model: body.model, timings: lastTimings, threads: runtime.threads });
     if (body.stream) reply(200, asStream(completion), "text/event-stream");
-    else reply(200, JSON.stringify(completion));
+    else reply(200, answered.body);
   } catch (problem) {
     if (!cancel.signal.aborted) error(500, `the model in this tab failed: ${problem?.message ?? problem}`);
   } finally {

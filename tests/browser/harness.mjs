@@ -181,7 +181,7 @@ export async function browser({ width = 1280, height = 900 } = {}) {
     await context.close();
     rmSync(profile, { recursive: true, force: true });
   };
-  return { context, page, errors, dialogs, close };
+  return { context, page, errors, dialogs, close, profile };
 }
 
 /** Waits until `condition()` (sync or async) holds, checking every 50 ms; throws naming `what`

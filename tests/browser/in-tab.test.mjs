@@ -1,6 +1,7 @@
 // The model in the tab: SmolLM2-135M-Instruct's GGUF (the file the real-model tests use, named
 // by VERITY_GGUF, which `cargo xtask test` sets) served on loopback, loaded by the page with
-// llama.cpp compiled to WebAssembly (npm @wllama/wllama), and a claim checked to a verdict with
+// llama.cpp compiled to WebAssembly (the project's build, web/llama/: the app's page is
+// cross-origin isolated), and a claim checked to a verdict with
 // no model server at all. Then, after a reload (the model now comes from the browser's cache,
 // not the network), one identical request in the tab and against the native llama.cpp server
 // (VERITY_LLAMA_URL) prints both speeds side by side, and the verifier route's one-token
@@ -62,17 +63,34 @@ function modelServer(file = GGUF, rate = 0) {
 /** The memory the browser's processes hold (proportional set sizes, Linux), sampled until
  * `stop()`, which answers the peaks: `all` the browser's processes, `tab` its renderers (the
  * page, its workers and the engine's shared worker; not the browser, GPU and network
- * processes). */
-function memoryWatch() {
+ * processes). Only the browser launched on `profile` (its `--user-data-dir`) and the processes
+ * it started are counted: another Chromium on the machine (a bench, another test run) is not. */
+function memoryWatch(profile) {
+  const read = (pid, file) => readFileSync(`/proc/${pid}/${file}`, 'utf8');
   const sample = () => {
     const sums = { all: 0, tab: 0 };
+    const parents = new Map();
+    const roots = new Set();
     for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
       try {
-        if (!/chrom/i.test(readFileSync(`/proc/${pid}/comm`, 'utf8'))) continue;
-        const kb = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+        // The parent is the fourth field of `stat`, after the name in parentheses.
+        parents.set(pid, read(pid, 'stat').slice(read(pid, 'stat').lastIndexOf(')') + 2).split(' ')[1]);
+        if (read(pid, 'cmdline').split('\0').includes(`--user-data-dir=${profile}`)) roots.add(pid);
+      } catch { /* the process ended */ }
+    }
+    const ours = (pid) => {
+      for (let at = pid, hops = 0; at && at !== '0' && hops < 64; at = parents.get(at), hops += 1) {
+        if (roots.has(at)) return true;
+      }
+      return false;
+    };
+    for (const pid of parents.keys()) {
+      if (!ours(pid)) continue;
+      try {
+        const kb = /^Pss:\s+(\d+) kB/m.exec(read(pid, 'smaps_rollup'));
         if (!kb) continue;
         sums.all += Number(kb[1]) * 1024;
-        if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type=renderer')) sums.tab += Number(kb[1]) * 1024;
+        if (read(pid, 'cmdline').includes('--type=renderer')) sums.tab += Number(kb[1]) * 1024;
       } catch { /* the process ended */ }
     }
     return sums;
@@ -153,6 +171,9 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
     // The app's page is cross-origin isolated: the model runs on the machine's threads, up to 4.
     const threads = await page.evaluate(() => Math.min(navigator.hardwareConcurrency || 1, 4));
     assert.match(await state.innerText(), new RegExp(`runs in this tab on ${threads} threads?`), 'the page says where the model runs, on how many threads');
+    // The project's build of llama.cpp (not wllama's, which runs only where no thread can).
+    const workers = page.workers().map((worker) => new URL(worker.url()).pathname);
+    assert.ok(workers.includes('/llama/worker.js'), `the model runs in the project's build: the page's workers are ${JSON.stringify(workers)}`);
     await screenshot(page, 'in-tab');
     const downloads = () => models.requests.filter((request) => request.method === 'GET').length;
     assert.equal(downloads(), 1, 'the model was downloaded once');
@@ -176,7 +197,7 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
     };
     const asked = await askInTab(page, request);
     const inTab = { ...asked.response.timings, threads: asked.threads };
-    let line = `tokens a second, same request: in the tab (wllama, ${inTab.threads} thread${inTab.threads === 1 ? '' : 's'}) prompt ${inTab.prompt_per_second.toFixed(1)}, generation ${inTab.predicted_per_second.toFixed(1)}`;
+    let line = `tokens a second, same request: in the tab (${inTab.threads} thread${inTab.threads === 1 ? '' : 's'}) prompt ${inTab.prompt_per_second.toFixed(1)}, generation ${inTab.predicted_per_second.toFixed(1)}`;
     if (process.env.VERITY_LLAMA_URL) {
       const response = await fetch(`${process.env.VERITY_LLAMA_URL.replace(/\/$/, '')}/chat/completions`, {
         method: 'POST',
@@ -202,6 +223,39 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
     console.log(`the verifier's question in the tab: ${JSON.stringify(first ?? probe).slice(0, 400)}`);
     assert.ok(Array.isArray(first?.top_logprobs) && first.top_logprobs.length > 1, JSON.stringify(probe).slice(0, 400));
     assert.ok(first.top_logprobs.every((entry) => typeof entry.token === 'string' && Number.isFinite(entry.logprob)));
+
+    // Constrained output (the app's preset asks for it): the answer holds to the JSON Schema
+    // whatever a 135M model would have written, as with llama.cpp's server.
+    const schema = {
+      type: 'object',
+      properties: { verdict: { enum: ['supported', 'contradicted', 'insufficient'] }, confidence: { type: 'integer', minimum: 0, maximum: 100 } },
+      required: ['verdict', 'confidence'],
+      additionalProperties: false,
+    };
+    const { response: shaped } = await askInTab(page, {
+      model: url,
+      messages: [{ role: 'user', content: 'Claim: The Eiffel Tower is in Paris.\nEvidence: The Eiffel Tower is in Paris.\nGive your verdict as JSON.' }],
+      max_tokens: 64,
+      temperature: 0,
+      response_format: { type: 'json_schema', json_schema: { name: 'verdict', schema } },
+    });
+    const content = JSON.parse(shaped.choices?.[0]?.message?.content ?? 'null');
+    console.log(`constrained output in the tab: ${JSON.stringify(content)}`);
+    assert.deepEqual(Object.keys(content ?? {}).sort(), ['confidence', 'verdict'], JSON.stringify(shaped).slice(0, 400));
+    assert.ok(schema.properties.verdict.enum.includes(content.verdict) && Number.isInteger(content.confidence), JSON.stringify(content));
+
+    // A request the server refuses is refused in the tab too, with its status and words.
+    const refused = await page.evaluate(async (url) => {
+      const model = await import('/verity-in-tab.js');
+      const { port1, port2 } = new MessageChannel();
+      const answered = new Promise((resolve) => {
+        port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
+      });
+      await model.answer({ body: JSON.stringify({ model: url, messages: 'not a list' }) }, port2);
+      return answered;
+    }, url);
+    assert.equal(refused.status, 400, JSON.stringify(refused));
+    assert.match(JSON.parse(refused.body).error.message, /messages/i, refused.body);
     assert.equal(downloads(), 1, 'after a reload the model came from the browser, not the network');
   } finally {
     await close();
@@ -212,8 +266,8 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
 test('Qwen2.5-Coder-0.5B in the tab checks a claim through the verifier route, reading the answers\' probabilities', { skip: QWEN ? false : 'VERITY_QWEN_GGUF is not set (cargo xtask test installs the model and sets it)', timeout: 900000 }, async () => {
   // 200 MB/s: the 491 MB take about 2.5 s, long enough for the page to estimate the rest.
   const models = await modelServer(QWEN, 200e6);
-  const { page, errors, close } = await browser();
-  const memory = memoryWatch();
+  const { page, errors, close, profile } = await browser();
+  const memory = memoryWatch(profile);
   try {
     const url = `${models.url}/${basename(QWEN)}`;
     await page.goto(site.url);
@@ -346,14 +400,14 @@ test('a model the device has not the memory for is refused before it is download
   const models = await modelServer(QWEN);
   const { context, page, errors, close } = await browser();
   try {
-    // A device that reports 1 GB (navigator.deviceMemory); Qwen-0.5B's tab needs about 1.1.
+    // A device that reports 1 GB (navigator.deviceMemory); Qwen-0.5B's tab needs about 1.4.
     await context.addInitScript(() => Object.defineProperty(Navigator.prototype, 'deviceMemory', { get: () => 1, configurable: true }));
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
     await chooseModelInTab(page, `${models.url}/${basename(QWEN)}`);
     const card = await runCheck(page, 'The Eiffel Tower is in Paris.', 120000);
     const message = await card.locator(id('failure-message')).innerText();
-    assert.match(message, /does not fit in this device's memory: it needs about 1\.1 GB, and this device has about 1 GB; choose a smaller model/, message);
+    assert.match(message, /does not fit in this device's memory: it needs about 1\.4 GB, and this device has about 1 GB; choose a smaller model/, message);
     assert.match(await page.locator(id('model-state')).innerText(), /does not fit/);
     // The advice is the model in the tab's, not a server's (keys, CORS).
     assert.match(await card.locator(id('failure-advice')).innerText(), /The model in this tab could not be loaded: .*smaller model/);

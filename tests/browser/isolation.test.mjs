@@ -22,7 +22,8 @@ const expectedThreads = (page) => page.evaluate(() => Math.min(navigator.hardwar
 
 test('every file of the app comes with the isolation headers', async () => {
   const files = ['', 'boot.js', 'verity-web_bg.wasm', 'verity-worker_loader.js', 'verity-worker.js',
-    'verity-worker_bg.wasm', 'verity-in-tab.js', 'wllama/index.js', 'wllama/wllama.wasm', 'verity.js',
+    'verity-worker_bg.wasm', 'verity-in-tab.js', 'llama/worker.js', 'llama/verity-llama.js', 'llama/verity-llama.wasm',
+    'llama/verity-llama.worker.js', 'wllama/index.js', 'wllama/wllama.wasm', 'verity.js',
     'verity-embed-worker.js', 'verity-embed-worker_bg.wasm', 'examples/embed.html'];
   for (const path of files) {
     const response = await fetch(`${site.url}${path}`);
@@ -151,10 +152,9 @@ test('the model in the tab, from another origin: on several threads in the isola
     const isolated = await askInTab(page, '/verity-in-tab.js', url);
     assert.equal(isolated.status, 200, JSON.stringify(isolated));
     assert.equal(isolated.threads, await expectedThreads(page));
-    // wllama's worker and the workers of its threads (blob: URLs; they cannot be asked
-    // anything: an idle thread blocks in Atomics.wait).
-    const modelWorkers = () => page.workers().filter((w) => w.url().startsWith('blob:')).length;
-    assert.ok(modelWorkers() >= 2, `the model runs in a worker with threads of its own: ${modelWorkers()} workers`);
+    // The project's build of llama.cpp, in a worker of its own (which starts its threads').
+    const ownBuild = () => page.workers().filter((w) => new URL(w.url()).pathname === '/llama/worker.js').length;
+    assert.equal(ownBuild(), 1, `the model runs in the project's build: ${page.workers().map((w) => w.url())}`);
     await page.locator('[data-testid="model-state"]').filter({ hasText: `on ${isolated.threads} thread` }).waitFor();
     await screenshot(page, 'in-tab-threads');
 
@@ -163,7 +163,9 @@ test('the model in the tab, from another origin: on several threads in the isola
     const single = await askInTab(page, '../verity-in-tab.js', url);
     assert.equal(single.status, 200, JSON.stringify(single));
     assert.equal(single.threads, 1);
-    assert.equal(modelWorkers(), 1, 'one worker, no threads');
+    // wllama's worker (a blob: URL), and no thread's.
+    const wllama = page.workers().filter((w) => w.url().startsWith('blob:')).length;
+    assert.equal(wllama, 1, `wllama runs the model, in one worker and no thread: ${page.workers().map((w) => w.url())}`);
     console.log(`the model in the tab: ${isolated.threads} threads in the isolated app, ${single.threads} in a page that is not isolated`);
     assert.deepEqual(errors, []);
   } finally {

@@ -16,7 +16,7 @@
 const WORKER_URL = new URL('./verity-worker_loader.js?storage=memory&engine=full', import.meta.url);
 
 /** Runs one of the engine's requests to the model in the tab (see verity-in-tab.js, beside
- * this module with its wllama/ folder) and answers on `port`. */
+ * this module with its llama/ and wllama/ folders) and answers on `port`. */
 function answerModelCall(message, port) {
   import(new URL('./verity-in-tab.js', import.meta.url).href)
     .then((model) => model.answer(message, port))

@@ -4,8 +4,9 @@
 //! `cargo xtask bench retrieve FILE [--corpus CORPUS]`: retrieval (our BM25 and keyword
 //! heuristic, natively and in wasm, against MiniSearch in Node), one JSON object.
 //! `cargo xtask bench in-tab [ROUNDS] [--model NAME]`: the model in the tab (SmolLM2's GGUF by
-//! default, in wllama, in headless Chromium over the built `dist/`) on one thread and on the
-//! app's count, in turn, beside the native llama.cpp server with the same file on two threads.
+//! default, through the app's `verity-in-tab.js` in headless Chromium over the built `dist/`)
+//! on the app's thread count, in turn with the native llama.cpp server with the same file on two
+//! threads.
 //! `cargo xtask bench ready [ROUNDS]`: the app's cold load to "Engine ready" over a 10 Mbit/s
 //! link with 40 ms of latency (files gzipped as a host serves them), then on loopback.
 //! `cargo xtask bench wasm-kernels [ROUNDS]`: llama.cpp built for wasm32 with its own kernels
@@ -32,7 +33,7 @@ pub fn bench(args: &[String]) -> Result {
     }
 }
 
-/// The model in the tab on one thread and on the app's count (`bench/in-tab.mjs`), beside the
+/// The model in the tab on the app's thread count (`bench/in-tab.mjs`), beside the
 /// native server of the same GGUF on two threads, `ROUNDS` times in turn, over the `dist/` that
 /// `cargo xtask dist` built.
 fn in_tab(args: &[String]) -> Result {

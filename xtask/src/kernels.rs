@@ -1,9 +1,10 @@
 //! `cargo xtask bench wasm-kernels [ROUNDS]`: llama.cpp's WebAssembly CPU kernels against ours
-//! (`bench/wasm-kernels/*.patch`), on the model the app runs in the tab, side by side.
+//! (`web/llama/patches/*.patch`, which the app's build of llama.cpp carries), on the model the
+//! app runs in the tab, side by side.
 //!
-//! Not part of `cargo xtask test` and not shipped: it measures what a llama.cpp built with our
-//! kernels would gain before the app carries such a build (issue "the tab: small to load, fast
-//! to think"; docs/BENCHMARKS.md). Everything comes from the package registries:
+//! Not part of `cargo xtask test`: it measures what our kernels gain over llama.cpp's own, on
+//! llama.cpp's C API alone (issue "the tab: small to load, fast to think"; docs/BENCHMARKS.md).
+//! Everything comes from the package registries:
 //! - llama.cpp's source from PyPI, the sdist of `llama-cpp-python` (which vendors it), pinned
 //!   by its sha256;
 //! - Debian's `emscripten` (3.1.6 with its clang 14), `cmake`, and `node-acorn` (emscripten's
@@ -119,9 +120,10 @@ struct Harness {
     web: PathBuf,
 }
 
-/// The patch files of `bench/wasm-kernels`, by name.
-fn patches() -> Result<Vec<PathBuf>> {
-    let folder = root().join("bench/wasm-kernels");
+/// Our kernels: the patch files of `web/llama/patches`, by name (the app's build of llama.cpp
+/// applies them too: [`crate::tab_llama`]).
+pub fn patches() -> Result<Vec<PathBuf>> {
+    let folder = root().join("web/llama/patches");
     let patches = files_with_extension(&folder, "patch")?;
     if patches.is_empty() {
         return Err(format!("no .patch file in {}", folder.display()));
@@ -131,7 +133,7 @@ fn patches() -> Result<Vec<PathBuf>> {
 
 /// llama.cpp's source in `dir/folder`, the sdist downloaded (once, checked) and unpacked, the
 /// patches applied; unpacked again when the patches changed since.
-fn unpack(dir: &Path, folder: &str, patches: &[PathBuf]) -> Result<PathBuf> {
+pub fn unpack(dir: &Path, folder: &str, patches: &[PathBuf]) -> Result<PathBuf> {
     let archive = dir.join(SDIST);
     if !archive.is_file() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;

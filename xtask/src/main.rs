@@ -32,6 +32,7 @@ mod bench;
 mod component;
 mod kernels;
 mod llama;
+mod tab_llama;
 mod web;
 
 type Result<T = ()> = std::result::Result<T, String>;

@@ -38,8 +38,9 @@ const FILES: [(&str, &str); 9] = [
     ("web/style.css", "style.css"),
     // The UI's module loader (the page runs no inline script).
     ("web/boot.js", "boot.js"),
-    // The model in the tab (a page runs it for the engine), and the npm package it runs:
-    // llama.cpp compiled to WebAssembly. Loaded only when that provider is chosen.
+    // The model in the tab (a page runs it for the engine), and the npm package it runs in a
+    // page that is not cross-origin isolated (in one that is, the project's own build of
+    // llama.cpp: `dist/llama/`, below). Loaded only when that provider is chosen.
     ("web/in-tab.js", "verity-in-tab.js"),
     ("node_modules/@wllama/wllama/esm/index.js", "wllama/index.js"),
     ("node_modules/@wllama/wllama/esm/wasm/wllama.wasm", "wllama/wllama.wasm"),
@@ -56,7 +57,8 @@ const FILES: [(&str, &str); 9] = [
 /// page's meta tag. `connect-src *` because the worker must reach whatever provider endpoint
 /// the user configures (https, or plain http on loopback or a keyless local network server;
 /// the worker itself refuses to send a key over plain http off loopback). `worker-src blob:`
-/// for the model in the tab: wllama starts its worker from a blob of its own code.
+/// for the model in the tab in a page that is not isolated: wllama starts its worker from a
+/// blob of its own code (the project's build starts its workers from its own files).
 const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; \
                    connect-src *; img-src 'self' data:; worker-src 'self' blob:; object-src 'none'; \
                    base-uri 'none'; frame-ancestors 'none'";
@@ -196,6 +198,12 @@ fn build(release: bool) -> Result {
     for (from, to) in FILES {
         copy(&root().join(from), &staging.join(to))?;
     }
+    // The model in the tab's own llama.cpp, and the worker that runs it.
+    let llama = crate::tab_llama::build()?;
+    for file in crate::tab_llama::OUTPUTS {
+        copy(&llama.join(file), &staging.join("llama").join(file))?;
+    }
+    copy(&root().join("web/llama/worker.js"), &staging.join("llama/worker.js"))?;
     stamp_build(&staging)?;
     if release {
         minify(&staging)?;
@@ -453,8 +461,10 @@ pub fn size(_args: &[String]) -> Result {
         let embedded = name.starts_with("examples")
             || name.starts_with("verity.")
             || name.starts_with("verity-embed-worker");
-        // The model in the tab (its page module and wllama) loads only when it is chosen.
-        let model = name.starts_with("wllama") || name == "verity-in-tab.js";
+        // The model in the tab (its page module, llama.cpp's build and wllama's) loads only
+        // when it is chosen.
+        let model =
+            name.starts_with("wllama") || name.starts_with("llama/") || name == "verity-in-tab.js";
         let total = if embedded {
             &mut embedding
         } else if model {

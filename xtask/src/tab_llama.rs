@@ -1,0 +1,60 @@
+//! The model in the tab's own build of llama.cpp (`web/llama/`): llama.cpp's libraries and its
+//! server's logic, with `web/llama/verity-llama.cpp`, compiled to wasm32 with SIMD128 and
+//! pthreads, for `dist/llama/`.
+//!
+//! Everything comes from the package registries, as for `cargo xtask bench wasm-kernels`
+//! (whose download and unpacking this shares): llama.cpp's source from PyPI's
+//! `llama-cpp-python` sdist (pinned by its sha256), Debian's `emscripten`, `cmake` and
+//! `node-acorn`. cmake's build is kept in `target/tab-llama/build` and is incremental: the
+//! first build takes minutes on two cores, a build with nothing changed seconds.
+
+use crate::{Result, root, run, setup, target_dir};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The files of the build that `dist/llama/` ships, beside `web/llama/worker.js`.
+pub const OUTPUTS: [&str; 3] = ["verity-llama.js", "verity-llama.wasm", "verity-llama.worker.js"];
+
+/// Builds the model in the tab's llama.cpp; answers the folder that holds [`OUTPUTS`].
+pub fn build() -> Result<PathBuf> {
+    setup::debian_package("/usr/bin/emcc", "emscripten")?;
+    setup::debian_package("/usr/bin/cmake", "cmake")?;
+    // emscripten's JS optimizer needs it; Debian recommends rather than requires it.
+    setup::debian_package("/usr/share/nodejs/acorn/package.json", "node-acorn")?;
+    let started = std::time::Instant::now();
+    let dir = target_dir().join("tab-llama");
+    let source = crate::kernels::unpack(&dir, "source", &[])?;
+    let build = dir.join("build");
+    // `-fexceptions`: the server's code throws and catches (a request it refuses, a file that is not
+    // a model). Not `-fwasm-exceptions`: with pthreads, this emscripten's build of it catches
+    // nothing (a throw in a thread reached the worker uncaught).
+    let flags = "-msimd128 -pthread -fexceptions";
+    run(Command::new("emcmake")
+        .env("NODE_PATH", "/usr/share/nodejs")
+        .args(["cmake", "-S"])
+        .arg(root().join("web/llama"))
+        .arg("-B")
+        .arg(&build)
+        .arg("-DCMAKE_BUILD_TYPE=Release")
+        .arg(format!("-DLLAMA_SOURCE={}", source.display()))
+        // llama.cpp picks its wasm kernels by this name (emscripten's toolchain file says x86,
+        // and then ggml's CPU backend is built without them: what npm's wllama ships).
+        .arg("-DEMSCRIPTEN_SYSTEM_PROCESSOR=wasm")
+        .arg(format!("-DCMAKE_C_FLAGS={flags}"))
+        .arg(format!("-DCMAKE_CXX_FLAGS={flags}")))?;
+    run(Command::new("cmake")
+        .env("NODE_PATH", "/usr/share/nodejs")
+        .arg("--build")
+        .arg(&build)
+        .args(["--target", "verity-llama", "-j2"]))?;
+    for file in OUTPUTS {
+        if !build.join(file).is_file() {
+            return Err(format!("the build of web/llama made no {file} in {}", build.display()));
+        }
+    }
+    crate::timing::note(format!(
+        "built the model in the tab's llama.cpp (web/llama) in {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(build)
+}
