@@ -23,7 +23,9 @@ pub fn build() -> Result<PathBuf> {
     setup::debian_package("/usr/share/nodejs/acorn/package.json", "node-acorn")?;
     let started = std::time::Instant::now();
     let dir = target_dir().join("tab-llama");
-    let source = crate::kernels::unpack(&dir, "source", &[])?;
+    // With our kernels (web/llama/patches; `cargo xtask bench wasm-kernels` measures them
+    // against llama.cpp's own and checks that both give the same logits).
+    let source = crate::kernels::unpack(&dir, "source", &crate::kernels::patches()?)?;
     let build = dir.join("build");
     // `-fexceptions`: the server's code throws and catches (a request it refuses, a file that is not
     // a model). Not `-fwasm-exceptions`: with pthreads, this emscripten's build of it catches
