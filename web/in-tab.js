@@ -372,7 +372,9 @@ async function wholeModel(cache, key, pieces) {
 function model(reference, progress) {
   if (loaded?.model === reference) return loaded.ready;
   const previous = loaded;
-  const runtime = threads() > 1 ? new OwnBuild() : new Wllama();
+  // The project's build wherever threads can start (even on one core: the server's logic runs
+  // its loop on threads of its own), wllama's where they cannot.
+  const runtime = globalThis.crossOriginIsolated ? new OwnBuild() : new Wllama();
   // A build that stopped is let go: the next call loads the model again.
   runtime.onCrash = () => {
     if (loaded?.ready === ready) loaded = null;

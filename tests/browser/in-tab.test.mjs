@@ -430,6 +430,34 @@ async function checkWithMissingModel(page, models, timeout) {
   return card.locator(id('failure-message')).innerText();
 }
 
+test('on a one-core machine the isolated app still runs its own build of llama.cpp, on one thread', { skip, timeout: 300000 }, async () => {
+  const models = await modelServer();
+  const { context, page, errors, close } = await browser();
+  try {
+    await context.addInitScript(() => {
+      Object.defineProperty(Navigator.prototype, 'hardwareConcurrency', { get: () => 1 });
+    });
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    const asked = await askInTab(page, {
+      model: `${models.url}/${basename(GGUF)}`,
+      messages: [{ role: 'user', content: 'Say yes.' }],
+      max_tokens: 4,
+      temperature: 0,
+    });
+    assert.equal(asked.threads, 1);
+    assert.ok(asked.response.choices?.[0]?.message?.content?.length > 0, JSON.stringify(asked.response).slice(0, 300));
+    // Threads can start here (the page is isolated): the server's logic needs them even when
+    // the model computes on one, so the project's build runs, not wllama's.
+    const workers = page.workers().map((worker) => new URL(worker.url()).pathname);
+    assert.ok(workers.includes('/llama/worker.js'), JSON.stringify(workers));
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    await models.close();
+  }
+});
+
 for (const shared of [true, false]) {
   test(`the app's tab runs the model for the engine ${shared ? 'in a shared worker' : 'of a Web Lock leader (no SharedWorker)'}: a missing model is fetched once and the check says why`, async () => {
     const models = await recordingServer();
