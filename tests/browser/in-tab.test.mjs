@@ -11,7 +11,8 @@
 // restarts it, from a server that cannot resume).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createReadStream, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createReadStream, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { serve, browser, screenshot, recordingServer, TOWERS, ROOT } from './harness.mjs';
 
@@ -429,6 +430,41 @@ async function checkWithMissingModel(page, models, timeout) {
   const card = await runCheck(page, 'The Eiffel Tower is in Paris.', timeout);
   return card.locator(id('failure-message')).innerText();
 }
+
+test('a file that starts as a GGUF file but is not a model is refused with llama.cpp\'s words, and the tab then loads a real one', { skip, timeout: 300000 }, async () => {
+  // "GGUF", a version, then counts no reader can believe: untrusted bytes from the network.
+  const bogus = join(mkdtempSync(join(tmpdir(), 'verity-bogus-')), 'bogus.gguf');
+  const bytes = Buffer.alloc(4096, 0xff);
+  bytes.write('GGUF', 0, 'latin1');
+  bytes.writeUInt32LE(3, 4);
+  writeFileSync(bogus, bytes);
+  const bad = await modelServer(bogus);
+  const good = await modelServer();
+  const { page, errors, close } = await browser();
+  try {
+    await page.goto(site.url);
+    await page.locator('.engine-ready').waitFor({ timeout: 60000 });
+    const ask = (url) => page.evaluate(async (body) => {
+      const model = await import('/verity-in-tab.js');
+      const { port1, port2 } = new MessageChannel();
+      const answered = new Promise((resolve) => {
+        port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
+      });
+      await model.answer({ body: JSON.stringify(body) }, port2);
+      return answered;
+    }, { model: url, messages: [{ role: 'user', content: 'Say yes.' }], max_tokens: 4, temperature: 0 });
+    const refused = await ask(`${bad.url}/bogus.gguf`);
+    assert.equal(refused.status, 400, JSON.stringify(refused));
+    assert.match(JSON.parse(refused.body).error.message, /could not be loaded in this tab: llama\.cpp could not load the model/, refused.body);
+    const answered = await ask(`${good.url}/${basename(GGUF)}`);
+    assert.equal(answered.status, 200, JSON.stringify(answered).slice(0, 300));
+    assert.deepEqual(errors, []);
+  } finally {
+    await close();
+    await bad.close();
+    await good.close();
+  }
+});
 
 test('on a one-core machine the isolated app still runs its own build of llama.cpp, on one thread', { skip, timeout: 300000 }, async () => {
   const models = await modelServer();

@@ -104,8 +104,8 @@ EMSCRIPTEN_KEEPALIVE int verity_llama_load(const char * path, int n_ctx, int n_t
     try {
         r->routes = std::make_unique<server_routes>(p, r->context);
         if (!r->context.load_model(p)) {
-            last_error = "llama.cpp could not load the model (not a GGUF model it can run, or "
-                         "not enough memory for it)";
+            // Why, in llama.cpp's words, follows (its last error lines: web/llama/worker.js).
+            last_error = "llama.cpp could not load the model";
             delete r;
             return -1;
         }
