@@ -75,7 +75,8 @@ function memoryWatch(profile) {
     for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
       try {
         // The parent is the fourth field of `stat`, after the name in parentheses.
-        parents.set(pid, read(pid, 'stat').slice(read(pid, 'stat').lastIndexOf(')') + 2).split(' ')[1]);
+        const stat = read(pid, 'stat');
+        parents.set(pid, stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
         if (read(pid, 'cmdline').split('\0').includes(`--user-data-dir=${profile}`)) roots.add(pid);
       } catch { /* the process ended */ }
     }
@@ -131,19 +132,28 @@ async function runCheck(page, claim, timeout) {
 /** Asks the model in the tab (`web/in-tab.js`, imported into the app's page) the
  * OpenAI-compatible request `body` as the engine would; answers the response's body and the
  * number of threads the model answered on. */
-function askInTab(page, body) {
+/** The tab's answer to `body` as the engine gets it (`{status, headers, body}`), whatever its
+ * status: a refusal included, which [`askInTab`] would wait on for ever (no "answered"). */
+function replyInTab(page, body) {
   return page.evaluate(async (body) => {
     const model = await import('/verity-in-tab.js');
-    const threads = new Promise((resolve) => addEventListener('verity-model', ({ detail }) => {
-      if (detail.state === 'answered') resolve(detail.threads);
-    }));
     const { port1, port2 } = new MessageChannel();
     const answered = new Promise((resolve) => {
       port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
     });
     await model.answer({ body: JSON.stringify(body) }, port2);
-    return { response: JSON.parse((await answered).body), threads: await threads };
+    return answered;
   }, body);
+}
+
+/** The tab's answer to `body` (parsed) and the threads it said it ran on. */
+async function askInTab(page, body) {
+  // Listening before the call is made (the page runs each evaluation in the order sent).
+  const threads = page.evaluate(() => new Promise((resolve) => addEventListener('verity-model', ({ detail }) => {
+    if (detail.state === 'answered') resolve(detail.threads);
+  })));
+  const reply = await replyInTab(page, body);
+  return { response: JSON.parse(reply.body), threads: await threads };
 }
 
 /** Checks `claim` and waits for its card's verdict (or fails with what the card says). */
@@ -246,15 +256,7 @@ test('the model in the tab: a GGUF loaded by the page checks a claim to a verdic
     assert.ok(schema.properties.verdict.enum.includes(content.verdict) && Number.isInteger(content.confidence), JSON.stringify(content));
 
     // A request the server refuses is refused in the tab too, with its status and words.
-    const refused = await page.evaluate(async (url) => {
-      const model = await import('/verity-in-tab.js');
-      const { port1, port2 } = new MessageChannel();
-      const answered = new Promise((resolve) => {
-        port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
-      });
-      await model.answer({ body: JSON.stringify({ model: url, messages: 'not a list' }) }, port2);
-      return answered;
-    }, url);
+    const refused = await replyInTab(page, { model: url, messages: 'not a list' });
     assert.equal(refused.status, 400, JSON.stringify(refused));
     assert.match(JSON.parse(refused.body).error.message, /messages/i, refused.body);
     assert.equal(downloads(), 1, 'after a reload the model came from the browser, not the network');
@@ -444,15 +446,7 @@ test('a file that starts as a GGUF file but is not a model is refused with llama
   try {
     await page.goto(site.url);
     await page.locator('.engine-ready').waitFor({ timeout: 60000 });
-    const ask = (url) => page.evaluate(async (body) => {
-      const model = await import('/verity-in-tab.js');
-      const { port1, port2 } = new MessageChannel();
-      const answered = new Promise((resolve) => {
-        port1.onmessage = ({ data }) => { if (!data.progress) resolve(data); };
-      });
-      await model.answer({ body: JSON.stringify(body) }, port2);
-      return answered;
-    }, { model: url, messages: [{ role: 'user', content: 'Say yes.' }], max_tokens: 4, temperature: 0 });
+    const ask = (url) => replyInTab(page, { model: url, messages: [{ role: 'user', content: 'Say yes.' }], max_tokens: 4, temperature: 0 });
     const refused = await ask(`${bad.url}/bogus.gguf`);
     assert.equal(refused.status, 400, JSON.stringify(refused));
     assert.match(JSON.parse(refused.body).error.message, /could not be loaded in this tab: llama\.cpp could not load the model/, refused.body);

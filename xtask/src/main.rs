@@ -591,8 +591,17 @@ mod setup {
         debian_package("/usr/bin/firefox-esr", "firefox-esr")
     }
 
+    /// Debian's C/C++-to-WebAssembly toolchain for llama.cpp (the model in the tab's build and
+    /// the kernels bench): emscripten, cmake, and node-acorn (emscripten's JS optimizer needs
+    /// it; Debian recommends rather than requires it).
+    pub fn emscripten() -> Result {
+        debian_package("/usr/bin/emcc", "emscripten")?;
+        debian_package("/usr/bin/cmake", "cmake")?;
+        debian_package("/usr/share/nodejs/acorn/package.json", "node-acorn")
+    }
+
     /// Installs Debian's `package` unless `program` is there already.
-    pub fn debian_package(program: &str, package: &str) -> Result {
+    fn debian_package(program: &str, package: &str) -> Result {
         if std::path::Path::new(program).is_file() {
             return Ok(());
         }

@@ -17,10 +17,7 @@ pub const OUTPUTS: [&str; 3] = ["verity-llama.js", "verity-llama.wasm", "verity-
 
 /// Builds the model in the tab's llama.cpp; answers the folder that holds [`OUTPUTS`].
 pub fn build() -> Result<PathBuf> {
-    setup::debian_package("/usr/bin/emcc", "emscripten")?;
-    setup::debian_package("/usr/bin/cmake", "cmake")?;
-    // emscripten's JS optimizer needs it; Debian recommends rather than requires it.
-    setup::debian_package("/usr/share/nodejs/acorn/package.json", "node-acorn")?;
+    setup::emscripten()?;
     let started = std::time::Instant::now();
     let dir = target_dir().join("tab-llama");
     // With our kernels (web/llama/patches; `cargo xtask bench wasm-kernels` measures them
