@@ -14,8 +14,11 @@
 //! the patches applied, links `bench/wasm-kernels/harness.cpp` against each, for Node and for a
 //! page, and runs the two builds in turn under Node, `ROUNDS` times, on two threads: the same
 //! tokens, prompt then generation. The first repetition of each run prints the last token's
-//! logits, which must agree across every run. It ends with the commands that run each page
-//! build in headless Chromium (`bench/wasm-kernels/chromium.mjs`).
+//! logits, which must agree across every run of a build. The two builds' differ in the last
+//! digits (our kernels add the same integer products in another order); that each of our
+//! kernels computes what ggml's reference C kernel does is checked by
+//! `web/llama/kernel-check.c`, which `cargo xtask test` runs. It ends with the commands that
+//! run each page build in headless Chromium (`bench/wasm-kernels/chromium.mjs`).
 
 use crate::{Result, files_with_extension, output, root, run, setup, target_dir};
 use std::path::{Path, PathBuf};
@@ -54,9 +57,10 @@ pub fn bench(rounds: &str) -> Result {
     // (not understood yet); by hand it runs (the commands printed at the end).
     // figures[build]: (prompt, generation) tokens a second, one pair per repetition.
     let mut figures = vec![Vec::<(f64, f64)>::new(); harnesses.len()];
-    let mut logits: Option<String> = None;
+    let mut logits: Vec<Option<String>> = vec![None; harnesses.len()];
     for round in 1..=rounds {
-        for ((name, harness), runs) in harnesses.iter().zip(&mut figures) {
+        for (((name, harness), runs), logits) in harnesses.iter().zip(&mut figures).zip(&mut logits)
+        {
             let said = output(
                 Command::new("node")
                     .arg("--no-experimental-fetch")
@@ -67,13 +71,13 @@ pub fn bench(rounds: &str) -> Result {
             for line in said.lines() {
                 println!("round {round}, {name}, Node: {line}");
                 if let Some(text) = line.strip_prefix("logits: ") {
-                    match &logits {
+                    match logits {
                         Some(first) if first != text => {
                             return Err(format!(
-                                "{name} gives other logits: {text}, where the first run gave {first}"
+                                "{name} gives other logits: {text}, where its first run gave {first}"
                             ));
                         }
-                        _ => logits = Some(text.to_owned()),
+                        _ => *logits = Some(text.to_owned()),
                     }
                 } else if let Some(pair) = speeds(line) {
                     runs.push(pair);
@@ -100,7 +104,12 @@ pub fn bench(rounds: &str) -> Result {
         ours.0 / theirs.0,
         ours.1 / theirs.1
     );
-    println!("every run gave the same logits: {}", logits.as_deref().unwrap_or("none printed"));
+    for ((name, _), logits) in harnesses.iter().zip(&logits) {
+        println!(
+            "every run of {name} gave the same logits: {}",
+            logits.as_deref().unwrap_or("none printed")
+        );
+    }
     for (name, harness) in &harnesses {
         println!(
             "in Chromium, {name}: node bench/wasm-kernels/chromium.mjs {} harness {} {THREADS} {PROMPT} {GENERATED} {REPS}",

@@ -19,9 +19,10 @@ pub const OUTPUTS: [&str; 3] = ["verity-llama.js", "verity-llama.wasm", "verity-
 pub fn build() -> Result<PathBuf> {
     setup::emscripten()?;
     let started = std::time::Instant::now();
-    let dir = target_dir().join("tab-llama");
-    // With our kernels (web/llama/patches; `cargo xtask bench wasm-kernels` measures them
-    // against llama.cpp's own and checks that both give the same logits).
+    let dir = folder();
+    // With our kernels (web/llama/patches): `cargo xtask bench wasm-kernels` measures them
+    // against llama.cpp's own, kernel-check.c (built here, [`check_kernels`]) checks them
+    // against ggml's reference C kernels.
     let source = crate::kernels::unpack(&dir, "source", &crate::kernels::patches()?)?;
     let build = dir.join("build");
     // `-fexceptions`: the server's code throws and catches (a request it refuses, a file that is not
@@ -45,7 +46,7 @@ pub fn build() -> Result<PathBuf> {
         .env("NODE_PATH", "/usr/share/nodejs")
         .arg("--build")
         .arg(&build)
-        .args(["--target", "verity-llama", "-j2"]))?;
+        .args(["--target", "verity-llama", "kernel-check", "-j2"]))?;
     for file in OUTPUTS {
         if !build.join(file).is_file() {
             return Err(format!("the build of web/llama made no {file} in {}", build.display()));
@@ -56,4 +57,21 @@ pub fn build() -> Result<PathBuf> {
         started.elapsed().as_secs_f64()
     ));
     Ok(build)
+}
+
+/// Where the build is kept: the unpacked source in `source/`, cmake's build in `build/`.
+fn folder() -> PathBuf {
+    target_dir().join("tab-llama")
+}
+
+/// Runs `web/llama/kernel-check.c`, built by [`build`] with the same ggml as the tab's: our
+/// kernels (`web/llama/patches`) against ggml's reference C kernels, and ggml's matrix product
+/// (whose tiling the patch changes) on odd shapes, on one thread and two, under Node.
+pub fn check_kernels() -> Result {
+    let check = folder().join("build").join("kernel-check.js");
+    if !check.is_file() {
+        return Err(format!("{} is missing: `cargo xtask dist` builds it", check.display()));
+    }
+    // Node's fetch would take the wasm's path for a URL (this emscripten's loader prefers it).
+    run(Command::new("node").arg("--no-experimental-fetch").arg(&check))
 }

@@ -572,6 +572,8 @@ pub fn browser_tests(llama: Option<&str>) -> Result {
     section("the app (release build of the UI and the worker)");
     build(true)?;
     size(&[])?;
+    section("the model in the tab's kernels against ggml's reference kernels (Node)");
+    crate::tab_llama::check_kernels()?;
     section("browser tests (Chromium, and one in Firefox)");
     setup::chromium()?;
     setup::firefox()?;
