@@ -65,10 +65,11 @@ try {
         await model.answer({ body: JSON.stringify(body) }, port2);
         const reply = await answered;
         if (reply.status !== 200) throw new Error(`the tab answered ${reply.status}: ${reply.body}`);
-        const { timings } = JSON.parse(reply.body);
-        return { threads: model.threads(), prompt: timings.prompt_per_second, generation: timings.predicted_per_second, tokens: timings.predicted_n };
+        const { timings, choices } = JSON.parse(reply.body);
+        return { threads: model.threads(), prompt: timings.prompt_per_second, generation: timings.predicted_per_second, tokens: timings.predicted_n, prompted: timings.prompt_n, text: choices[0].message.content };
       }, { ...REQUEST, model: `${models.url}/model.gguf` });
-      console.log(`in the tab, ${run.threads} thread${run.threads === 1 ? ' ' : 's'}: prompt ${run.prompt.toFixed(1)}, generation ${run.generation.toFixed(1)} tokens a second (${run.tokens} generated; load average ${loadavg()[0].toFixed(2)})`);
+      console.log(`in the tab, ${run.threads} thread${run.threads === 1 ? ' ' : 's'}: prompt ${run.prompt.toFixed(1)}, generation ${run.generation.toFixed(1)} tokens a second (${run.prompted} read, ${run.tokens} generated; load average ${loadavg()[0].toFixed(2)})`);
+      if (round === 0) console.log(`  the tab's answer: ${JSON.stringify(run.text)}`);
       (runs.tab[run.threads] ??= []).push(run);
     }
     if (NATIVE) {
@@ -77,9 +78,10 @@ try {
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ ...REQUEST, model: 'local' }),
       });
-      const { timings } = await response.json();
+      const { timings, choices } = await response.json();
       const run = { prompt: timings.prompt_per_second, generation: timings.predicted_per_second, tokens: timings.predicted_n };
-      console.log(`native server, 2 threads: prompt ${run.prompt.toFixed(1)}, generation ${run.generation.toFixed(1)} tokens a second (${run.tokens} generated; load average ${loadavg()[0].toFixed(2)})`);
+      console.log(`native server, 2 threads: prompt ${run.prompt.toFixed(1)}, generation ${run.generation.toFixed(1)} tokens a second (${timings.prompt_n} read, ${run.tokens} generated; load average ${loadavg()[0].toFixed(2)})`);
+      if (round === 0) console.log(`  the native server's answer: ${JSON.stringify(choices[0].message.content)}`);
       runs.native.push(run);
     }
   }
