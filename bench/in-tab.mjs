@@ -11,7 +11,9 @@
 // average, which matters: llama.cpp's threads wait on one another, and a busy machine slows
 // several threads far more than one. Each round then asks the native server the same request
 // (its prompt cache off, so it reads the whole prompt as the tab does), and the last lines give
-// the medians and the tab's share of native speed at the same thread count.
+// the medians and the tab's share of native speed at the same thread count. The first round
+// also prints each side's answer, and every line the prompt tokens each side read: the same
+// request, whose answers may still differ (the native CPU kernels round differently).
 import { createReadStream, statSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { serve, browser, recordingServer } from '../tests/browser/harness.mjs';

@@ -121,7 +121,7 @@ static int check_tiles(enum ggml_type type, vec_dot_t reference, int n) {
 // ggml's matrix product of `matrices` M x n weight matrices by `batches` (a multiple) n x N
 // activation matrices, on `threads` threads, against the reference kernel on every entry.
 static int check_mul_mat(enum ggml_type type, vec_dot_t reference, int n, int M, int N, int matrices, int batches, int threads) {
-    struct ggml_init_params params = { 256 * 1024 * 1024, NULL, false };
+    struct ggml_init_params params = { 64 * 1024 * 1024, NULL, false }; // the tensors and the work buffer
     struct ggml_context * ctx = ggml_init(params);
     struct ggml_tensor * a = ggml_new_tensor_3d(ctx, type, n, M, matrices);
     struct ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, n, N, batches);
