@@ -24,7 +24,7 @@ pub fn build() -> Result<PathBuf> {
     // against llama.cpp's own, kernel-check.c (built here, [`check_kernels`]) checks them
     // against ggml's reference C kernels.
     let source = crate::kernels::unpack(&dir, "source", &crate::kernels::patches()?)?;
-    let build = dir.join("build");
+    let build = build_folder();
     // `-fexceptions`: the server's code throws and catches (a request it refuses, a file that is not
     // a model). Not `-fwasm-exceptions`: with pthreads, this emscripten's build of it catches
     // nothing (a throw in a thread reached the worker uncaught).
@@ -59,16 +59,22 @@ pub fn build() -> Result<PathBuf> {
     Ok(build)
 }
 
-/// Where the build is kept: the unpacked source in `source/`, cmake's build in `build/`.
+/// Where the build is kept: the unpacked source in `source/`, cmake's build in
+/// [`build_folder`].
 fn folder() -> PathBuf {
     target_dir().join("tab-llama")
+}
+
+/// cmake's build: [`OUTPUTS`] and `kernel-check.js`.
+fn build_folder() -> PathBuf {
+    folder().join("build")
 }
 
 /// Runs `web/llama/kernel-check.c`, built by [`build`] with the same ggml as the tab's: our
 /// kernels (`web/llama/patches`) against ggml's reference C kernels, and ggml's matrix product
 /// (whose tiling the patch changes) on odd shapes, on one thread and two, under Node.
 pub fn check_kernels() -> Result {
-    let check = folder().join("build").join("kernel-check.js");
+    let check = build_folder().join("kernel-check.js");
     if !check.is_file() {
         return Err(format!("{} is missing: `cargo xtask dist` builds it", check.display()));
     }
